@@ -1,0 +1,39 @@
+"""Encoding of HBase's ZooKeeper znode payloads (pure functions).
+
+HBase prefixes most znodes with a "recoverable ZooKeeper" header: 0xFF, a 4-byte length, that
+many bytes of writer id; protobuf payloads then start with the magic b"PBUF".
+"""
+
+from __future__ import annotations
+
+import struct
+
+from cdcflow.errors import WireProtocolError
+
+ZNODE_MAGIC = 0xFF
+PB_MAGIC = b"PBUF"
+
+
+def strip_metadata(data: bytes) -> bytes:
+    """Drop the 0xFF + length + id header if present."""
+    if not data or data[0] != ZNODE_MAGIC:
+        return data
+    if len(data) < 5:
+        raise WireProtocolError("znode metadata header truncated")
+    (id_len,) = struct.unpack_from(">i", data, 1)
+    if id_len < 0 or 5 + id_len > len(data):
+        raise WireProtocolError(f"znode metadata length {id_len} out of range")
+    return data[5 + id_len :]
+
+
+def protobuf_payload(data: bytes) -> bytes:
+    """The protobuf bytes of a znode written by HBase (metadata header, then PBUF, then message)."""
+    body = strip_metadata(data)
+    if not body.startswith(PB_MAGIC):
+        raise WireProtocolError("znode payload lacks the PBUF magic")
+    return body[len(PB_MAGIC) :]
+
+
+def with_metadata(payload: bytes, writer_id: bytes) -> bytes:
+    """Wrap `payload` the way HBase's RecoverableZooKeeper writes it."""
+    return bytes([ZNODE_MAGIC]) + struct.pack(">i", len(writer_id)) + writer_id + payload
