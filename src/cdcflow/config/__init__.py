@@ -1,0 +1,5 @@
+"""Typed configuration, validated once at the edge (CLI start-up). See config/cdcflow.yaml."""
+
+from cdcflow.config.model import CdcflowConfig, StackConfig, load_config
+
+__all__ = ["CdcflowConfig", "StackConfig", "load_config"]

@@ -1,0 +1,118 @@
+"""Thin, typed wrappers over confluent-kafka (librdkafka). The only place that imports it."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from cdcflow.errors import RetryableError, ServiceUnavailable, TerminalError
+
+
+@dataclass(frozen=True)
+class KafkaRecord:
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+
+
+def _admin(bootstrap: str) -> AdminClient:
+    # log_level 0: while a broker starts, librdkafka would print every refused connection to
+    # stderr; the caller gets the failure as an exception instead.
+    return AdminClient({"bootstrap.servers": bootstrap, "socket.connection.setup.timeout.ms": 5000, "log_level": 0})
+
+
+def ping(bootstrap: str, timeout_s: float = 5.0) -> int:
+    """A real metadata request; returns the number of brokers that answered."""
+    try:
+        meta = _admin(bootstrap).list_topics(timeout=timeout_s)
+    except KafkaException as exc:
+        raise ServiceUnavailable(f"Kafka at {bootstrap}: {exc}") from exc
+    if not meta.brokers:
+        raise ServiceUnavailable(f"Kafka at {bootstrap}: no broker in metadata")
+    return len(meta.brokers)
+
+
+def list_topics(bootstrap: str, timeout_s: float = 10.0) -> list[str]:
+    try:
+        return sorted(_admin(bootstrap).list_topics(timeout=timeout_s).topics)
+    except KafkaException as exc:
+        raise ServiceUnavailable(f"Kafka at {bootstrap}: {exc}") from exc
+
+
+def create_topic(bootstrap: str, name: str, partitions: int = 1, replication: int = 1, timeout_s: float = 30.0) -> None:
+    """Create `name`; an existing topic is fine (idempotent)."""
+    admin = _admin(bootstrap)  # must outlive the future: a collected client cancels its requests
+    futures = admin.create_topics(
+        [NewTopic(name, num_partitions=partitions, replication_factor=replication)], request_timeout=timeout_s
+    )
+    try:
+        futures[name].result(timeout=timeout_s)
+    except KafkaException as exc:
+        err: KafkaError = exc.args[0]
+        if err.code() == KafkaError.TOPIC_ALREADY_EXISTS:
+            return
+        cls = RetryableError if err.retriable() else TerminalError
+        raise cls(f"create topic {name}: {err.str()}") from exc
+
+
+def produce_sync(
+    bootstrap: str, topic: str, records: list[tuple[bytes | None, bytes]], timeout_s: float = 30.0
+) -> list[tuple[int, int]]:
+    """Produce with acks=all and idempotence; return (partition, offset) per record once all are acknowledged.
+
+    Any delivery failure raises: nothing is reported as sent unless Kafka acknowledged it.
+    """
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all"})
+    results: list[tuple[int, int] | None] = [None] * len(records)
+    errors: list[str] = []
+
+    def on_delivery(index: int) -> object:
+        def cb(err: KafkaError | None, msg: object) -> None:
+            if err is not None:
+                errors.append(f"record {index}: {err.str()}")
+            else:
+                results[index] = (msg.partition(), msg.offset())  # type: ignore[attr-defined]
+
+        return cb
+
+    for i, (key, value) in enumerate(records):
+        producer.produce(topic, value=value, key=key, on_delivery=on_delivery(i))
+    remaining = producer.flush(timeout_s)
+    if remaining or errors or any(r is None for r in results):
+        raise ServiceUnavailable(f"produce to {topic}: {remaining} unacknowledged, errors: {errors[:5]}")
+    return [r for r in results if r is not None]
+
+
+def consume(
+    bootstrap: str, topic: str, *, expected: int, timeout_s: float = 30.0, group: str | None = None
+) -> list[KafkaRecord]:
+    """Read `topic` from the beginning until `expected` records arrived or `timeout_s` passed."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group or f"cdcflow-read-{time.time_ns()}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    out: list[KafkaRecord] = []
+    try:
+        consumer.subscribe([topic])
+        deadline = time.monotonic() + timeout_s
+        while len(out) < expected and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error():
+                if msg.error().code() == KafkaError._PARTITION_EOF:
+                    continue
+                raise ServiceUnavailable(f"consume {topic}: {msg.error().str()}")
+            out.append(KafkaRecord(msg.topic(), msg.partition(), msg.offset(), msg.key(), msg.value()))
+    finally:
+        consumer.close()
+    return out

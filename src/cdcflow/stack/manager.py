@@ -1,0 +1,143 @@
+"""`cdcflow stack up/down/status`: start the services, wait until a real client call works, stop them."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cdcflow.errors import CdcflowError, StackError
+from cdcflow.stack import ports, process, state
+from cdcflow.stack.hbase import HBaseService
+from cdcflow.stack.kafka import KafkaService
+from cdcflow.stack.mariadb import MariaDBService
+from cdcflow.stack.service import Service
+
+log = logging.getLogger(__name__)
+
+# Start order; `down` stops in reverse.
+COMPONENTS: tuple[str, ...] = ("mariadb", "kafka", "hbase")
+
+
+def make_service(name: str) -> Service:
+    factories: dict[str, type[Service]] = {"kafka": KafkaService, "hbase": HBaseService, "mariadb": MariaDBService}
+    if name not in factories:
+        raise StackError(f"unknown component {name!r}; choose from {', '.join(COMPONENTS)}")
+    return factories[name]()
+
+
+@dataclass(frozen=True)
+class ServiceStatus:
+    name: str
+    running: bool
+    healthy: bool
+    detail: str
+    pid: int | None
+    endpoints: dict[str, Any]
+    log: str
+
+
+class Stack:
+    def __init__(self, home: Path) -> None:
+        self.home = home.resolve()
+
+    def _names(self, names: Sequence[str] | None) -> list[str]:
+        wanted = list(names) if names else list(COMPONENTS)
+        for n in wanted:
+            make_service(n)  # validates the name
+        return [n for n in COMPONENTS if n in wanted]
+
+    def log_path(self, name: str) -> Path:
+        return self.home / name / f"{name}.log"
+
+    def up(self, names: Sequence[str] | None = None) -> list[ServiceStatus]:
+        """Start what is not running (idempotent) and return once each answers a real call."""
+        chosen = self._names(names)
+        services = {n: make_service(n) for n in chosen}
+        for svc in services.values():
+            svc.install()
+        current = state.load(self.home)
+        started: list[str] = []
+        for name, svc in services.items():
+            old = current.get(name)
+            if old and process.is_ours(old.pid, old.start_ticks):
+                log.info("%s already running (pid %s)", name, old.pid)
+                continue
+            svc_home = self.home / name
+            svc_home.mkdir(parents=True, exist_ok=True)
+            chosen_ports = ports.choose(list(svc.port_names), old.ports if old else {})
+            log_file = self.log_path(name)
+            pid, endpoints = svc.start(svc_home, chosen_ports, log_file)
+            current[name] = state.ServiceState(
+                name, pid, process.start_ticks(pid), chosen_ports, endpoints, str(log_file), time.time()
+            )
+            state.save(self.home, current)  # saved before waiting, so `down` can always stop it
+            started.append(name)
+        for name, svc in services.items():
+            self._wait_healthy(svc, current[name])
+            svc.prepare(current[name].endpoints)
+        return self.status(chosen)
+
+    def _wait_healthy(self, svc: Service, st: state.ServiceState) -> None:
+        deadline = time.monotonic() + svc.start_timeout_s
+        last = "no answer yet"
+        while time.monotonic() < deadline:
+            if not process.is_ours(st.pid, st.start_ticks):
+                raise StackError(f"{svc.name} exited during start-up. Last log lines:\n{process.tail(Path(st.log))}")
+            try:
+                svc.check(st.endpoints)
+                return
+            except CdcflowError as exc:
+                last = str(exc)
+            except Exception as exc:  # a client library's own error while the server starts
+                last = f"{type(exc).__name__}: {exc}"
+            time.sleep(1.0)
+        raise StackError(
+            f"{svc.name} did not become healthy within {svc.start_timeout_s:.0f}s ({last}). "
+            f"Last log lines:\n{process.tail(Path(st.log))}"
+        )
+
+    def down(self, names: Sequence[str] | None = None) -> list[str]:
+        """Stop the named services (default: all). Returns the names that were running."""
+        chosen = self._names(names)
+        current = state.load(self.home)
+        stopped = []
+        for name in reversed(chosen):
+            st = current.get(name)
+            if st is None:
+                continue
+            if st.pid and process.is_ours(st.pid, st.start_ticks):
+                log.info("stopping %s (pid %s)", name, st.pid)
+                process.stop_group(st.pid, make_service(name).stop_grace_s)
+                stopped.append(name)
+            del current[name]
+            state.save(self.home, current)
+        return stopped
+
+    def status(self, names: Sequence[str] | None = None) -> list[ServiceStatus]:
+        current = state.load(self.home)
+        out = []
+        for name in self._names(names):
+            st = current.get(name)
+            if st is None:
+                out.append(ServiceStatus(name, False, False, "not started", None, {}, str(self.log_path(name))))
+                continue
+            running = process.is_ours(st.pid, st.start_ticks)
+            healthy, detail = False, "process not running"
+            if running:
+                try:
+                    detail = make_service(name).check(st.endpoints)
+                    healthy = True
+                except Exception as exc:
+                    detail = f"unhealthy: {exc}"
+            out.append(ServiceStatus(name, running, healthy, detail, st.pid, st.endpoints, st.log))
+        return out
+
+    def endpoints(self, name: str) -> dict[str, Any]:
+        st = state.load(self.home).get(name)
+        if st is None:
+            raise StackError(f"{name} is not started in stack {self.home}; run `cdcflow stack up {name}`")
+        return st.endpoints

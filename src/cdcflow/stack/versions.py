@@ -1,0 +1,16 @@
+"""Every version of every service the stack installs, in one place.
+
+The Maven POMs under poms/ take these as -D properties, so a version bump happens here only.
+"""
+
+# HBase 2.6 built against Hadoop 3. 2.6.4 is the newest 2.6 release with -hadoop3 artifacts on
+# Maven Central (2.6.5/2.6.6 exist only as Hadoop 2 builds there).
+HBASE_VERSION = "2.6.4-hadoop3"
+# Kafka 4.x is KRaft only; the storage tool and the broker come from the same jar set.
+KAFKA_VERSION = "4.3.1"
+# log4j2 + the SLF4J 1.7 binding for both JVMs (neither POM ships a binding).
+LOG4J_VERSION = "2.25.2"
+MAVEN_DEPENDENCY_PLUGIN = "3.8.1"
+# Debian 12 package; the exact patch level follows Debian security updates.
+MARIADB_PACKAGE = "mariadb-server"
+MARIADB_SERIES = "10.11"

@@ -1,0 +1,46 @@
+"""Test harness helpers (kazoo-style public testing module): session-wide real services.
+
+`ServiceHarness` starts each service once, on first use, through the same `Stack` code as
+`cdcflow stack up`, or attaches to an already-running stack when CDCFLOW_TEST_STACK_HOME
+points at its home (then it never stops anything).
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+from typing import Any
+
+from cdcflow.stack import Stack
+from cdcflow.stack.process import tail
+
+EXISTING_STACK_ENV = "CDCFLOW_TEST_STACK_HOME"
+
+
+class ServiceHarness:
+    def __init__(self, fresh_home: Path) -> None:
+        existing = os.environ.get(EXISTING_STACK_ENV)
+        self.reuse = bool(existing)
+        self.stack = Stack(Path(existing) if existing else fresh_home)
+        self.started: list[str] = []
+
+    def endpoints(self, name: str) -> dict[str, Any]:
+        if self.reuse:
+            return self.stack.endpoints(name)
+        if name not in self.started:
+            self.stack.up([name])
+            self.started.append(name)
+        return self.stack.endpoints(name)
+
+    def log_tails(self, lines: int = 60) -> dict[str, str]:
+        return {name: tail(self.stack.log_path(name), lines) for name in self.started}
+
+    def close(self) -> None:
+        if not self.reuse:
+            self.stack.down()
+
+
+def unique_name(prefix: str) -> str:
+    """Names that never collide across tests and runs (topics, tables, databases)."""
+    return f"{prefix}_{uuid.uuid4().hex[:10]}"

@@ -1,0 +1,60 @@
+"""Session-wide real services for integration tests; server logs attached to failing tests.
+
+Each server starts once per test session (on first use) through cdcflow.stack. Set
+CDCFLOW_TEST_STACK_HOME=<stack home> to use an already running stack instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from cdcflow.testing import ServiceHarness
+
+_harness: ServiceHarness | None = None
+
+
+@pytest.fixture(scope="session")
+def services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceHarness]:
+    global _harness
+    _harness = ServiceHarness(tmp_path_factory.mktemp("stack"))
+    try:
+        yield _harness
+    finally:
+        _harness.close()
+        _harness = None
+
+
+@pytest.fixture(scope="session")
+def kafka(services: ServiceHarness) -> dict[str, Any]:
+    return services.endpoints("kafka")
+
+
+@pytest.fixture(scope="session")
+def hbase(services: ServiceHarness) -> dict[str, Any]:
+    return services.endpoints("hbase")
+
+
+@pytest.fixture(scope="session")
+def mariadb(services: ServiceHarness) -> dict[str, Any]:
+    return services.endpoints("mariadb")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed and _harness is not None:
+        for name, text in _harness.log_tails().items():
+            report.sections.append((f"{name} log (last lines)", text))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark by folder, so `-m unit` / `-m integration` select without per-test decorations."""
+    for item in items:
+        path = str(item.fspath)
+        for kind in ("unit", "integration", "e2e"):
+            if f"/tests/{kind}/" in path:
+                item.add_marker(getattr(pytest.mark, kind))
