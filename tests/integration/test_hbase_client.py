@@ -62,10 +62,26 @@ def test_explicit_timestamps_and_every_delete_type(client: HBaseClient, table: s
     put(client, table, b"one-version", (b"cf:a", b"x", 10), (b"cf:a", b"y", 20), (b"cf:a", b"z", 30))
     client.mutate(table, Delete(b"one-version").column_version(b"cf", b"a", 20))
     # column, all versions <= ts (Delete.addColumns)
-    put(client, table, b"column", (b"cf:a", b"x", 10), (b"cf:a", b"y", 20), (b"cf:a", b"z", 30), (b"cf:b", b"k", 10))
+    put(
+        client,
+        table,
+        b"column",
+        (b"cf:a", b"x", 10),
+        (b"cf:a", b"y", 20),
+        (b"cf:a", b"z", 30),
+        (b"cf:b", b"k", 10),
+    )
     client.mutate(table, Delete(b"column").column(b"cf", b"a", 20))
     # family, all columns <= ts (Delete.addFamily)
-    put(client, table, b"family", (b"cf:a", b"1", 10), (b"cf:b", b"2", 20), (b"cf:c", b"3", 30), (b"cg:x", b"4", 10))
+    put(
+        client,
+        table,
+        b"family",
+        (b"cf:a", b"1", 10),
+        (b"cf:b", b"2", 20),
+        (b"cf:c", b"3", 30),
+        (b"cg:x", b"4", 10),
+    )
     client.mutate(table, Delete(b"family").family(b"cf", 20))
     # family version: every column of the family at exactly ts (Delete.addFamilyVersion)
     put(client, table, b"family-version", (b"cf:a", b"1", 10), (b"cf:b", b"2", 10), (b"cf:a", b"3", 20),

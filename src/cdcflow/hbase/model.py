@@ -80,20 +80,20 @@ class Mutation:
     ops: list[ColumnOp] = field(default_factory=list)
 
 
-def Put(row: bytes, timestamp: int | None = None) -> PutBuilder:  # noqa: N802 - reads like HBase's Put
+def Put(row: bytes, timestamp: int | None = None) -> PutBuilder:
     return PutBuilder(Mutation(row, "put", timestamp))
 
 
-def Delete(row: bytes, timestamp: int | None = None) -> DeleteBuilder:  # noqa: N802
+def Delete(row: bytes, timestamp: int | None = None) -> DeleteBuilder:
     """A delete; with no column ops it deletes the whole row (all families) up to `timestamp`."""
     return DeleteBuilder(Mutation(row, "delete", timestamp))
 
 
-def Increment(row: bytes) -> CounterBuilder:  # noqa: N802
+def Increment(row: bytes) -> CounterBuilder:
     return CounterBuilder(Mutation(row, "increment"))
 
 
-def Append(row: bytes) -> PutBuilder:  # noqa: N802
+def Append(row: bytes) -> PutBuilder:
     return PutBuilder(Mutation(row, "append"))
 
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
 
 from cdcflow.errors import RetryableError, ServiceUnavailable, TerminalError
 
@@ -23,7 +25,9 @@ class KafkaRecord:
 def _admin(bootstrap: str) -> AdminClient:
     # log_level 0: while a broker starts, librdkafka would print every refused connection to
     # stderr; the caller gets the failure as an exception instead.
-    return AdminClient({"bootstrap.servers": bootstrap, "socket.connection.setup.timeout.ms": 5000, "log_level": 0})
+    return AdminClient(
+        {"bootstrap.servers": bootstrap, "socket.connection.setup.timeout.ms": 5000, "log_level": 0}
+    )
 
 
 def ping(bootstrap: str, timeout_s: float = 5.0) -> int:
@@ -44,7 +48,9 @@ def list_topics(bootstrap: str, timeout_s: float = 10.0) -> list[str]:
         raise ServiceUnavailable(f"Kafka at {bootstrap}: {exc}") from exc
 
 
-def create_topic(bootstrap: str, name: str, partitions: int = 1, replication: int = 1, timeout_s: float = 30.0) -> None:
+def create_topic(
+    bootstrap: str, name: str, partitions: int = 1, replication: int = 1, timeout_s: float = 30.0
+) -> None:
     """Create `name`; an existing topic is fine (idempotent)."""
     admin = _admin(bootstrap)  # must outlive the future: a collected client cancels its requests
     futures = admin.create_topics(
@@ -71,12 +77,12 @@ def produce_sync(
     results: list[tuple[int, int] | None] = [None] * len(records)
     errors: list[str] = []
 
-    def on_delivery(index: int) -> object:
-        def cb(err: KafkaError | None, msg: object) -> None:
+    def on_delivery(index: int) -> Callable[[KafkaError | None, Message], None]:
+        def cb(err: KafkaError | None, msg: Message) -> None:
             if err is not None:
                 errors.append(f"record {index}: {err.str()}")
             else:
-                results[index] = (msg.partition(), msg.offset())  # type: ignore[attr-defined]
+                results[index] = (msg.partition() or 0, msg.offset() or 0)
 
         return cb
 
@@ -108,11 +114,12 @@ def consume(
             msg = consumer.poll(0.5)
             if msg is None:
                 continue
-            if msg.error():
-                if msg.error().code() == KafkaError._PARTITION_EOF:
+            err = msg.error()
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:
                     continue
-                raise ServiceUnavailable(f"consume {topic}: {msg.error().str()}")
-            out.append(KafkaRecord(msg.topic(), msg.partition(), msg.offset(), msg.key(), msg.value()))
+                raise ServiceUnavailable(f"consume {topic}: {err.str()}")
+            out.append(KafkaRecord(topic, msg.partition() or 0, msg.offset() or 0, msg.key(), msg.value()))
     finally:
         consumer.close()
     return out

@@ -22,7 +22,7 @@ class MySqlEndpoint:
 
     def connection_settings(self) -> dict[str, Any]:
         """The dict python-mysql-replication and PyMySQL take."""
-        return {"host": self.host, "port": self.port, "user": self.user, "passwd": self.password}
+        return {"host": self.host, "port": self.port, "user": self.user, "password": self.password}
 
 
 def connect(ep: MySqlEndpoint, timeout_s: float = 5.0, autocommit: bool = True) -> pymysql.Connection[Any]:

@@ -23,7 +23,11 @@ COMPONENTS: tuple[str, ...] = ("mariadb", "kafka", "hbase")
 
 
 def make_service(name: str) -> Service:
-    factories: dict[str, type[Service]] = {"kafka": KafkaService, "hbase": HBaseService, "mariadb": MariaDBService}
+    factories: dict[str, type[Service]] = {
+        "kafka": KafkaService,
+        "hbase": HBaseService,
+        "mariadb": MariaDBService,
+    }
     if name not in factories:
         raise StackError(f"unknown component {name!r}; choose from {', '.join(COMPONENTS)}")
     return factories[name]()
@@ -86,7 +90,9 @@ class Stack:
         last = "no answer yet"
         while time.monotonic() < deadline:
             if not process.is_ours(st.pid, st.start_ticks):
-                raise StackError(f"{svc.name} exited during start-up. Last log lines:\n{process.tail(Path(st.log))}")
+                raise StackError(
+                    f"{svc.name} exited during start-up. Last log lines:\n{process.tail(Path(st.log))}"
+                )
             try:
                 svc.check(st.endpoints)
                 return
@@ -123,7 +129,9 @@ class Stack:
         for name in self._names(names):
             st = current.get(name)
             if st is None:
-                out.append(ServiceStatus(name, False, False, "not started", None, {}, str(self.log_path(name))))
+                out.append(
+                    ServiceStatus(name, False, False, "not started", None, {}, str(self.log_path(name)))
+                )
                 continue
             running = process.is_ours(st.pid, st.start_ticks)
             healthy, detail = False, "process not running"

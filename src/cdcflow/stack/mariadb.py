@@ -86,8 +86,8 @@ class MariaDBService(Service):
             if install_db is None:
                 raise StackError("mariadb-install-db not found")
             proc = subprocess.run(
-                [install_db, f"--defaults-file={cnf}", f"--user={user}", "--auth-root-authentication-method=normal",
-                 "--skip-test-db"],
+                [install_db, f"--defaults-file={cnf}", f"--user={user}",
+                 "--auth-root-authentication-method=normal", "--skip-test-db"],
                 capture_output=True, text=True, check=False,
             )  # fmt: skip
             if proc.returncode != 0:
@@ -115,7 +115,9 @@ class MariaDBService(Service):
         )
         version, fmt, image, metadata, log_bin = rows[0]
         if (fmt, image, metadata, int(log_bin)) != ("ROW", "FULL", "FULL", 1):
-            raise StackError(f"binlog misconfigured: format={fmt} image={image} metadata={metadata} log_bin={log_bin}")
+            raise StackError(
+                f"binlog misconfigured: format={fmt} image={image} metadata={metadata} log_bin={log_bin}"
+            )
         return f"{version}, binlog ROW/FULL/FULL"
 
     def prepare(self, endpoints: dict[str, Any]) -> None:

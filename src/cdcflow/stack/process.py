@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -96,10 +97,8 @@ def stop_group(pid: int, grace_s: float) -> bool:
 
 def _reap(pid: int) -> None:
     """Collect the exit status if the process is our child (it is when tests start the stack in-process)."""
-    try:
+    with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass
 
 
 def tail(path: Path, lines: int = 40) -> str:

@@ -26,7 +26,13 @@ class HBaseClient(Protocol):
     def family_attributes(self, table: str) -> dict[str, dict[str, str]]: ...
     def mutate(self, table: str, mutation: MutationLike) -> list[Cell]: ...
     def scan(
-        self, table: str, *, start_row: bytes = b"", stop_row: bytes = b"", max_versions: int = 1, batch_rows: int = 500
+        self,
+        table: str,
+        *,
+        start_row: bytes = b"",
+        stop_row: bytes = b"",
+        max_versions: int = 1,
+        batch_rows: int = 500,
     ) -> Iterator[Cell]: ...
     def close(self) -> None: ...
 

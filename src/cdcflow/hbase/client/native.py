@@ -10,6 +10,7 @@ high-throughput writes.
 from __future__ import annotations
 
 import bisect
+import functools
 import logging
 import random
 import time
@@ -106,7 +107,11 @@ class NativeHBaseClient:
     """See module docstring. Not thread-safe: use one per thread."""
 
     def __init__(
-        self, zk_quorum: str, znode_parent: str = "/hbase", rpc_timeout_s: float = 30.0, op_timeout_s: float = 120.0
+        self,
+        zk_quorum: str,
+        znode_parent: str = "/hbase",
+        rpc_timeout_s: float = 30.0,
+        op_timeout_s: float = 120.0,
     ) -> None:
         self._zk = ZooKeeper(zk_quorum)
         self._parent = znode_parent.rstrip("/")
@@ -180,9 +185,13 @@ class NativeHBaseClient:
                     raise HBaseTerminalError(ge.class_name or "ProcedureFailed", f"{what}: {ge.message}")
                 return
             if res.state == master_pb2.GetProcedureResultResponse.NOT_FOUND:
-                raise HBaseTerminalError("ProcedureNotFound", f"{what}: procedure {proc_id} unknown to master")
+                raise HBaseTerminalError(
+                    "ProcedureNotFound", f"{what}: procedure {proc_id} unknown to master"
+                )
             if time.monotonic() > deadline:
-                raise ServiceUnavailable(f"{what}: procedure {proc_id} still running after {self._op_timeout_s}s")
+                raise ServiceUnavailable(
+                    f"{what}: procedure {proc_id} still running after {self._op_timeout_s}s"
+                )
             time.sleep(0.1)
 
     def _nonce(self) -> dict[str, int]:
@@ -193,7 +202,9 @@ class NativeHBaseClient:
     def ping(self) -> bool:
         """A real master call: true once the master runs and is initialized enough to list tables."""
         self._master_call(
-            "GetTableNames", master_pb2.GetTableNamesRequest(include_sys_tables=True), master_pb2.GetTableNamesResponse
+            "GetTableNames",
+            master_pb2.GetTableNamesRequest(include_sys_tables=True),
+            master_pb2.GetTableNamesResponse,
         )
         return True
 
@@ -216,7 +227,9 @@ class NativeHBaseClient:
             pb = schema.column_families.add(name=cf.name.encode())
             for key, value in cf.attributes().items():
                 pb.attributes.add(first=key.encode(), second=value.encode())
-        req = master_pb2.CreateTableRequest(table_schema=schema, split_keys=sorted(split_keys), **self._nonce())
+        req = master_pb2.CreateTableRequest(
+            table_schema=schema, split_keys=sorted(split_keys), **self._nonce()
+        )
         res = self._master_call("CreateTable", req, master_pb2.CreateTableResponse)
         self._wait_procedure(res.proc_id, f"create table {name}")
         self._retrying(f"locate regions of {name}", lambda: self._locate_all(name))
@@ -292,7 +305,9 @@ class NativeHBaseClient:
     def _scan_region(
         self, host: str, port: int, region_name: bytes, scan: client_pb2.Scan
     ) -> Iterator[client_pb2.Result]:
-        spec = hbase_types_pb2.RegionSpecifier(type=hbase_types_pb2.RegionSpecifier.REGION_NAME, value=region_name)
+        spec = hbase_types_pb2.RegionSpecifier(
+            type=hbase_types_pb2.RegionSpecifier.REGION_NAME, value=region_name
+        )
         req = client_pb2.ScanRequest(region=spec, scan=scan, number_of_rows=scan.caching or 100)
         res = self._rpc(host, port, "ClientService", "Scan", req, client_pb2.ScanResponse)
         call_seq = 0
@@ -319,7 +334,9 @@ class NativeHBaseClient:
 
         def once() -> list[Cell]:
             loc = self._locate(name, proto.row)
-            spec = hbase_types_pb2.RegionSpecifier(type=hbase_types_pb2.RegionSpecifier.REGION_NAME, value=loc.name)
+            spec = hbase_types_pb2.RegionSpecifier(
+                type=hbase_types_pb2.RegionSpecifier.REGION_NAME, value=loc.name
+            )
             req = client_pb2.MutateRequest(region=spec, mutation=proto, nonce_group=self._nonce_group)
             res = self._rpc(loc.host, loc.port, "ClientService", "Mutate", req, client_pb2.MutateResponse)
             return [cell_from_proto(c) for c in res.result.cell]
@@ -339,23 +356,25 @@ class NativeHBaseClient:
         name = TableName.parse(table)
         position = start_row
         while True:
-            rows: list[client_pb2.Result] = []
-
-            def scan_one_region(pos: bytes = position) -> RegionLocation:
-                rows.clear()
-                loc = self._locate(name, pos)
-                stop = loc.end_key if not stop_row or (loc.end_key and loc.end_key < stop_row) else stop_row
-                scan = client_pb2.Scan(start_row=pos, stop_row=stop, max_versions=max_versions, caching=batch_rows)
-                rows.extend(self._scan_region(loc.host, loc.port, loc.name, scan))
-                return loc
-
-            loc = self._retrying(f"scan {name}", scan_one_region)
+            loc, rows = self._retrying(
+                f"scan {name}",
+                functools.partial(self._scan_from, name, position, stop_row, max_versions, batch_rows),
+            )
             for result in rows:
                 for c in result.cell:
                     yield cell_from_proto(c)
             if not loc.end_key or (stop_row and loc.end_key >= stop_row):
                 return
             position = loc.end_key
+
+    def _scan_from(
+        self, name: TableName, pos: bytes, stop_row: bytes, max_versions: int, batch_rows: int
+    ) -> tuple[RegionLocation, list[client_pb2.Result]]:
+        """All rows of the region holding `pos`, from `pos` on (a retry restarts the region)."""
+        loc = self._locate(name, pos)
+        stop = loc.end_key if not stop_row or (loc.end_key and loc.end_key < stop_row) else stop_row
+        scan = client_pb2.Scan(start_row=pos, stop_row=stop, max_versions=max_versions, caching=batch_rows)
+        return loc, list(self._scan_region(loc.host, loc.port, loc.name, scan))
 
     def close(self) -> None:
         for conn in self._conns.values():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import socket
 from typing import TypeVar
@@ -78,7 +79,5 @@ class RpcConnection:
             return framing.parse_message(response_cls, response.body)
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(OSError):
             self._sock.close()
-        except OSError:
-            pass

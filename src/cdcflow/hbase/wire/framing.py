@@ -102,9 +102,7 @@ def encode_call(header: rpc_pb2.RequestHeader, param: Message, cell_block: bytes
     return frame(delimited(header) + delimited(param) + cell_block)
 
 
-def encode_response(
-    header: rpc_pb2.ResponseHeader, result: Message | None, cell_block: bytes = b""
-) -> bytes:
+def encode_response(header: rpc_pb2.ResponseHeader, result: Message | None, cell_block: bytes = b"") -> bytes:
     """A response frame. With an exception in `header`, pass `result=None`: no body is sent."""
     if cell_block:
         header.cell_block_meta.length = len(cell_block)

@@ -1,0 +1,67 @@
+# cdcflow developer commands. `make` (or `make help`) lists them.
+# Needs: Python 3.11, Java 17 and Maven on PATH. Everything else is installed by these targets
+# (Python packages from the lock file, Kafka/HBase jars via Maven, MariaDB via apt when root).
+
+SHELL := /bin/bash
+PYTHON ?= python3.11
+UV_VERSION := 0.13.8
+UV := .tools/bin/uv
+VENV := .venv
+BIN := $(VENV)/bin
+export UV_PYTHON_DOWNLOADS := never
+export UV_PROJECT_ENVIRONMENT := $(VENV)
+
+.DEFAULT_GOAL := help
+.PHONY: help install run test unit integration lint fmt stack-up stack-down stack-status protos clean
+
+help: ## List the targets
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
+
+$(UV):
+	@command -v $(PYTHON) >/dev/null || { echo "$(PYTHON) is required"; exit 1; }
+	$(PYTHON) -m venv .tools
+	.tools/bin/pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
+
+$(BIN)/cdcflow: $(UV) pyproject.toml uv.lock
+	$(UV) sync --frozen --python $(PYTHON)
+	@touch $@
+
+install: $(BIN)/cdcflow ## Install cdcflow and its pinned dependencies into .venv (from uv.lock)
+	@command -v java >/dev/null || { echo "Java 17 is required (apt-get install openjdk-17-jdk-headless)"; exit 1; }
+	@command -v mvn >/dev/null || { echo "Maven is required (apt-get install maven)"; exit 1; }
+
+run: install ## Start the local stack (Kafka, HBase, MariaDB) and run cdcflow with the bundled config
+	$(BIN)/cdcflow run
+
+test: install lint ## Everything: lint, type checks, unit + integration + e2e tests on real services
+	$(BIN)/pytest
+
+unit: install ## Unit tests only (no servers, seconds)
+	$(BIN)/pytest -m unit
+
+integration: install ## Integration tests only (starts the real services once per session)
+	$(BIN)/pytest -m "integration or e2e"
+
+lint: install ## ruff (lint + format check) and mypy --strict
+	$(BIN)/ruff check src tests
+	$(BIN)/ruff format --check src tests
+	$(BIN)/mypy
+
+fmt: install ## Format and auto-fix
+	$(BIN)/ruff format src tests
+	$(BIN)/ruff check --fix src tests
+
+stack-up: install ## Start the dev stack (idempotent)
+	$(BIN)/cdcflow stack up
+
+stack-down: install ## Stop the dev stack
+	$(BIN)/cdcflow stack down
+
+stack-status: install ## Where each service listens, and whether it answers
+	$(BIN)/cdcflow stack status
+
+protos: install ## Regenerate the hbase.pb Python modules from src/cdcflow/hbase/wire/pb/*.proto
+	$(BIN)/python -m grpc_tools.protoc -Isrc --python_out=src --pyi_out=src src/cdcflow/hbase/wire/pb/*.proto
+
+clean: ## Remove the virtualenvs and caches of this checkout (not the download cache)
+	rm -rf .venv .tools .mypy_cache .ruff_cache .pytest_cache .hypothesis
