@@ -27,6 +27,12 @@ class Cell:
     timestamp: int
     type: CellType
     value: bytes = b""
+    # Serialized HBase tags (ACL, visibility, TTL, ...), only from KeyValueCodecWithTags.
+    tags: bytes = b""
+
+    @property
+    def is_delete(self) -> bool:
+        return self.type is not CellType.PUT
 
 
 @dataclass(frozen=True)

@@ -180,3 +180,17 @@ class ForeignExceptionMessage(_message.Message):
     source: str
     generic_exception: GenericExceptionMessage
     def __init__(self, source: _Optional[str] = ..., generic_exception: _Optional[_Union[GenericExceptionMessage, _Mapping]] = ...) -> None: ...
+
+class UUID(_message.Message):
+    __slots__ = ("least_sig_bits", "most_sig_bits")
+    LEAST_SIG_BITS_FIELD_NUMBER: _ClassVar[int]
+    MOST_SIG_BITS_FIELD_NUMBER: _ClassVar[int]
+    least_sig_bits: int
+    most_sig_bits: int
+    def __init__(self, least_sig_bits: _Optional[int] = ..., most_sig_bits: _Optional[int] = ...) -> None: ...
+
+class ClusterId(_message.Message):
+    __slots__ = ("cluster_id",)
+    CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    cluster_id: str
+    def __init__(self, cluster_id: _Optional[str] = ...) -> None: ...

@@ -1,0 +1,199 @@
+"""JSON encoding of change events (the default wire format on Kafka), and its exact inverse.
+
+Binary data (row keys, families, qualifiers, values) is base64 so nothing is lost. `after`
+is a convenience view of the Put cells keyed "family:qualifier", with values rendered by the
+table's decoding hints (utf8, long, int, double, base64); `cells` stays the exact record.
+The schema is src/cdcflow/events/schema/change-event-v1.json.
+"""
+
+from __future__ import annotations
+
+import base64
+import fnmatch
+import json
+import struct
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from cdcflow.errors import TerminalError
+from cdcflow.events.model import SCHEMA_VERSION, ChangeEvent, Op, SourceInfo
+from cdcflow.hbase.model import Cell, CellType
+
+SCHEMA_ID = f"cdcflow.change/{SCHEMA_VERSION}"
+CELL_TYPE_NAMES = {
+    CellType.PUT: "Put",
+    CellType.DELETE: "Delete",
+    CellType.DELETE_COLUMN: "DeleteColumn",
+    CellType.DELETE_FAMILY: "DeleteFamily",
+    CellType.DELETE_FAMILY_VERSION: "DeleteFamilyVersion",
+}
+_CELL_TYPES = {name: t for t, name in CELL_TYPE_NAMES.items()}
+VALUE_ENCODINGS = ("base64", "utf8", "long", "int", "short", "double", "float", "boolean")
+
+
+class MalformedEvent(TerminalError):
+    """Bytes that are not a valid cdcflow change event."""
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def _unb64(text: Any, what: str) -> bytes:
+    if not isinstance(text, str):
+        raise MalformedEvent(f"{what} must be a base64 string")
+    try:
+        return base64.b64decode(text, validate=True)
+    except ValueError as exc:
+        raise MalformedEvent(f"{what} is not valid base64") from exc
+
+
+def render_value(value: bytes, encoding: str) -> Any:
+    """Decode an HBase `Bytes`-encoded value; falls back to base64 when it does not fit."""
+    try:
+        if encoding == "utf8":
+            return value.decode("utf-8")
+        if encoding == "long" and len(value) == 8:
+            return struct.unpack(">q", value)[0]
+        if encoding == "int" and len(value) == 4:
+            return struct.unpack(">i", value)[0]
+        if encoding == "short" and len(value) == 2:
+            return struct.unpack(">h", value)[0]
+        if encoding == "double" and len(value) == 8:
+            return struct.unpack(">d", value)[0]
+        if encoding == "float" and len(value) == 4:
+            return struct.unpack(">f", value)[0]
+        if encoding == "boolean" and len(value) == 1:
+            return value != b"\x00"
+    except UnicodeDecodeError:
+        pass
+    return _b64(value)
+
+
+class ValueHints:
+    """Per-column value encodings: {"cf:qual": "utf8", "cf:*": "long"}; first match wins."""
+
+    def __init__(self, rules: Mapping[str, str] | None = None) -> None:
+        self.rules = dict(rules or {})
+        bad = {k: v for k, v in self.rules.items() if v not in VALUE_ENCODINGS}
+        if bad:
+            raise ValueError(f"unknown value encodings {bad}; choose from {VALUE_ENCODINGS}")
+
+    def encoding(self, column: str) -> str:
+        for pattern, enc in self.rules.items():
+            if fnmatch.fnmatchcase(column, pattern):
+                return enc
+        return "base64"
+
+
+def column_name(cell: Cell) -> str:
+    return (cell.family + b":" + cell.qualifier).decode("utf-8", "backslashreplace")
+
+
+def to_dict(event: ChangeEvent, hints: ValueHints | None = None) -> dict[str, Any]:
+    hints = hints or ValueHints()
+    src = event.source
+    out: dict[str, Any] = {
+        "schema": SCHEMA_ID,
+        "op": event.op.value,
+        # HBase: the row key bytes; MySQL: the primary-key columns as a JSON object.
+        "key": {"row": _b64(event.key)} if src.connector == "hbase" else json.loads(event.key),
+        "before": event.before,
+        "after": event.after,
+        "source": {
+            "connector": src.connector,
+            "name": src.name,
+            "db": src.db,
+            "table": src.table,
+            "ts_ms": src.ts_ms,
+            "snapshot": src.snapshot,
+            "pos": list(src.pos),
+            **src.extra,
+        },
+        "ts_ms": int(time.time() * 1000),
+    }
+    if event.cells is not None:
+        cells = []
+        after: dict[str, Any] = {}
+        for c in event.cells:
+            cell: dict[str, Any] = {
+                "family": _b64(c.family),
+                "qualifier": _b64(c.qualifier),
+                "ts": c.timestamp,
+                "type": CELL_TYPE_NAMES[c.type],
+                "value": _b64(c.value),
+            }
+            if c.tags:
+                cell["tags"] = _b64(c.tags)
+            cells.append(cell)
+            if c.type is CellType.PUT:
+                name = column_name(c)
+                after[name] = render_value(c.value, hints.encoding(name))
+        out["cells"] = cells
+        out["after"] = after if after else None
+    return out
+
+
+def encode(event: ChangeEvent, hints: ValueHints | None = None) -> bytes:
+    return json.dumps(to_dict(event, hints), separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def decode(data: bytes) -> ChangeEvent:
+    """Parse a JSON change event; any defect raises MalformedEvent (never another exception)."""
+    try:
+        raw = json.loads(data)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise MalformedEvent(f"not JSON: {exc}") from exc
+    try:
+        return _from_dict(raw)
+    except MalformedEvent:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise MalformedEvent(f"not a change event: {type(exc).__name__}: {exc}") from exc
+
+
+def _from_dict(raw: Any) -> ChangeEvent:
+    if not isinstance(raw, dict) or raw.get("schema") != SCHEMA_ID:
+        raise MalformedEvent(f"missing or unknown schema (expected {SCHEMA_ID})")
+    s = raw["source"]
+    pos = s["pos"]
+    if not isinstance(pos, list) or not pos or not all(isinstance(p, int) and p >= 0 for p in pos):
+        raise MalformedEvent("source.pos must be a non-empty array of non-negative integers")
+    fixed = {"connector", "name", "db", "table", "ts_ms", "snapshot", "pos"}
+    source = SourceInfo(
+        connector=str(s["connector"]),
+        name=str(s["name"]),
+        db=str(s["db"]),
+        table=str(s["table"]),
+        ts_ms=int(s["ts_ms"]),
+        pos=tuple(pos),
+        snapshot=bool(s["snapshot"]),
+        extra={k: v for k, v in s.items() if k not in fixed},
+    )
+    cells = None
+    if "cells" in raw:
+        cells = tuple(
+            Cell(
+                row=b"",  # filled below
+                family=_unb64(c["family"], "cell family"),
+                qualifier=_unb64(c["qualifier"], "cell qualifier"),
+                timestamp=int(c["ts"]),
+                type=_CELL_TYPES[c["type"]],
+                value=_unb64(c["value"], "cell value"),
+                tags=_unb64(c["tags"], "cell tags") if "tags" in c else b"",
+            )
+            for c in raw["cells"]
+        )
+    if source.connector == "hbase":
+        key = _unb64(raw["key"]["row"], "key.row")
+        cells = tuple(
+            Cell(key, c.family, c.qualifier, c.timestamp, c.type, c.value, c.tags) for c in cells or ()
+        )
+        after = None  # derived from cells
+    else:
+        key = json.dumps(raw["key"], separators=(",", ":"), sort_keys=True).encode()
+        after = raw["after"]
+    return ChangeEvent(
+        key=key, op=Op(raw["op"]), source=source, before=raw["before"], after=after, cells=cells
+    )

@@ -1,0 +1,42 @@
+"""One change event per row change, shaped like a Debezium envelope."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+from cdcflow.hbase.model import Cell
+
+SCHEMA_VERSION = 1
+
+
+class Op(enum.StrEnum):
+    CREATE = "c"
+    UPDATE = "u"  # for HBase: an upsert; HBase cannot tell a create from an update
+    DELETE = "d"
+    READ = "r"  # snapshot read
+
+
+@dataclass(frozen=True)
+class SourceInfo:
+    connector: str  # "hbase" | "mysql"
+    name: str  # the source's configured name
+    db: str  # HBase namespace / MySQL database
+    table: str
+    ts_ms: int  # time of the change at the source (WAL write time / binlog event time)
+    # Compared lexicographically as integers, strictly increasing per row in commit order.
+    pos: tuple[int, ...]
+    snapshot: bool = False
+    # Connector-specific position details: HBase region + cluster_id; MySQL file, gtid, server_id.
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ChangeEvent:
+    key: bytes  # Kafka key: the row identity (HBase row key bytes; MySQL primary key JSON)
+    op: Op
+    source: SourceInfo
+    before: dict[str, Any] | None = None
+    after: dict[str, Any] | None = None
+    cells: tuple[Cell, ...] | None = None  # HBase only: every cell of the mutation, exactly

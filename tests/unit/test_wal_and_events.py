@@ -1,0 +1,143 @@
+"""ReplicateWALEntry decoding → row change events → JSON, and back."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cdcflow.errors import WireProtocolError
+from cdcflow.events import Op
+from cdcflow.events.json_codec import MalformedEvent, ValueHints, decode, encode, to_dict
+from cdcflow.hbase.changes import BulkLoadNotSupported, row_changes
+from cdcflow.hbase.model import Cell, CellType
+from cdcflow.hbase.wire.cellblock import encode_cells
+from cdcflow.hbase.wire.pb import wal_pb2
+from cdcflow.hbase.wire.wal import decode_replicate_call
+
+CLUSTER = uuid.UUID("12345678-1234-5678-9abc-def012345678")
+SCHEMA = Path(__file__).resolve().parents[2] / "src/cdcflow/events/schema/change-event-v1.json"
+
+
+def make_call(entries: list[tuple[str, int, list[Cell]]]) -> tuple[bytes, bytes]:
+    req = wal_pb2.ReplicateWALEntryRequest()
+    cells: list[Cell] = []
+    for table, seq, entry_cells in entries:
+        e = req.entry.add(associated_cell_count=len(entry_cells))
+        e.key.encoded_region_name = b"0123456789abcdef0123456789abcdef"
+        e.key.table_name = table.encode()
+        e.key.log_sequence_number = seq
+        e.key.write_time = 1_700_000_000_000 + seq
+        cid = e.key.cluster_ids.add()
+        cid.most_sig_bits, cid.least_sig_bits = CLUSTER.int >> 64, CLUSTER.int & (2**64 - 1)
+        cells.extend(entry_cells)
+    return req.SerializeToString(), encode_cells(cells)
+
+
+def put(row: bytes, q: bytes, v: bytes, ts: int = 10) -> Cell:
+    return Cell(row, b"cf", q, ts, CellType.PUT, v)
+
+
+def test_entries_own_their_cells_in_order() -> None:
+    param, block = make_call(
+        [
+            ("ns:t1", 7, [put(b"a", b"x", b"1"), put(b"a", b"y", b"2"), put(b"b", b"x", b"3")]),
+            ("t2", 9, [put(b"c", b"z", b"4")]),
+        ]
+    )
+    call = decode_replicate_call(param, block)
+    assert [(e.table, e.sequence_id, len(e.cells)) for e in call.entries] == [("ns:t1", 7, 3), ("t2", 9, 1)]
+    assert call.entries[0].cluster_ids == (CLUSTER,)
+    events = list(row_changes(call.entries[0], "src"))
+    assert [(e.key, e.source.pos, len(e.cells or ())) for e in events] == [
+        (b"a", (7, 0), 2),
+        (b"b", (7, 1), 1),
+    ]
+    assert events[0].source.db == "ns" and events[0].source.table == "t1"
+    assert events[0].source.extra == {
+        "region": "0123456789abcdef0123456789abcdef",
+        "cluster_id": str(CLUSTER),
+    }
+    assert list(row_changes(call.entries[1], "src"))[0].source.db == "default"
+
+
+def test_cell_count_mismatch_is_a_protocol_error() -> None:
+    param, block = make_call([("t", 1, [put(b"a", b"x", b"1")])])
+    with pytest.raises(WireProtocolError, match="more than the 1 cells"):
+        decode_replicate_call(param, block + block)
+    with pytest.raises(WireProtocolError):
+        decode_replicate_call(param, b"")
+
+
+def test_delete_only_rows_are_op_d_and_markers_are_skipped() -> None:
+    marker = Cell(b"\x00", b"METAFAMILY", b"HBASE::FLUSH", 1, CellType.PUT, b"...")
+    deletes = [
+        Cell(b"r", b"cf", b"", 5, CellType.DELETE_FAMILY),
+        Cell(b"r", b"cg", b"", 5, CellType.DELETE_FAMILY),
+    ]
+    param, block = make_call([("t", 3, [marker, *deletes])])
+    (entry,) = decode_replicate_call(param, block).entries
+    (event,) = row_changes(entry, "src")
+    assert event.op is Op.DELETE and event.cells == tuple(deletes)
+
+
+def test_bulk_load_marker_is_refused_loudly() -> None:
+    marker = Cell(b"\x00", b"METAFAMILY", b"HBASE::BULK_LOAD", 1, CellType.PUT, b"desc")
+    param, block = make_call([("t", 3, [marker])])
+    (entry,) = decode_replicate_call(param, block).entries
+    with pytest.raises(BulkLoadNotSupported):
+        list(row_changes(entry, "src"))
+
+
+def test_json_roundtrip_keeps_every_cell_and_hints_render_after() -> None:
+    cells = [
+        put(b"\x00row", b"name", "\u00e9t\u00e9".encode(), 3),
+        put(b"\x00row", b"n", (42).to_bytes(8, "big"), 3),
+        Cell(b"\x00row", b"cf", b"old", 2, CellType.DELETE_COLUMN),
+    ]
+    param, block = make_call([("ns:t", 11, cells)])
+    (event,) = row_changes(decode_replicate_call(param, block).entries[0], "prod")
+    data = encode(event, ValueHints({"cf:name": "utf8", "cf:n": "long"}))
+    doc = json.loads(data)
+    assert doc["after"] == {"cf:name": "\u00e9t\u00e9", "cf:n": 42}
+    assert doc["source"]["pos"] == [11, 0] and doc["op"] == "u"
+    assert [c["type"] for c in doc["cells"]] == ["Put", "Put", "DeleteColumn"]
+    back = decode(data)
+    assert back.key == event.key and back.cells == event.cells and back.source == event.source
+
+
+def test_encoded_events_satisfy_the_committed_schema() -> None:
+    schema = json.loads(SCHEMA.read_text())
+    param, block = make_call([("t", 1, [put(b"r", b"q", b"v")])])
+    (event,) = row_changes(decode_replicate_call(param, block).entries[0], "s")
+    doc = to_dict(event)
+    assert set(schema["required"]) <= set(doc)
+    assert set(schema["properties"]["source"]["required"]) <= set(doc["source"])
+    assert doc["schema"] == schema["properties"]["schema"]["const"]
+
+
+@settings(max_examples=500)
+@given(st.binary(max_size=200))
+def test_decode_garbage_only_raises_malformed_event(data: bytes) -> None:
+    try:
+        decode(data)
+    except MalformedEvent:
+        pass
+
+
+@settings(max_examples=300)
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+        lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=6), c, max_size=4),
+    )
+)
+def test_decode_arbitrary_json_only_raises_malformed_event(doc: object) -> None:
+    try:
+        decode(json.dumps(doc).encode())
+    except MalformedEvent:
+        pass
