@@ -36,13 +36,7 @@ def test_put_keeps_explicit_timestamps_grouped_by_family() -> None:
 
 
 def test_every_delete_type_maps_to_hbase_delete_type() -> None:
-    d = (
-        Delete(b"r")
-        .column_version(b"f", b"a", 5)
-        .column(b"f", b"b", 6)
-        .family(b"g", 7)
-        .family_version(b"h", 8)
-    )
+    d = Delete(b"r").column_version(b"f", b"a", 5).column(b"f", b"b", 6).family(b"g", 7).family_version(b"h", 8)
     proto = mutation_to_proto(d.mutation)
     got = [
         (cv.family, qv.qualifier, qv.timestamp, qv.delete_type)

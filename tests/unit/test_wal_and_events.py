@@ -62,7 +62,7 @@ def test_entries_own_their_cells_in_order() -> None:
         "region": "0123456789abcdef0123456789abcdef",
         "cluster_id": str(CLUSTER),
     }
-    assert list(row_changes(call.entries[1], "src"))[0].source.db == "default"
+    assert next(iter(row_changes(call.entries[1], "src"))).source.db == "default"
 
 
 def test_cell_count_mismatch_is_a_protocol_error() -> None:

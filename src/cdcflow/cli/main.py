@@ -28,8 +28,7 @@ def _home_option(f: F) -> F:
         "--home",
         type=click.Path(path_type=Path, file_okay=False),
         default=None,
-        help="Stack home (data, logs, state.json). "
-        "Default: $CDCFLOW_STACK_HOME or ~/.local/state/cdcflow/stack.",
+        help="Stack home (data, logs, state.json). Default: $CDCFLOW_STACK_HOME or ~/.local/state/cdcflow/stack.",
     )(f)
 
 

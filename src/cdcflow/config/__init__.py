@@ -1,5 +1,21 @@
 """Typed configuration, validated once at the edge (CLI start-up). See config/cdcflow.yaml."""
 
-from cdcflow.config.model import CdcflowConfig, StackConfig, load_config
+from cdcflow.config.model import (
+    CdcflowConfig,
+    HBaseSourceConfig,
+    KafkaConfig,
+    PeerConfig,
+    RouteConfig,
+    StackConfig,
+    load_config,
+)
 
-__all__ = ["CdcflowConfig", "StackConfig", "load_config"]
+__all__ = [
+    "CdcflowConfig",
+    "HBaseSourceConfig",
+    "KafkaConfig",
+    "PeerConfig",
+    "RouteConfig",
+    "StackConfig",
+    "load_config",
+]

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from cdcflow.errors import ConfigError
 from cdcflow.stack.manager import COMPONENTS
@@ -38,8 +38,69 @@ class StackConfig(_Strict):
         return self.home or default_stack_home()
 
 
+class KafkaConfig(_Strict):
+    """Where change events go. `bootstrap_servers: null` means the local stack's Kafka."""
+
+    bootstrap_servers: str | None = None
+    compression: Literal["none", "gzip", "snappy", "lz4", "zstd"] = "lz4"
+    linger_ms: int = Field(default=5, ge=0)
+    delivery_timeout_ms: int = Field(default=60_000, ge=1000)
+    # Passed to librdkafka unchanged: security.protocol, sasl.mechanism, sasl.username, ssl.ca.location, ...
+    properties: dict[str, str] = {}
+
+
+class RouteConfig(_Strict):
+    """Which HBase tables go where. Table patterns: `*` wildcards and ${yyyy} ${MM} ${dd} ${yyyyMM} ..."""
+
+    table: str
+    topic: str | None = None  # default: <topic_prefix>.<namespace>.<table>
+    drop: bool = False
+    columns: tuple[str, ...] = ("*",)  # "family:qualifier" patterns to keep
+    exclude_columns: tuple[str, ...] = ()
+    values: dict[str, str] = {}  # value decoding hints: {"cf:name": "utf8", "cf:n*": "long"}
+
+    @field_validator("values")
+    @classmethod
+    def _encodings(cls, value: dict[str, str]) -> dict[str, str]:
+        from cdcflow.events.json_codec import VALUE_ENCODINGS
+
+        bad = {k: v for k, v in value.items() if v not in VALUE_ENCODINGS}
+        if bad:
+            raise ValueError(f"unknown value encodings {bad}; choose from {list(VALUE_ENCODINGS)}")
+        return value
+
+
+class PeerConfig(_Strict):
+    """How cdcflow presents itself to HBase as a replication peer cluster."""
+
+    peer_id: str = Field(default="cdcflow", pattern=r"^[A-Za-z0-9_.]+$")  # HBase refuses '-'
+    host: str = "127.0.0.1"  # the address HBase region servers connect to
+    port: int = Field(default=0, ge=0, le=65535)  # 0: any free port
+    # The peer's "cluster": this ZooKeeper parent znode. The source's own ZK is fine.
+    znode_parent: str = Field(default="/cdcflow", pattern=r"^/.*[^/]$")
+    zk_quorum: str | None = None  # default: the source cluster's ZooKeeper
+    serial: bool = True
+    # Per-peer HBase settings given at `peer add` (replication.source.ratio, ...).
+    hbase_config: dict[str, str] = {"replication.source.ratio": "1.0"}
+
+
+class HBaseSourceConfig(_Strict):
+    name: str = "hbase"
+    zk_quorum: str | None = None  # the source cluster's ZooKeeper; null: the local stack's HBase
+    znode_parent: str = "/hbase"
+    topic_prefix: str = "cdcflow"
+    routes: tuple[RouteConfig, ...] = ()
+    # Drop edits whose WAL write time is older than this (epoch ms); a new peer replays its WAL.
+    skip_edits_before_ms: int | None = None
+    max_inflight_mb: int = Field(default=256, ge=1)
+    max_frame_mb: int = Field(default=256, ge=1)
+    peer: PeerConfig = PeerConfig()
+
+
 class CdcflowConfig(_Strict):
     stack: StackConfig = StackConfig()
+    kafka: KafkaConfig = KafkaConfig()
+    hbase: HBaseSourceConfig = HBaseSourceConfig()
 
 
 def _apply_env(raw: dict[str, Any], environ: dict[str, str]) -> dict[str, Any]:
@@ -74,7 +135,5 @@ def load_config(path: Path | None, environ: dict[str, str] | None = None) -> Cdc
     try:
         return CdcflowConfig.model_validate(raw)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or '(top)'}: {err['msg']}" for err in exc.errors()
-        )
+        problems = "; ".join(f"{'.'.join(str(p) for p in err['loc']) or '(top)'}: {err['msg']}" for err in exc.errors())
         raise ConfigError(f"invalid config{f' {path}' if path else ''}: {problems}") from exc

@@ -187,13 +187,9 @@ def _from_dict(raw: Any) -> ChangeEvent:
         )
     if source.connector == "hbase":
         key = _unb64(raw["key"]["row"], "key.row")
-        cells = tuple(
-            Cell(key, c.family, c.qualifier, c.timestamp, c.type, c.value, c.tags) for c in cells or ()
-        )
+        cells = tuple(Cell(key, c.family, c.qualifier, c.timestamp, c.type, c.value, c.tags) for c in cells or ())
         after = None  # derived from cells
     else:
         key = json.dumps(raw["key"], separators=(",", ":"), sort_keys=True).encode()
         after = raw["after"]
-    return ChangeEvent(
-        key=key, op=Op(raw["op"]), source=source, before=raw["before"], after=after, cells=cells
-    )
+    return ChangeEvent(key=key, op=Op(raw["op"]), source=source, before=raw["before"], after=after, cells=cells)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NoNodeError
+from kazoo.exceptions import NodeExistsError, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 
 from cdcflow.errors import ServiceUnavailable
@@ -33,6 +33,35 @@ class ZooKeeper:
         except NoNodeError:
             return None
         return bytes(data)
+
+    def ensure(self, path: str, data: bytes = b"") -> bool:
+        """Create a persistent znode (and its parents) unless it exists; True if created."""
+        try:
+            self._zk.create(path, data, makepath=True)
+            return True
+        except NodeExistsError:
+            return False
+
+    def create_ephemeral(self, path: str, data: bytes = b"") -> None:
+        """An ephemeral znode: it disappears when this session ends (or expires after a crash)."""
+        try:
+            self._zk.create(path, data, ephemeral=True, makepath=True)
+        except NodeExistsError:
+            # A previous session of ours with the same name may not have expired yet.
+            self._zk.delete(path)
+            self._zk.create(path, data, ephemeral=True, makepath=True)
+
+    def delete(self, path: str) -> None:
+        try:
+            self._zk.delete(path)
+        except NoNodeError:
+            pass
+
+    def children(self, path: str) -> list[str]:
+        try:
+            return sorted(self._zk.get_children(path))
+        except NoNodeError:
+            return []
 
     def close(self) -> None:
         self._zk.stop()

@@ -25,9 +25,7 @@ class KafkaRecord:
 def _admin(bootstrap: str) -> AdminClient:
     # log_level 0: while a broker starts, librdkafka would print every refused connection to
     # stderr; the caller gets the failure as an exception instead.
-    return AdminClient(
-        {"bootstrap.servers": bootstrap, "socket.connection.setup.timeout.ms": 5000, "log_level": 0}
-    )
+    return AdminClient({"bootstrap.servers": bootstrap, "socket.connection.setup.timeout.ms": 5000, "log_level": 0})
 
 
 def ping(bootstrap: str, timeout_s: float = 5.0) -> int:
@@ -48,9 +46,7 @@ def list_topics(bootstrap: str, timeout_s: float = 10.0) -> list[str]:
         raise ServiceUnavailable(f"Kafka at {bootstrap}: {exc}") from exc
 
 
-def create_topic(
-    bootstrap: str, name: str, partitions: int = 1, replication: int = 1, timeout_s: float = 30.0
-) -> None:
+def create_topic(bootstrap: str, name: str, partitions: int = 1, replication: int = 1, timeout_s: float = 30.0) -> None:
     """Create `name`; an existing topic is fine (idempotent)."""
     admin = _admin(bootstrap)  # must outlive the future: a collected client cancels its requests
     futures = admin.create_topics(

@@ -50,8 +50,7 @@ logger.metrics.level = WARN
 
 def site_xml(props: dict[str, str]) -> str:
     body = "".join(
-        f"  <property><name>{escape(k)}</name><value>{escape(v)}</value></property>\n"
-        for k, v in props.items()
+        f"  <property><name>{escape(k)}</name><value>{escape(v)}</value></property>\n" for k, v in props.items()
     )
     return f'<?xml version="1.0"?>\n<configuration>\n{body}</configuration>\n'
 

@@ -90,9 +90,7 @@ class Stack:
         last = "no answer yet"
         while time.monotonic() < deadline:
             if not process.is_ours(st.pid, st.start_ticks):
-                raise StackError(
-                    f"{svc.name} exited during start-up. Last log lines:\n{process.tail(Path(st.log))}"
-                )
+                raise StackError(f"{svc.name} exited during start-up. Last log lines:\n{process.tail(Path(st.log))}")
             try:
                 svc.check(st.endpoints)
                 return
@@ -129,9 +127,7 @@ class Stack:
         for name in self._names(names):
             st = current.get(name)
             if st is None:
-                out.append(
-                    ServiceStatus(name, False, False, "not started", None, {}, str(self.log_path(name)))
-                )
+                out.append(ServiceStatus(name, False, False, "not started", None, {}, str(self.log_path(name))))
                 continue
             running = process.is_ours(st.pid, st.start_ticks)
             healthy, detail = False, "process not running"

@@ -34,9 +34,7 @@ class MariaDBService(Service):
     def install(self) -> None:
         if _binary("mariadbd") is None:
             if os.geteuid() != 0:
-                raise StackError(
-                    f"MariaDB is not installed. Run: sudo apt-get install -y {versions.MARIADB_PACKAGE}"
-                )
+                raise StackError(f"MariaDB is not installed. Run: sudo apt-get install -y {versions.MARIADB_PACKAGE}")
             env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
             for cmd in (["apt-get", "update"], ["apt-get", "install", "-y", versions.MARIADB_PACKAGE]):
                 proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
@@ -115,9 +113,7 @@ class MariaDBService(Service):
         )
         version, fmt, image, metadata, log_bin = rows[0]
         if (fmt, image, metadata, int(log_bin)) != ("ROW", "FULL", "FULL", 1):
-            raise StackError(
-                f"binlog misconfigured: format={fmt} image={image} metadata={metadata} log_bin={log_bin}"
-            )
+            raise StackError(f"binlog misconfigured: format={fmt} image={image} metadata={metadata} log_bin={log_bin}")
         return f"{version}, binlog ROW/FULL/FULL"
 
     def prepare(self, endpoints: dict[str, Any]) -> None:

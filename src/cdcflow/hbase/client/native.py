@@ -164,17 +164,17 @@ class NativeHBaseClient:
                 time.sleep(delay)
                 delay = min(delay * 2, 2.0)
 
-    def _master_call(self, method: str, req: Message, resp: type[M]) -> M:
+    def master_call(self, method: str, req: Message, resp: type[M]) -> M:
         def once() -> M:
             master = self._server_from_znode("master", hbase_types_pb2.Master).master
             return self._rpc(master.host_name, master.port, "MasterService", method, req, resp)
 
         return self._retrying(f"master {method}", once)
 
-    def _wait_procedure(self, proc_id: int, what: str) -> None:
+    def wait_procedure(self, proc_id: int, what: str) -> None:
         deadline = time.monotonic() + self._op_timeout_s
         while True:
-            res = self._master_call(
+            res = self.master_call(
                 "getProcedureResult",  # sic: lower-case g in MasterService
                 master_pb2.GetProcedureResultRequest(proc_id=proc_id),
                 master_pb2.GetProcedureResultResponse,
@@ -185,23 +185,19 @@ class NativeHBaseClient:
                     raise HBaseTerminalError(ge.class_name or "ProcedureFailed", f"{what}: {ge.message}")
                 return
             if res.state == master_pb2.GetProcedureResultResponse.NOT_FOUND:
-                raise HBaseTerminalError(
-                    "ProcedureNotFound", f"{what}: procedure {proc_id} unknown to master"
-                )
+                raise HBaseTerminalError("ProcedureNotFound", f"{what}: procedure {proc_id} unknown to master")
             if time.monotonic() > deadline:
-                raise ServiceUnavailable(
-                    f"{what}: procedure {proc_id} still running after {self._op_timeout_s}s"
-                )
+                raise ServiceUnavailable(f"{what}: procedure {proc_id} still running after {self._op_timeout_s}s")
             time.sleep(0.1)
 
-    def _nonce(self) -> dict[str, int]:
+    def nonce(self) -> dict[str, int]:
         return {"nonce_group": self._nonce_group, "nonce": random.getrandbits(63)}
 
     # --- admin ------------------------------------------------------------------------------------
 
     def ping(self) -> bool:
         """A real master call: true once the master runs and is initialized enough to list tables."""
-        self._master_call(
+        self.master_call(
             "GetTableNames",
             master_pb2.GetTableNamesRequest(include_sys_tables=True),
             master_pb2.GetTableNamesResponse,
@@ -209,9 +205,7 @@ class NativeHBaseClient:
         return True
 
     def list_tables(self) -> list[str]:
-        res = self._master_call(
-            "GetTableNames", master_pb2.GetTableNamesRequest(), master_pb2.GetTableNamesResponse
-        )
+        res = self.master_call("GetTableNames", master_pb2.GetTableNamesRequest(), master_pb2.GetTableNamesResponse)
         return sorted(str(TableName(t.namespace.decode(), t.qualifier.decode())) for t in res.table_names)
 
     def table_exists(self, table: str) -> bool:
@@ -227,33 +221,31 @@ class NativeHBaseClient:
             pb = schema.column_families.add(name=cf.name.encode())
             for key, value in cf.attributes().items():
                 pb.attributes.add(first=key.encode(), second=value.encode())
-        req = master_pb2.CreateTableRequest(
-            table_schema=schema, split_keys=sorted(split_keys), **self._nonce()
-        )
-        res = self._master_call("CreateTable", req, master_pb2.CreateTableResponse)
-        self._wait_procedure(res.proc_id, f"create table {name}")
+        req = master_pb2.CreateTableRequest(table_schema=schema, split_keys=sorted(split_keys), **self.nonce())
+        res = self.master_call("CreateTable", req, master_pb2.CreateTableResponse)
+        self.wait_procedure(res.proc_id, f"create table {name}")
         self._retrying(f"locate regions of {name}", lambda: self._locate_all(name))
 
     def delete_table(self, table: str) -> None:
         name = TableName.parse(table)
-        res = self._master_call(
+        res = self.master_call(
             "DisableTable",
-            master_pb2.DisableTableRequest(table_name=_table_pb(name), **self._nonce()),
+            master_pb2.DisableTableRequest(table_name=_table_pb(name), **self.nonce()),
             master_pb2.DisableTableResponse,
         )
-        self._wait_procedure(res.proc_id, f"disable table {name}")
-        res2 = self._master_call(
+        self.wait_procedure(res.proc_id, f"disable table {name}")
+        res2 = self.master_call(
             "DeleteTable",
-            master_pb2.DeleteTableRequest(table_name=_table_pb(name), **self._nonce()),
+            master_pb2.DeleteTableRequest(table_name=_table_pb(name), **self.nonce()),
             master_pb2.DeleteTableResponse,
         )
-        self._wait_procedure(res2.proc_id, f"delete table {name}")
+        self.wait_procedure(res2.proc_id, f"delete table {name}")
         self._regions.pop(name, None)
 
     def family_attributes(self, table: str) -> dict[str, dict[str, str]]:
         """Column families of `table` with their attributes (REPLICATION_SCOPE, VERSIONS, ...)."""
         req = master_pb2.GetTableDescriptorsRequest(table_names=[_table_pb(TableName.parse(table))])
-        res = self._master_call("GetTableDescriptors", req, master_pb2.GetTableDescriptorsResponse)
+        res = self.master_call("GetTableDescriptors", req, master_pb2.GetTableDescriptorsResponse)
         if not res.table_schema:
             raise HBaseTerminalError("TableNotFoundException", table)
         return {
@@ -305,9 +297,7 @@ class NativeHBaseClient:
     def _scan_region(
         self, host: str, port: int, region_name: bytes, scan: client_pb2.Scan
     ) -> Iterator[client_pb2.Result]:
-        spec = hbase_types_pb2.RegionSpecifier(
-            type=hbase_types_pb2.RegionSpecifier.REGION_NAME, value=region_name
-        )
+        spec = hbase_types_pb2.RegionSpecifier(type=hbase_types_pb2.RegionSpecifier.REGION_NAME, value=region_name)
         req = client_pb2.ScanRequest(region=spec, scan=scan, number_of_rows=scan.caching or 100)
         res = self._rpc(host, port, "ClientService", "Scan", req, client_pb2.ScanResponse)
         call_seq = 0
@@ -334,9 +324,7 @@ class NativeHBaseClient:
 
         def once() -> list[Cell]:
             loc = self._locate(name, proto.row)
-            spec = hbase_types_pb2.RegionSpecifier(
-                type=hbase_types_pb2.RegionSpecifier.REGION_NAME, value=loc.name
-            )
+            spec = hbase_types_pb2.RegionSpecifier(type=hbase_types_pb2.RegionSpecifier.REGION_NAME, value=loc.name)
             req = client_pb2.MutateRequest(region=spec, mutation=proto, nonce_group=self._nonce_group)
             res = self._rpc(loc.host, loc.port, "ClientService", "Mutate", req, client_pb2.MutateResponse)
             return [cell_from_proto(c) for c in res.result.cell]

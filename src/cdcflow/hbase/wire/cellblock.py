@@ -52,9 +52,7 @@ def _decode_one(block: bytes, pos: int, end: int) -> tuple[Cell, int]:
     if cell_len < 8 or cell_end > end:
         raise WireProtocolError(f"cell length {cell_len} at byte {pos} overruns the block")
     if key_len < _KEY_FIXED or value_len < 0 or 8 + key_len + value_len > cell_len:
-        raise WireProtocolError(
-            f"cell at byte {pos}: key {key_len} / value {value_len} do not fit {cell_len}"
-        )
+        raise WireProtocolError(f"cell at byte {pos}: key {key_len} / value {value_len} do not fit {cell_len}")
     k = pos + 12
     key_end = k + key_len
     (row_len,) = _ROW_LEN.unpack_from(block, k)

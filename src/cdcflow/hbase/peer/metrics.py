@@ -1,0 +1,22 @@
+"""Prometheus metrics of the replication peer."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+
+CALLS = Counter("cdcflow_hbase_calls_total", "ReplicateWALEntry calls answered", ["outcome"])
+ENTRIES = Counter("cdcflow_hbase_wal_entries_total", "WAL entries received")
+ROWS = Counter("cdcflow_hbase_rows_total", "Row change events acknowledged by Kafka")
+CELLS = Counter("cdcflow_hbase_cells_total", "Cells in acknowledged events")
+BYTES = Counter("cdcflow_hbase_event_bytes_total", "Bytes of acknowledged event values")
+ERRORS = Counter("cdcflow_hbase_errors_total", "Failed calls and connections", ["kind"])
+CALL_LATENCY = Histogram(
+    "cdcflow_hbase_call_seconds", "Time from call received to answer sent",
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+)  # fmt: skip
+WAL_TO_ACK = Histogram(
+    "cdcflow_hbase_wal_to_kafka_ack_seconds", "WAL write time of the oldest entry in a call to Kafka acknowledgement",
+    buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900),
+)  # fmt: skip
+INFLIGHT_BYTES = Gauge("cdcflow_hbase_inflight_bytes", "Bytes of calls being processed")
+CONNECTIONS = Gauge("cdcflow_hbase_connections", "Open RPC connections")

@@ -1,0 +1,124 @@
+"""An idempotent Kafka producer for asyncio: `send_all` resolves only when Kafka acknowledged every record.
+
+librdkafka delivers acknowledgements from `poll()`; a background thread polls and hands each
+result to the event loop. Any failed record fails the whole `send_all`, so the caller (the
+replication peer) answers HBase with an error and HBase resends: nothing is ever reported as
+delivered that Kafka did not acknowledge.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from confluent_kafka import KafkaError, Message, Producer
+
+from cdcflow.errors import RetryableError, TerminalError
+
+log = logging.getLogger(__name__)
+
+
+class DeliveryFailed(RetryableError):
+    """Kafka did not acknowledge a record (broker down, timeout, ...)."""
+
+
+class ProducerFenced(TerminalError):
+    """The idempotent producer hit a fatal error; it must be replaced."""
+
+
+@dataclass(frozen=True)
+class ProducerSettings:
+    bootstrap_servers: str
+    compression: str = "lz4"  # none | gzip | snappy | lz4 | zstd
+    linger_ms: int = 5
+    # A record that Kafka has not acknowledged by then fails; HBase then resends the call.
+    delivery_timeout_ms: int = 60_000
+    max_message_bytes: int = 16 * 1024 * 1024
+    # Passed to librdkafka as they are: security.protocol, sasl.*, ssl.*, client.id, ...
+    extra: dict[str, str] = field(default_factory=dict)
+
+    def librdkafka_config(self) -> dict[str, object]:
+        return {
+            "bootstrap.servers": self.bootstrap_servers,
+            "enable.idempotence": True,
+            "acks": "all",
+            "compression.type": self.compression,
+            "linger.ms": self.linger_ms,
+            "delivery.timeout.ms": self.delivery_timeout_ms,
+            "message.max.bytes": self.max_message_bytes,
+            "queue.buffering.max.kbytes": 1024 * 1024,
+            "log_level": 3,
+            **self.extra,
+        }
+
+
+@dataclass(frozen=True)
+class OutRecord:
+    topic: str
+    key: bytes
+    value: bytes
+
+
+class AsyncProducer:
+    def __init__(self, settings: ProducerSettings) -> None:
+        self.settings = settings
+        self._producer = Producer(settings.librdkafka_config(), logger=logging.getLogger("cdcflow.kafka.librdkafka"))
+        self._stop = threading.Event()
+        self._poller = threading.Thread(target=self._poll_loop, name="kafka-poll", daemon=True)
+        self._poller.start()
+        self.fatal: str | None = None
+
+    def _poll_loop(self) -> None:
+        while not self._stop.is_set():
+            self._producer.poll(0.05)
+
+    async def send_all(self, records: Sequence[OutRecord]) -> None:
+        if self.fatal:
+            raise ProducerFenced(self.fatal)
+        loop = asyncio.get_running_loop()
+        futures: list[asyncio.Future[None]] = []
+        for rec in records:
+            fut: asyncio.Future[None] = loop.create_future()
+            futures.append(fut)
+            callback = self._callback(loop, fut, rec.topic)
+            while True:
+                try:
+                    self._producer.produce(rec.topic, value=rec.value, key=rec.key, on_delivery=callback)
+                    break
+                except BufferError:
+                    await asyncio.sleep(0.01)  # local queue full: wait for acks to drain it
+        if futures:
+            await asyncio.gather(*futures)
+
+    def _callback(self, loop: asyncio.AbstractEventLoop, fut: asyncio.Future[None], topic: str):  # type: ignore[no-untyped-def]
+        def on_delivery(err: KafkaError | None, _msg: Message) -> None:
+            if err is None:
+                loop.call_soon_threadsafe(_resolve, fut, None)
+                return
+            if err.fatal():
+                self.fatal = f"fatal producer error: {err.str()}"
+                exc: Exception = ProducerFenced(self.fatal)
+            else:
+                exc = DeliveryFailed(f"delivery to {topic} failed: {err.str()}")
+            loop.call_soon_threadsafe(_resolve, fut, exc)
+
+        return on_delivery
+
+    def close(self, timeout_s: float = 30.0) -> int:
+        """Flush and stop; returns how many records were still unacknowledged."""
+        remaining: int = self._producer.flush(timeout_s)
+        self._stop.set()
+        self._poller.join(timeout=5)
+        return remaining
+
+
+def _resolve(fut: asyncio.Future[None], exc: Exception | None) -> None:
+    if fut.done():
+        return
+    if exc is None:
+        fut.set_result(None)
+    else:
+        fut.set_exception(exc)
