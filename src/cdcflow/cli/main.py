@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 import click
 
-from cdcflow.config import load_config
+from cdcflow.config import CdcflowConfig, load_config
 from cdcflow.errors import CdcflowError
 from cdcflow.stack import COMPONENTS, Stack
 from cdcflow.stack.manager import ServiceStatus
@@ -125,6 +125,191 @@ def run(config_path: Path | None) -> None:
         "\nCapture (HBase peer, MySQL binlog) and the Spark pipeline are not wired in yet; "
         "the services keep running. Stop them with: cdcflow stack down"
     )
+
+
+# --- cdcflow hbase ----------------------------------------------------------------------------
+
+
+def _load(config_path: Path | None) -> CdcflowConfig:
+    return load_config(config_path or (DEFAULT_CONFIG if DEFAULT_CONFIG.exists() else None))
+
+
+def _config_option(f: F) -> F:
+    return click.option(
+        "--config", "config_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
+        help="Config file. Default: the bundled config/cdcflow.yaml.",
+    )(f)  # fmt: skip
+
+
+def _source_zk(cfg: CdcflowConfig) -> str:
+    if cfg.hbase.zk_quorum:
+        return cfg.hbase.zk_quorum
+    return str(Stack(cfg.stack.resolved_home()).endpoints("hbase")["zk_quorum"])
+
+
+def _bootstrap(cfg: CdcflowConfig) -> str:
+    if cfg.kafka.bootstrap_servers:
+        return cfg.kafka.bootstrap_servers
+    return str(Stack(cfg.stack.resolved_home()).endpoints("kafka")["bootstrap_servers"])
+
+
+@main.group()
+def hbase() -> None:
+    """Capture HBase changes: run the replication peer, manage peers and replication scopes."""
+
+
+@hbase.command("run")
+@_config_option
+@click.option("--port", type=int, default=None, help="Override hbase.peer.port (0: any free port).")
+@click.option("--metrics-port", type=int, default=None, help="Serve Prometheus metrics on this port.")
+def hbase_run(config_path: Path | None, port: int | None, metrics_port: int | None) -> None:
+    """Serve as a replication peer: forward every WAL edit HBase ships to Kafka. Stops on SIGTERM."""
+    import asyncio
+
+    from cdcflow.hbase.peer.run import PeerEndpoints, run_peer
+
+    cfg = _load(config_path)
+    hb = cfg.hbase
+    if port is not None:
+        hb = hb.model_copy(update={"peer": hb.peer.model_copy(update={"port": port})})
+    asyncio.run(run_peer(hb, cfg.kafka, PeerEndpoints(_source_zk(cfg), _bootstrap(cfg)), metrics_port))
+
+
+@hbase.group()
+def peer() -> None:
+    """Add, enable, disable, remove and list replication peers on the source HBase (over RPC)."""
+
+
+def _client(cfg: CdcflowConfig):  # type: ignore[no-untyped-def]
+    from cdcflow.hbase.client import NativeHBaseClient
+
+    return NativeHBaseClient(_source_zk(cfg), cfg.hbase.znode_parent)
+
+
+@peer.command("add")
+@_config_option
+@click.option(
+    "--table", "tables", multiple=True, help="Replicate only this table (repeatable): TABLE or TABLE=cf1,cf2."
+)
+@click.option("--serial/--no-serial", default=None, help="Serial replication (default from config: on).")
+@click.option("--disabled", is_flag=True, help="Add the peer disabled.")
+def peer_add(config_path: Path | None, tables: tuple[str, ...], serial: bool | None, disabled: bool) -> None:
+    """Add this cdcflow peer (hbase.peer.* in the config) to the source cluster."""
+    from cdcflow.hbase import admin
+
+    cfg = _load(config_path)
+    p = cfg.hbase.peer
+    key = admin.cluster_key(p.zk_quorum or _source_zk(cfg), p.znode_parent)
+    table_cfs: dict[str, list[str]] = {}
+    for spec in tables:
+        name, _, fams = spec.partition("=") if "=" in spec else (spec, "", "")
+        table_cfs[name] = [f for f in fams.split(",") if f]
+    # HBase reads the peer's hbaseid when the peer is added: make sure the znodes exist.
+    from cdcflow.hbase.peer.registry import PeerRegistry
+
+    reg = PeerRegistry(p.zk_quorum or _source_zk(cfg), p.znode_parent)
+    cluster = reg.cluster_id()
+    reg.zk.ensure(f"{p.znode_parent}/rs")
+    reg.close()
+    client = _client(cfg)
+    try:
+        admin.add_peer(client, p.peer_id, key, serial=p.serial if serial is None else serial, enabled=not disabled,
+                       table_cfs=table_cfs or None, config=p.hbase_config)  # fmt: skip
+    finally:
+        client.close()
+    click.echo(f"added peer {p.peer_id} -> {key} (peer cluster id {cluster})")
+
+
+@peer.command("list")
+@_config_option
+def peer_list(config_path: Path | None) -> None:
+    """List the source cluster's replication peers."""
+    from cdcflow.hbase import admin
+
+    client = _client(_load(config_path))
+    try:
+        for info in admin.list_peers(client):
+            state = "ENABLED" if info.enabled else "DISABLED"
+            click.echo(
+                f"{info.peer_id:12} {state:9} serial={info.serial} {info.cluster_key} tables={info.table_cfs or 'all'}"
+            )
+    finally:
+        client.close()
+
+
+def _peer_action(action: str) -> click.Command:
+    @_config_option
+    def cmd(config_path: Path | None) -> None:
+        from cdcflow.hbase import admin
+
+        cfg = _load(config_path)
+        client = _client(cfg)
+        try:
+            getattr(admin, f"{action}_peer")(client, cfg.hbase.peer.peer_id)
+        finally:
+            client.close()
+        click.echo(
+            f"{action}d peer {cfg.hbase.peer.peer_id}"
+            if action != "remove"
+            else f"removed peer {cfg.hbase.peer.peer_id}"
+        )
+
+    cmd.__doc__ = f"{action.capitalize()} this cdcflow peer (hbase.peer.peer_id) on the source cluster."
+    return click.command(action)(cmd)
+
+
+for _action in ("enable", "disable", "remove"):
+    peer.add_command(_peer_action(_action))
+
+
+@hbase.command("scope")
+@_config_option
+@click.argument("table")
+@click.argument("families", nargs=-1, required=True)
+@click.option("--scope", type=click.IntRange(0, 1), default=1, show_default=True)
+def hbase_scope(config_path: Path | None, table: str, families: tuple[str, ...], scope: int) -> None:
+    """Set REPLICATION_SCOPE on FAMILIES of TABLE (1 = replicate, 0 = not)."""
+    from cdcflow.hbase import admin
+
+    client = _client(_load(config_path))
+    try:
+        admin.set_replication_scope(client, table, list(families), scope)
+    finally:
+        client.close()
+    click.echo(f"{table}: REPLICATION_SCOPE={scope} on {', '.join(families)}")
+
+
+@hbase.command("status")
+@_config_option
+def hbase_status(config_path: Path | None) -> None:
+    """Peer instances registered in ZooKeeper, and the peer's state on the source cluster."""
+    from cdcflow.hbase import admin
+    from cdcflow.hbase.peer.registry import PeerRegistry
+
+    cfg = _load(config_path)
+    p = cfg.hbase.peer
+    reg = PeerRegistry(p.zk_quorum or _source_zk(cfg), p.znode_parent)
+    try:
+        click.echo(f"peer cluster {p.znode_parent}: id {reg.cluster_id()}")
+        servers = reg.servers()
+        click.echo(f"instances serving: {len(servers)}")
+        for s in servers:
+            click.echo(f"  {s}")
+    finally:
+        reg.close()
+    client = _client(cfg)
+    try:
+        found = [i for i in admin.list_peers(client) if i.peer_id == p.peer_id]
+    finally:
+        client.close()
+    if not found:
+        click.echo(f"peer {p.peer_id} is not added on the source cluster (cdcflow hbase peer add)")
+        sys.exit(1)
+    info = found[0]
+    click.echo(
+        f"peer {info.peer_id}: {'ENABLED' if info.enabled else 'DISABLED'}, serial={info.serial}, key {info.cluster_key}"
+    )
+    sys.exit(0 if servers and info.enabled else 1)
 
 
 def entrypoint() -> None:

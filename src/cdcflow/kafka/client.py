@@ -112,8 +112,8 @@ def consume(
                 continue
             err = msg.error()
             if err is not None:
-                if err.code() == KafkaError._PARTITION_EOF:
-                    continue
+                if err.code() in (KafkaError._PARTITION_EOF, KafkaError.UNKNOWN_TOPIC_OR_PART):
+                    continue  # end of partition, or a topic its producer has not created yet
                 raise ServiceUnavailable(f"consume {topic}: {err.str()}")
             out.append(KafkaRecord(topic, msg.partition() or 0, msg.offset() or 0, msg.key(), msg.value()))
     finally:

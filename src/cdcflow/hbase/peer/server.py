@@ -52,7 +52,7 @@ class ByteBudget:
             self._cond.notify_all()
 
 
-@dataclass
+@dataclass(eq=False)  # identity-hashed: kept in a set
 class _Conn:
     peer: str
     writer: asyncio.StreamWriter

@@ -138,9 +138,13 @@ class ServerConnection:
         if header.service_name not in self._services:
             return ConnectionRejected(
                 f"unknown service {header.service_name!r}",
-                error_response(CONNECTION_CALL_ID, "org.apache.hadoop.hbase.ipc.UnknownServiceException",
-                               f"cdcflow serves {sorted(self._services)}, not {header.service_name}", do_not_retry=True),
-            )  # fmt: skip
+                error_response(
+                    CONNECTION_CALL_ID,
+                    "org.apache.hadoop.hbase.ipc.UnknownServiceException",
+                    f"cdcflow serves {sorted(self._services)}, not {header.service_name}",
+                    do_not_retry=True,
+                ),
+            )
         codec = header.cell_block_codec_class
         if codec and codec not in SUPPORTED_CODECS:
             return ConnectionRejected(
