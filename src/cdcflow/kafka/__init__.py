@@ -1,5 +1,5 @@
 """Kafka access. `client.py` is the only module in cdcflow that imports the Kafka client library."""
 
-from cdcflow.kafka.client import KafkaRecord, consume, create_topic, list_topics, ping, produce_sync
+from cdcflow.kafka.client import KafkaRecord, TopicReader, consume, create_topic, list_topics, ping, produce_sync
 
-__all__ = ["KafkaRecord", "consume", "create_topic", "list_topics", "ping", "produce_sync"]
+__all__ = ["KafkaRecord", "TopicReader", "consume", "create_topic", "list_topics", "ping", "produce_sync"]

@@ -119,3 +119,43 @@ def consume(
     finally:
         consumer.close()
     return out
+
+
+class TopicReader:
+    """Reads topics from the beginning, incrementally: each `poll` returns what arrived since."""
+
+    def __init__(self, bootstrap: str, topics: list[str]) -> None:
+        self._consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": f"cdcflow-reader-{time.time_ns()}",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+                "fetch.message.max.bytes": 32 * 1024 * 1024,
+                "topic.metadata.refresh.interval.ms": 1000,
+            }
+        )
+        self._consumer.subscribe(topics)
+
+    def poll(self, wait_s: float = 1.0, max_records: int = 100_000) -> list[KafkaRecord]:
+        out: list[KafkaRecord] = []
+        deadline = time.monotonic() + wait_s
+        while len(out) < max_records:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            msg = self._consumer.poll(min(left, 0.2))
+            if msg is None:
+                if out:
+                    break  # drained what was there
+                continue
+            err = msg.error()
+            if err is not None:
+                if err.code() in (KafkaError._PARTITION_EOF, KafkaError.UNKNOWN_TOPIC_OR_PART):
+                    continue
+                raise ServiceUnavailable(f"read: {err.str()}")
+            out.append(KafkaRecord(msg.topic() or "", msg.partition() or 0, msg.offset() or 0, msg.key(), msg.value()))
+        return out
+
+    def close(self) -> None:
+        self._consumer.close()

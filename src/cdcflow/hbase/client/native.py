@@ -20,7 +20,7 @@ from typing import TypeVar
 
 from google.protobuf.message import Message
 
-from cdcflow.errors import HBaseTerminalError, RetryableError, ServiceUnavailable
+from cdcflow.errors import HBaseRetryableError, HBaseTerminalError, RetryableError, ServiceUnavailable
 from cdcflow.hbase.client.rpc import RpcConnection
 from cdcflow.hbase.model import (
     Cell,
@@ -309,10 +309,11 @@ class NativeHBaseClient:
                     close = client_pb2.ScanRequest(scanner_id=res.scanner_id, close_scanner=True)
                     self._rpc(host, port, "ClientService", "Scan", close, client_pb2.ScanResponse)
                 return
-            call_seq += 1
+            # The region server expects 0 on the first "next" after the open, then +1 each time.
             nxt = client_pb2.ScanRequest(
                 scanner_id=res.scanner_id, number_of_rows=scan.caching or 100, next_call_seq=call_seq
             )
+            call_seq += 1
             res = self._rpc(host, port, "ClientService", "Scan", nxt, client_pb2.ScanResponse)
 
     # --- data -------------------------------------------------------------------------------------
@@ -330,6 +331,40 @@ class NativeHBaseClient:
             return [cell_from_proto(c) for c in res.result.cell]
 
         return self._retrying(f"mutate {name}", once)
+
+    def mutate_batch(self, table: str, mutations: Sequence[MutationLike]) -> None:
+        """Several row mutations in one Multi call per region server (one WAL entry per region).
+
+        Puts and deletes only; increments and appends are not idempotent, so they go through
+        `mutate` with a nonce. The whole batch is retried if any action fails, which is safe
+        for puts and deletes with explicit timestamps.
+        """
+        name = TableName.parse(table)
+        protos = [mutation_to_proto(_as_mutation(m)) for m in mutations]
+        if any(p.mutate_type not in (client_pb2.MutationProto.PUT, client_pb2.MutationProto.DELETE) for p in protos):
+            raise ValueError("mutate_batch takes puts and deletes only")
+
+        def once() -> None:
+            by_server: dict[tuple[str, int], dict[bytes, list[client_pb2.MutationProto]]] = {}
+            for proto in protos:
+                loc = self._locate(name, proto.row)
+                by_server.setdefault((loc.host, loc.port), {}).setdefault(loc.name, []).append(proto)
+            for (host, port), regions in by_server.items():
+                req = client_pb2.MultiRequest(nonceGroup=self._nonce_group)
+                for region_name, items in regions.items():
+                    ra = req.regionAction.add()
+                    ra.region.type = hbase_types_pb2.RegionSpecifier.REGION_NAME
+                    ra.region.value = region_name
+                    for i, proto in enumerate(items):
+                        ra.action.add(index=i, mutation=proto)
+                res = self._rpc(host, port, "ClientService", "Multi", req, client_pb2.MultiResponse)
+                for rar in res.regionActionResult:
+                    failures = [rar.exception] if rar.HasField("exception") else []
+                    failures += [r.exception for r in rar.resultOrException if r.HasField("exception")]
+                    if failures:
+                        raise HBaseRetryableError(failures[0].name, failures[0].value.decode("utf-8", "replace"))
+
+        self._retrying(f"multi {name}", once)
 
     def scan(
         self,

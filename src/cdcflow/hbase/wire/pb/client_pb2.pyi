@@ -223,3 +223,59 @@ class ScanResponse(_message.Message):
     more_results_in_region: bool
     heartbeat_message: bool
     def __init__(self, cells_per_result: _Optional[_Iterable[int]] = ..., scanner_id: _Optional[int] = ..., more_results: _Optional[bool] = ..., ttl: _Optional[int] = ..., results: _Optional[_Iterable[_Union[Result, _Mapping]]] = ..., stale: _Optional[bool] = ..., partial_flag_per_result: _Optional[_Iterable[bool]] = ..., more_results_in_region: _Optional[bool] = ..., heartbeat_message: _Optional[bool] = ...) -> None: ...
+
+class Action(_message.Message):
+    __slots__ = ("index", "mutation", "get")
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    MUTATION_FIELD_NUMBER: _ClassVar[int]
+    GET_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    mutation: MutationProto
+    get: Get
+    def __init__(self, index: _Optional[int] = ..., mutation: _Optional[_Union[MutationProto, _Mapping]] = ..., get: _Optional[_Union[Get, _Mapping]] = ...) -> None: ...
+
+class RegionAction(_message.Message):
+    __slots__ = ("region", "atomic", "action")
+    REGION_FIELD_NUMBER: _ClassVar[int]
+    ATOMIC_FIELD_NUMBER: _ClassVar[int]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    region: _hbase_types_pb2.RegionSpecifier
+    atomic: bool
+    action: _containers.RepeatedCompositeFieldContainer[Action]
+    def __init__(self, region: _Optional[_Union[_hbase_types_pb2.RegionSpecifier, _Mapping]] = ..., atomic: _Optional[bool] = ..., action: _Optional[_Iterable[_Union[Action, _Mapping]]] = ...) -> None: ...
+
+class ResultOrException(_message.Message):
+    __slots__ = ("index", "result", "exception")
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    EXCEPTION_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    result: Result
+    exception: _hbase_types_pb2.NameBytesPair
+    def __init__(self, index: _Optional[int] = ..., result: _Optional[_Union[Result, _Mapping]] = ..., exception: _Optional[_Union[_hbase_types_pb2.NameBytesPair, _Mapping]] = ...) -> None: ...
+
+class RegionActionResult(_message.Message):
+    __slots__ = ("resultOrException", "exception", "processed")
+    RESULTOREXCEPTION_FIELD_NUMBER: _ClassVar[int]
+    EXCEPTION_FIELD_NUMBER: _ClassVar[int]
+    PROCESSED_FIELD_NUMBER: _ClassVar[int]
+    resultOrException: _containers.RepeatedCompositeFieldContainer[ResultOrException]
+    exception: _hbase_types_pb2.NameBytesPair
+    processed: bool
+    def __init__(self, resultOrException: _Optional[_Iterable[_Union[ResultOrException, _Mapping]]] = ..., exception: _Optional[_Union[_hbase_types_pb2.NameBytesPair, _Mapping]] = ..., processed: _Optional[bool] = ...) -> None: ...
+
+class MultiRequest(_message.Message):
+    __slots__ = ("regionAction", "nonceGroup")
+    REGIONACTION_FIELD_NUMBER: _ClassVar[int]
+    NONCEGROUP_FIELD_NUMBER: _ClassVar[int]
+    regionAction: _containers.RepeatedCompositeFieldContainer[RegionAction]
+    nonceGroup: int
+    def __init__(self, regionAction: _Optional[_Iterable[_Union[RegionAction, _Mapping]]] = ..., nonceGroup: _Optional[int] = ...) -> None: ...
+
+class MultiResponse(_message.Message):
+    __slots__ = ("regionActionResult", "processed")
+    REGIONACTIONRESULT_FIELD_NUMBER: _ClassVar[int]
+    PROCESSED_FIELD_NUMBER: _ClassVar[int]
+    regionActionResult: _containers.RepeatedCompositeFieldContainer[RegionActionResult]
+    processed: bool
+    def __init__(self, regionActionResult: _Optional[_Iterable[_Union[RegionActionResult, _Mapping]]] = ..., processed: _Optional[bool] = ...) -> None: ...
