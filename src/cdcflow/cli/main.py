@@ -306,9 +306,8 @@ def hbase_status(config_path: Path | None) -> None:
         click.echo(f"peer {p.peer_id} is not added on the source cluster (cdcflow hbase peer add)")
         sys.exit(1)
     info = found[0]
-    click.echo(
-        f"peer {info.peer_id}: {'ENABLED' if info.enabled else 'DISABLED'}, serial={info.serial}, key {info.cluster_key}"
-    )
+    state = "ENABLED" if info.enabled else "DISABLED"
+    click.echo(f"peer {info.peer_id}: {state}, serial={info.serial}, key {info.cluster_key}")
     sys.exit(0 if servers and info.enabled else 1)
 
 

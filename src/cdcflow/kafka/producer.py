@@ -50,6 +50,8 @@ class ProducerSettings:
             "delivery.timeout.ms": self.delivery_timeout_ms,
             "message.max.bytes": self.max_message_bytes,
             "queue.buffering.max.kbytes": 1024 * 1024,
+            # While a broker is down, retry connections at most every 5 s (and log that often).
+            "reconnect.backoff.max.ms": 5000,
             "log_level": 3,
             **self.extra,
         }

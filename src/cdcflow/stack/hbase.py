@@ -92,6 +92,9 @@ class HBaseService(Service):
             "hbase.regionserver.info.port": "-1",
             # Let clients (and the replication source) fail over fast in tests and the demo.
             "zookeeper.session.timeout": "30000",
+            # Replication retries back off by 1 s x a multiplier that grows to this cap (HBase's
+            # default 300 makes a sink outage cost up to 5 minutes of back-off; 10 s is enough here).
+            "replication.source.maxretriesmultiplier": "10",
         }
         (conf / "hbase-site.xml").write_text(site_xml(props))
         (conf / "log4j2.properties").write_text(_LOG4J2)

@@ -117,7 +117,8 @@ class Stack:
                 log.info("stopping %s (pid %s)", name, st.pid)
                 process.stop_group(st.pid, make_service(name).stop_grace_s)
                 stopped.append(name)
-            del current[name]
+            # Keep the entry (ports, endpoints) so the next `up` can reuse the same addresses.
+            st.pid, st.start_ticks = None, None
             state.save(self.home, current)
         return stopped
 
@@ -126,8 +127,8 @@ class Stack:
         out = []
         for name in self._names(names):
             st = current.get(name)
-            if st is None:
-                out.append(ServiceStatus(name, False, False, "not started", None, {}, str(self.log_path(name))))
+            if st is None or st.pid is None:
+                out.append(ServiceStatus(name, False, False, "not running", None, {}, str(self.log_path(name))))
                 continue
             running = process.is_ours(st.pid, st.start_ticks)
             healthy, detail = False, "process not running"
@@ -142,6 +143,6 @@ class Stack:
 
     def endpoints(self, name: str) -> dict[str, Any]:
         st = state.load(self.home).get(name)
-        if st is None:
+        if st is None or st.pid is None:
             raise StackError(f"{name} is not started in stack {self.home}; run `cdcflow stack up {name}`")
         return st.endpoints

@@ -1,0 +1,169 @@
+"""Nothing is lost when things break: garbage on the socket, SIGKILL of a peer, Kafka down for 30 s.
+
+After recovery the table rebuilt from Kafka must equal the HBase table; duplicates are allowed
+and counted.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import socket
+import struct
+import time
+from typing import Any
+
+from cdcflow.hbase.client import HBaseClient
+from cdcflow.hbase.model import ColumnFamily, Delete, Put
+from cdcflow.hbase.wire import framing
+from cdcflow.hbase.wire.pb import rpc_pb2, wal_pb2
+from cdcflow.hbase.zk import ZooKeeper
+from cdcflow.testing import ServiceHarness
+
+from .hbase_capture import PeerSetup, Rebuilder
+
+FAMILIES = [ColumnFamily("cf", max_versions=100)]
+
+
+def writes(client: HBaseClient, table: str, rng: random.Random, start: int, count: int) -> None:
+    """Row puts in small batches, with some deletes: `count` mutations from sequence `start`."""
+    batch = []
+    for i in range(start, start + count):
+        row = b"row%04d" % rng.randrange(300)
+        if i % 9 == 0:
+            client.mutate(table, Delete(row).column(b"cf", b"c%d" % (i % 3), 10_000 + i))
+            continue
+        batch.append(Put(row).add(b"cf", b"c%d" % (i % 3), b"v%d" % i, 10_000 + i))
+        if len(batch) == 20:
+            client.mutate_batch(table, batch)
+            batch = []
+    if batch:
+        client.mutate_batch(table, batch)
+
+
+def setup_tables(client: HBaseClient, peer: PeerSetup) -> tuple[str, str]:
+    source, target = f"{peer.name}_src", f"{peer.name}_copy"
+    client.create_table(source, FAMILIES, split_keys=[b"row0100", b"row0200"])
+    client.create_table(target, FAMILIES)
+    peer.add_peer(source)
+    return source, target
+
+
+def peer_port(peer: PeerSetup) -> int:
+    zk = ZooKeeper(peer.hbase["zk_quorum"])
+    try:
+        (server,) = zk.children(f"/{peer.name}/rs")
+    finally:
+        zk.close()
+    return int(server.split(",")[1])
+
+
+def read_until_closed(sock: socket.socket, timeout_s: float = 10) -> bytes:
+    sock.settimeout(timeout_s)
+    data = b""
+    while chunk := sock.recv(65536):
+        data += chunk
+    return data
+
+
+def test_garbage_on_the_rpc_port_closes_only_that_connection(
+    hbase_client: HBaseClient, peer_setup: PeerSetup, kafka: dict[str, Any]
+) -> None:
+    source, target = setup_tables(hbase_client, peer_setup)
+    peer_setup.start()
+    port = peer_port(peer_setup)
+    header = rpc_pb2.ConnectionHeader(service_name="AdminService")
+    header.user_info.effective_user = "fuzz"
+    hello = framing.connection_preamble(header)
+
+    for payload in (
+        os.urandom(4096),  # random bytes
+        hello + struct.pack(">i", 2**31 - 1),  # a huge length prefix
+        hello + struct.pack(">i", 100) + b"\x05\x08",  # a truncated frame, then EOF
+        hello + framing.frame(b"\xff" * 40),  # a frame that is not a request
+    ):
+        with socket.create_connection(("127.0.0.1", port)) as s:
+            s.sendall(payload)
+            s.shutdown(socket.SHUT_WR)
+            read_until_closed(s)  # the server closes the connection
+
+    with socket.create_connection(("127.0.0.1", port)) as s:  # an unknown method gets an exception answer
+        req = rpc_pb2.RequestHeader(call_id=3, method_name="GetRegionInfo", request_param=True)
+        s.sendall(hello + framing.encode_call(req, wal_pb2.ReplicateWALEntryRequest()))
+        s.settimeout(10)
+        reader = framing.FrameReader()
+        while (frame := reader.next_frame()) is None:
+            reader.feed(s.recv(65536))
+        answer = framing.parse_response(frame)
+        assert answer.call_id == 3 and answer.exception is not None
+        assert answer.exception.exception_class_name == "java.lang.UnsupportedOperationException"
+
+    writes(hbase_client, source, random.Random(1), 0, 200)  # and HBase is still served
+    rebuild = Rebuilder(hbase_client, kafka["bootstrap_servers"], f"{peer_setup.name}.default.{source}", target)
+    try:
+        rebuild.until_equal(source)
+    finally:
+        rebuild.close()
+    log = peer_setup.logs()
+    assert "closing connection after protocol error" in log
+
+
+def test_peer_killed_with_sigkill_then_restarted(
+    hbase_client: HBaseClient, peer_setup: PeerSetup, kafka: dict[str, Any]
+) -> None:
+    source, target = setup_tables(hbase_client, peer_setup)
+    proc = peer_setup.start()
+    rng = random.Random(2)
+    writes(hbase_client, source, rng, 0, 600)
+    peer_setup.kill(proc)
+    writes(hbase_client, source, rng, 600, 300)  # HBase queues these while no peer serves
+    peer_setup.start()
+    writes(hbase_client, source, rng, 900, 300)
+    rebuild = Rebuilder(hbase_client, kafka["bootstrap_servers"], f"{peer_setup.name}.default.{source}", target)
+    try:
+        rebuild.until_equal(source)
+        rebuild.assert_row_order()
+        print(f"SIGKILL: {len(rebuild.records)} events, {rebuild.duplicates()} duplicates")
+    finally:
+        rebuild.close()
+
+
+def test_two_peers_one_killed(hbase_client: HBaseClient, peer_setup: PeerSetup, kafka: dict[str, Any]) -> None:
+    source, target = setup_tables(hbase_client, peer_setup)
+    first = peer_setup.start(0)
+    peer_setup.start(1)
+    rng = random.Random(3)
+    writes(hbase_client, source, rng, 0, 500)
+    peer_setup.kill(first)
+    writes(hbase_client, source, rng, 500, 500)
+    rebuild = Rebuilder(hbase_client, kafka["bootstrap_servers"], f"{peer_setup.name}.default.{source}", target)
+    try:
+        rebuild.until_equal(source)
+        print(f"two peers, one killed: {len(rebuild.records)} events, {rebuild.duplicates()} duplicates")
+    finally:
+        rebuild.close()
+
+
+def test_kafka_stopped_for_30s(
+    hbase_client: HBaseClient, peer_setup: PeerSetup, kafka: dict[str, Any], services: ServiceHarness
+) -> None:
+    source, target = setup_tables(hbase_client, peer_setup)
+    peer_setup.start()
+    rng = random.Random(4)
+    writes(hbase_client, source, rng, 0, 300)
+    services.stack.down(["kafka"])
+    try:
+        stopped = time.monotonic()
+        writes(hbase_client, source, rng, 300, 300)
+        time.sleep(max(0.0, 30 - (time.monotonic() - stopped)))
+    finally:
+        services.stack.up(["kafka"])
+    assert services.stack.endpoints("kafka")["bootstrap_servers"] == kafka["bootstrap_servers"]
+    writes(hbase_client, source, rng, 600, 300)
+    rebuild = Rebuilder(hbase_client, kafka["bootstrap_servers"], f"{peer_setup.name}.default.{source}", target)
+    try:
+        rebuild.until_equal(source, timeout_s=300)
+        rebuild.assert_row_order()
+        print(f"Kafka down 30 s: {len(rebuild.records)} events, {rebuild.duplicates()} duplicates")
+    finally:
+        rebuild.close()
