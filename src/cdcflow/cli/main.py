@@ -112,19 +112,47 @@ def stack_logs(component: str, lines: int, home: Path | None) -> None:
     "--config", "config_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
     help=f"Config file. Default: the bundled {DEFAULT_CONFIG.name}.",
 )  # fmt: skip
-def run(config_path: Path | None) -> None:
-    """Run cdcflow on the configured (default: local) stack."""
-    cfg = load_config(config_path or (DEFAULT_CONFIG if DEFAULT_CONFIG.exists() else None))
+@click.option("--metrics-port", type=int, default=None, help="Serve the peer's Prometheus metrics on this port.")
+def run(config_path: Path | None, metrics_port: int | None) -> None:
+    """Run cdcflow on the configured (default: local) stack: HBase capture to Kafka, until Ctrl-C."""
+    import asyncio
+
+    from cdcflow.hbase import admin
+    from cdcflow.hbase.peer.registry import PeerRegistry
+    from cdcflow.hbase.peer.run import PeerEndpoints, run_peer
+
+    cfg = _load(config_path)
     st = Stack(cfg.stack.resolved_home())
     started = time.monotonic()
     click.echo(f"starting the local stack in {st.home} ...")
     statuses = st.up(cfg.stack.components)
     click.echo(f"stack ready in {time.monotonic() - started:.0f}s:\n")
     print_status(statuses)
+    if "hbase" not in cfg.stack.components or "kafka" not in cfg.stack.components:
+        click.echo("\nhbase or kafka is not in stack.components: nothing to capture. The services keep running.")
+        return
+    p = cfg.hbase.peer
+    zk = _source_zk(cfg)
+    client = _client(cfg)
+    try:
+        if not any(i.peer_id == p.peer_id for i in admin.list_peers(client)):
+            reg = PeerRegistry(p.zk_quorum or zk, p.znode_parent)
+            reg.cluster_id()
+            reg.zk.ensure(f"{p.znode_parent}/rs")
+            reg.close()
+            admin.add_peer(client, p.peer_id, admin.cluster_key(p.zk_quorum or zk, p.znode_parent), serial=p.serial,
+                           config=p.hbase_config)  # fmt: skip
+            click.echo(f"\nadded replication peer {p.peer_id} on the local HBase")
+    finally:
+        client.close()
     click.echo(
-        "\nCapture (HBase peer, MySQL binlog) and the Spark pipeline are not wired in yet; "
-        "the services keep running. Stop them with: cdcflow stack down"
+        f"\ncapturing: every table with REPLICATION_SCOPE => 1 goes to Kafka topics "
+        f"{cfg.hbase.topic_prefix}.<namespace>.<table>. Try:\n"
+        f"  .venv/bin/cdcflow hbase scope <table> <family>   # opt a table in\n"
+        "The Spark pipeline (issue #4) is not wired in yet. Ctrl-C stops capture; "
+        "`cdcflow stack down` stops the services.\n"
     )
+    asyncio.run(run_peer(cfg.hbase, cfg.kafka, PeerEndpoints(zk, _bootstrap(cfg)), metrics_port))
 
 
 # --- cdcflow hbase ----------------------------------------------------------------------------

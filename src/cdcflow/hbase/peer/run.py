@@ -7,6 +7,7 @@ import logging
 import signal
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from prometheus_client import start_http_server
 
@@ -53,9 +54,11 @@ async def run_peer(
     cluster = await asyncio.to_thread(registry.cluster_id)
     await asyncio.to_thread(registry.register, cfg.peer.host, port, int(time.time() * 1000))
     log.info("peer %s (cluster %s) serving on %s:%d", cfg.peer.znode_parent, cluster, cfg.peer.host, port)
+    progress = asyncio.create_task(_log_progress())
     try:
         await stop.wait()
     finally:
+        progress.cancel()
         log.info("shutting down: unregistering, finishing calls in flight")
         await asyncio.to_thread(registry.unregister)
         await server.stop()
@@ -64,3 +67,28 @@ async def run_peer(
         if left:
             log.error("%d records unacknowledged at shutdown; their calls were answered with errors", left)
         log.info("stopped")
+
+
+async def _log_progress(every_s: float = 30.0) -> None:
+    """One INFO line per interval with new traffic, so a running peer shows it is working."""
+    from cdcflow.hbase.peer import metrics
+
+    last = (0.0, 0.0, 0.0)
+    while True:
+        await asyncio.sleep(every_s)
+        now = (_total(metrics.CALLS, outcome="ok"), _total(metrics.ROWS), _total(metrics.ERRORS))
+        if now != last:
+            log.info("progress: %d calls ok, %d rows to Kafka, %d errors (totals)", *now)
+            last = now
+
+
+def _total(metric: Any, **labels: str) -> float:
+    """Sum of a metric's `_total` samples whose labels include `labels`."""
+    return float(
+        sum(
+            sample.value
+            for family in metric.collect()
+            for sample in family.samples
+            if sample.name.endswith("_total") and all(sample.labels.get(k) == v for k, v in labels.items())
+        )
+    )
