@@ -43,13 +43,13 @@ integration: install ## Integration tests only (starts the real services once pe
 	$(BIN)/pytest -m "integration or e2e"
 
 lint: install ## ruff (lint + format check) and mypy --strict
-	$(BIN)/ruff check src tests
-	$(BIN)/ruff format --check src tests
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks
 	$(BIN)/mypy
 
 fmt: install ## Format and auto-fix
-	$(BIN)/ruff format src tests
-	$(BIN)/ruff check --fix src tests
+	$(BIN)/ruff format src tests benchmarks
+	$(BIN)/ruff check --fix src tests benchmarks
 
 stack-up: install ## Start the dev stack (idempotent)
 	$(BIN)/cdcflow stack up

@@ -47,7 +47,9 @@ from cdcflow.stack import Stack, versions
 from cdcflow.stack.paths import default_stack_home
 
 
-def build_calls(n_calls: int, entries: int, rows: int, cells: int, value_size: int, table: str) -> list[tuple[bytes, bytes]]:
+def build_calls(
+    n_calls: int, entries: int, rows: int, cells: int, value_size: int, table: str
+) -> list[tuple[bytes, bytes]]:
     rng = random.Random(1)
     calls = []
     seq = 1
@@ -56,10 +58,12 @@ def build_calls(n_calls: int, entries: int, rows: int, cells: int, value_size: i
         block_cells: list[Cell] = []
         for _ in range(entries):
             e_cells = []
-            for r in range(rows):
+            for _ in range(rows):
                 row = b"row-%08d" % rng.randrange(10**8)
                 for c in range(cells):
-                    e_cells.append(Cell(row, b"cf", b"q%d" % c, 1_700_000_000_000 + seq, CellType.PUT, rng.randbytes(value_size)))
+                    e_cells.append(
+                        Cell(row, b"cf", b"q%d" % c, 1_700_000_000_000 + seq, CellType.PUT, rng.randbytes(value_size))
+                    )
             e = req.entry.add(associated_cell_count=len(e_cells))
             e.key.encoded_region_name = uuid.uuid4().hex.encode()
             e.key.table_name = table.encode()
@@ -133,7 +137,9 @@ async def replay(calls: list[tuple[bytes, bytes]], port: int, connections: int) 
     return time.perf_counter() - start, latencies
 
 
-async def capture_run(calls: list[tuple[bytes, bytes]], settings: ProducerSettings, prefix: str, connections: int) -> tuple[float, list[float]]:
+async def capture_run(
+    calls: list[tuple[bytes, bytes]], settings: ProducerSettings, prefix: str, connections: int
+) -> tuple[float, list[float]]:
     producer = AsyncProducer(settings)
     sink = ReplicationSink(producer, Router((), prefix), "bench")
     server = PeerServer(sink, "127.0.0.1", 0, max_inflight_bytes=512 << 20, max_frame_bytes=256 << 20)
@@ -170,11 +176,15 @@ def baseline_run(records: list[tuple[str, bytes, bytes]], settings: ProducerSett
 
 
 def machine() -> str:
-    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
-    mem = int(next(l.split()[1] for l in open("/proc/meminfo") if l.startswith("MemTotal"))) // 1024 // 1024
+    cpuinfo = Path("/proc/cpuinfo").read_text().splitlines()
+    meminfo = Path("/proc/meminfo").read_text().splitlines()
+    cpu = next((line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")), "?")
+    mem = int(next(line.split()[1] for line in meminfo if line.startswith("MemTotal"))) // 1024 // 1024
     lib = confluent_kafka.libversion()[0]
+    from importlib.metadata import version
+
     return (f"{os.cpu_count()} cores ({cpu}), {mem} GiB; Python {platform.python_version()}; "
-            f"confluent-kafka {confluent_kafka.version()[0]} / librdkafka {lib}; Kafka {versions.KAFKA_VERSION}; "
+            f"confluent-kafka {version('confluent-kafka')} / librdkafka {lib}; Kafka {versions.KAFKA_VERSION}; "
             f"HBase {versions.HBASE_VERSION}")  # fmt: skip
 
 
@@ -229,10 +239,11 @@ def main() -> None:
     print(f"workload: {len(calls)} calls x {args.entries} entries x {args.rows} rows x {args.cells} cells, "
           f"{args.value_size}-byte values; {rows} rows, {cells} cells, {input_mb:.1f} MB of calls, "
           f"{event_mb:.1f} MB of JSON events; {args.connections} connections")  # fmt: skip
+    p50, p99 = pct(lat, 50) * 1000, pct(lat, 99) * 1000
     print(f"capture path : {len(calls)/cap_s:8.1f} calls/s {rows/cap_s:10.0f} rows/s {cells/cap_s:10.0f} cells/s "
-          f"{input_mb/cap_s:6.1f} MB/s in; ack latency p50 {pct(lat,50)*1000:.0f} ms, p99 {pct(lat,99)*1000:.0f} ms")  # fmt: skip
-    print(f"raw producer : {rows/base_s:10.0f} rows/s {event_mb/base_s:6.1f} MB/s (same encoded events)")
-    print(f"ratio capture/raw producer: {base_s/cap_s:.2f}")
+          f"{input_mb/cap_s:6.1f} MB/s in; ack latency p50 {p50:.0f} ms, p99 {p99:.0f} ms")  # fmt: skip
+    print(f"raw producer : {rows / base_s:10.0f} rows/s {event_mb / base_s:6.1f} MB/s (same encoded events)")
+    print(f"ratio capture/raw producer: {base_s / cap_s:.2f}")
     _ = n_entries
     if args.e2e:
         e2e(args.e2e, bootstrap)
@@ -253,11 +264,16 @@ def e2e(n_rows: int, bootstrap: str) -> None:
     client = connect(hb["zk_quorum"])
     client.create_table(name, [ColumnFamily("cf")], split_keys=[b"row-3", b"row-6"])
     cfg = Path(tempfile.mkdtemp()) / "bench.yaml"
-    cfg.write_text(yaml.safe_dump({"kafka": {"bootstrap_servers": bootstrap}, "hbase": {
-        "zk_quorum": hb["zk_quorum"], "topic_prefix": name, "peer": {"peer_id": name, "znode_parent": f"/{name}"}}}))  # fmt: skip
+    peer_cfg = {"peer_id": name, "znode_parent": f"/{name}"}
+    hbase_cfg = {"zk_quorum": hb["zk_quorum"], "topic_prefix": name, "peer": peer_cfg}
+    cfg.write_text(yaml.safe_dump({"kafka": {"bootstrap_servers": bootstrap}, "hbase": hbase_cfg}))
     cli = [sys.executable, "-m", "cdcflow.cli.main"]
-    subprocess.run([*cli, "hbase", "peer", "add", "--config", str(cfg), f"--table={name}"], check=True, capture_output=True)
-    peer = subprocess.Popen([*cli, "hbase", "run", "--config", str(cfg)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(
+        [*cli, "hbase", "peer", "add", "--config", str(cfg), f"--table={name}"], check=True, capture_output=True
+    )
+    peer = subprocess.Popen(
+        [*cli, "hbase", "run", "--config", str(cfg)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     try:
         reader = TopicReader(bootstrap, [f"{name}.default.{name}"])
         time.sleep(3)

@@ -9,12 +9,15 @@ The schema is src/cdcflow/events/schema/change-event-v1.json.
 from __future__ import annotations
 
 import base64
+import binascii
 import fnmatch
 import json
 import struct
 import time
 from collections.abc import Mapping
 from typing import Any
+
+import orjson
 
 from cdcflow.errors import TerminalError
 from cdcflow.events.model import SCHEMA_VERSION, ChangeEvent, Op, SourceInfo
@@ -37,7 +40,7 @@ class MalformedEvent(TerminalError):
 
 
 def _b64(data: bytes) -> str:
-    return base64.b64encode(data).decode("ascii")
+    return binascii.b2a_base64(data, newline=False).decode("ascii")
 
 
 def _unb64(text: Any, what: str) -> bytes:
@@ -81,6 +84,8 @@ class ValueHints:
             raise ValueError(f"unknown value encodings {bad}; choose from {VALUE_ENCODINGS}")
 
     def encoding(self, column: str) -> str:
+        if not self.rules:
+            return "base64"
         for pattern, enc in self.rules.items():
             if fnmatch.fnmatchcase(column, pattern):
                 return enc
@@ -129,21 +134,23 @@ def to_dict(event: ChangeEvent, hints: ValueHints | None = None) -> dict[str, An
             cells.append(cell)
             if c.type is CellType.PUT:
                 name = column_name(c)
-                after[name] = render_value(c.value, hints.encoding(name))
+                enc = hints.encoding(name)
+                after[name] = cell["value"] if enc == "base64" else render_value(c.value, enc)
         out["cells"] = cells
         out["after"] = after if after else None
     return out
 
 
 def encode(event: ChangeEvent, hints: ValueHints | None = None) -> bytes:
-    return json.dumps(to_dict(event, hints), separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    # orjson: compact UTF-8 JSON, several times faster than the standard library on this hot path.
+    return orjson.dumps(to_dict(event, hints))
 
 
 def decode(data: bytes) -> ChangeEvent:
     """Parse a JSON change event; any defect raises MalformedEvent (never another exception)."""
     try:
-        raw = json.loads(data)
-    except (ValueError, UnicodeDecodeError) as exc:
+        raw = orjson.loads(data)
+    except (ValueError, UnicodeDecodeError, TypeError) as exc:
         raise MalformedEvent(f"not JSON: {exc}") from exc
     try:
         return _from_dict(raw)

@@ -49,6 +49,10 @@ class Route:
     columns: tuple[str, ...]
     exclude_columns: tuple[str, ...]
 
+    @property
+    def keeps_everything(self) -> bool:
+        return self.columns == ("*",) and not self.exclude_columns
+
     def keep(self, cell: Cell) -> bool:
         fam = cell.family.decode("utf-8", "backslashreplace")
         if cell.type in _FAMILY_WIDE:

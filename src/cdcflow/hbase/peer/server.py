@@ -56,6 +56,7 @@ class ByteBudget:
 class _Conn:
     peer: str
     writer: asyncio.StreamWriter
+    reader_task: asyncio.Task[None] | None = None
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
 
 
@@ -87,14 +88,19 @@ class PeerServer:
             _done, still = await asyncio.wait(pending, timeout=grace_s)
             for t in still:
                 t.cancel()
+        readers = [c.reader_task for c in self._conns if c.reader_task is not None]
         for c in list(self._conns):
             c.writer.close()
+        for t in readers:
+            t.cancel()
+        if readers:
+            await asyncio.gather(*readers, return_exceptions=True)
         if self._server is not None:
             await self._server.wait_closed()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peername = writer.get_extra_info("peername")
-        conn = _Conn(f"{peername[0]}:{peername[1]}" if peername else "?", writer)
+        conn = _Conn(f"{peername[0]}:{peername[1]}" if peername else "?", writer, asyncio.current_task())
         self._conns.add(conn)
         metrics.CONNECTIONS.inc()
         proto = ServerConnection(max_frame_size=self.max_frame_bytes)
@@ -121,6 +127,8 @@ class PeerServer:
             metrics.ERRORS.labels("protocol").inc()
         except (ConnectionError, asyncio.IncompleteReadError) as exc:
             log.info("%s: connection lost: %s", conn.peer, exc)
+        except asyncio.CancelledError:
+            pass  # server shutdown
         finally:
             if conn.tasks:  # answer what we accepted before closing, when we still can
                 await asyncio.wait(list(conn.tasks), timeout=60)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from cdcflow.events.json_codec import encode
 from cdcflow.hbase.changes import row_changes
@@ -54,14 +54,13 @@ class ReplicationSink:
                 continue
             if stats.oldest_write_ms is None or entry.write_time_ms < stats.oldest_write_ms:
                 stats.oldest_write_ms = entry.write_time_ms
+            keep_all = route.keeps_everything
             for event in row_changes(entry, self.source_name):
                 cells: tuple[Cell, ...] = event.cells or ()
-                kept = tuple(c for c in cells if route.keep(c))
+                kept = cells if keep_all else tuple(c for c in cells if route.keep(c))
                 if not kept:
                     continue
                 if len(kept) != len(cells):
-                    from dataclasses import replace
-
                     event = replace(event, cells=kept)
                 value = encode(event, route.hints)
                 stats.rows += 1
