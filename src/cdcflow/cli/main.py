@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
 import shutil
 import sys
 import time
@@ -44,11 +43,15 @@ def print_status(statuses: list[ServiceStatus]) -> None:
 
 @click.group()
 @click.option("--log-level", default="INFO", show_default=True, help="DEBUG, INFO, WARNING, ERROR")
-def main(log_level: str) -> None:
+@click.option(
+    "--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True,
+    envvar="CDCFLOW_LOG_FORMAT", help="json: one object per line, for log collectors.",
+)  # fmt: skip
+def main(log_level: str, log_format: str) -> None:
     """cdcflow: change-data capture from HBase and MySQL/MariaDB to Kafka and on to sinks."""
-    logging.basicConfig(
-        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
-    )
+    from cdcflow import logs
+
+    logs.configure(log_level, log_format)
 
 
 @main.group()
@@ -118,7 +121,6 @@ def run(config_path: Path | None, metrics_port: int | None) -> None:
     import asyncio
 
     from cdcflow.hbase import admin
-    from cdcflow.hbase.peer.registry import PeerRegistry
     from cdcflow.hbase.peer.run import PeerEndpoints, run_peer
 
     cfg = _load(config_path)
@@ -136,10 +138,7 @@ def run(config_path: Path | None, metrics_port: int | None) -> None:
     client = _client(cfg)
     try:
         if not any(i.peer_id == p.peer_id for i in admin.list_peers(client)):
-            reg = PeerRegistry(p.zk_quorum or zk, p.znode_parent)
-            reg.cluster_id()
-            reg.zk.ensure(f"{p.znode_parent}/rs")
-            reg.close()
+            _prepare_peer_cluster(cfg)
             admin.add_peer(client, p.peer_id, admin.cluster_key(p.zk_quorum or zk, p.znode_parent), serial=p.serial,
                            config=p.hbase_config)  # fmt: skip
             click.echo(f"\nadded replication peer {p.peer_id} on the local HBase")
@@ -179,6 +178,18 @@ def _bootstrap(cfg: CdcflowConfig) -> str:
     if cfg.kafka.bootstrap_servers:
         return cfg.kafka.bootstrap_servers
     return str(Stack(cfg.stack.resolved_home()).endpoints("kafka")["bootstrap_servers"])
+
+
+def _prepare_peer_cluster(cfg: CdcflowConfig) -> str:
+    """HBase reads the peer's hbaseid while adding it: create the peer cluster's znodes first."""
+    from cdcflow.hbase.peer.registry import PeerRegistry
+
+    p = cfg.hbase.peer
+    reg = PeerRegistry(p.zk_quorum or _source_zk(cfg), p.znode_parent)
+    try:
+        return str(reg.prepare(int(time.time() * 1000)))
+    finally:
+        reg.close()
 
 
 @main.group()
@@ -232,13 +243,7 @@ def peer_add(config_path: Path | None, tables: tuple[str, ...], serial: bool | N
     for spec in tables:
         name, _, fams = spec.partition("=") if "=" in spec else (spec, "", "")
         table_cfs[name] = [f for f in fams.split(",") if f]
-    # HBase reads the peer's hbaseid when the peer is added: make sure the znodes exist.
-    from cdcflow.hbase.peer.registry import PeerRegistry
-
-    reg = PeerRegistry(p.zk_quorum or _source_zk(cfg), p.znode_parent)
-    cluster = reg.cluster_id()
-    reg.zk.ensure(f"{p.znode_parent}/rs")
-    reg.close()
+    cluster = _prepare_peer_cluster(cfg)
     client = _client(cfg)
     try:
         admin.add_peer(client, p.peer_id, key, serial=p.serial if serial is None else serial, enabled=not disabled,

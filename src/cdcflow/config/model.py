@@ -90,8 +90,10 @@ class HBaseSourceConfig(_Strict):
     znode_parent: str = "/hbase"
     topic_prefix: str = "cdcflow"
     routes: tuple[RouteConfig, ...] = ()
-    # Drop edits whose WAL write time is older than this (epoch ms); a new peer replays its WAL.
+    # A new peer replays each region server's current WAL from its start. Drop edits whose WAL
+    # write time is older than this (epoch ms), or older than the peer's creation (`peer add`).
     skip_edits_before_ms: int | None = None
+    skip_edits_before_peer_creation: bool = False
     max_inflight_mb: int = Field(default=256, ge=1)
     max_frame_mb: int = Field(default=256, ge=1)
     peer: PeerConfig = PeerConfig()

@@ -56,12 +56,11 @@ class Route:
     def keep(self, cell: Cell) -> bool:
         fam = cell.family.decode("utf-8", "backslashreplace")
         if cell.type in _FAMILY_WIDE:
-            # A family-wide delete touches every column of the family: keep it when any kept
-            # column lives in this family and the whole family is not excluded.
-            if any(fnmatch.fnmatchcase(f"{fam}:*", p) or p == f"{fam}:*" for p in self.exclude_columns):
+            # A family-wide delete touches every column of the family: keep it when some kept
+            # column can live in this family, unless the whole family is excluded.
+            if any(p in ("*", f"{fam}:*") for p in self.exclude_columns):
                 return False
-            return any(p.split(":", 1)[0] in (fam, "*") or fnmatch.fnmatchcase(fam, p.split(":", 1)[0])
-                       for p in self.columns)  # fmt: skip
+            return any(fnmatch.fnmatchcase(fam, p.split(":", 1)[0]) for p in self.columns)
         name = f"{fam}:{cell.qualifier.decode('utf-8', 'backslashreplace')}"
         return any(fnmatch.fnmatchcase(name, p) for p in self.columns) and not any(
             fnmatch.fnmatchcase(name, p) for p in self.exclude_columns

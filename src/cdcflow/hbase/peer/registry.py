@@ -35,6 +35,18 @@ class PeerRegistry:
             assert data is not None
         return _parse_cluster_id(data)
 
+    def prepare(self, now_ms: int) -> uuid.UUID:
+        """Create what HBase reads when the peer is added (hbaseid, rs) and record the creation
+        time once (`created_ms`), for `hbase.skip_edits_before_peer_creation`."""
+        cid = self.cluster_id()
+        self.zk.ensure(f"{self.parent}/rs")
+        self.zk.ensure(f"{self.parent}/created_ms", str(now_ms).encode())
+        return cid
+
+    def created_ms(self) -> int | None:
+        data = self.zk.get(f"{self.parent}/created_ms")
+        return int(data) if data else None
+
     def register(self, host: str, port: int, start_code: int) -> str:
         self.cluster_id()
         self.zk.ensure(f"{self.parent}/rs")

@@ -44,13 +44,21 @@ async def run_peer(
             extra=dict(kafka.properties),
         )
     )  # fmt: skip
-    sink = ReplicationSink(producer, Router(cfg.routes, cfg.topic_prefix), cfg.name, cfg.skip_edits_before_ms)
+    registry = await asyncio.to_thread(PeerRegistry, cfg.peer.zk_quorum or ep.source_zk_quorum, cfg.peer.znode_parent)
+    skip_before = cfg.skip_edits_before_ms
+    if cfg.skip_edits_before_peer_creation:
+        created = await asyncio.to_thread(registry.created_ms)
+        if created is None:
+            log.warning("skip_edits_before_peer_creation: no creation time recorded (add the peer with cdcflow)")
+        else:
+            skip_before = max(skip_before or 0, created)
+            log.info("dropping edits written before the peer's creation (%d ms)", created)
+    sink = ReplicationSink(producer, Router(cfg.routes, cfg.topic_prefix), cfg.name, skip_before)
     server = PeerServer(
         sink, cfg.peer.host, cfg.peer.port,
         max_inflight_bytes=cfg.max_inflight_mb << 20, max_frame_bytes=cfg.max_frame_mb << 20,
     )  # fmt: skip
     port = await server.start()
-    registry = await asyncio.to_thread(PeerRegistry, cfg.peer.zk_quorum or ep.source_zk_quorum, cfg.peer.znode_parent)
     cluster = await asyncio.to_thread(registry.cluster_id)
     await asyncio.to_thread(registry.register, cfg.peer.host, port, int(time.time() * 1000))
     log.info("peer %s (cluster %s) serving on %s:%d", cfg.peer.znode_parent, cluster, cfg.peer.host, port)
