@@ -35,7 +35,7 @@ def resolve_classpath(pom_name: str, properties: dict[str, str]) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{pom.stem}-", dir=target.parent))
     cmd = [
-        mvn, "-q", "-B", "-f", str(pom),
+        mvn, "-q", "-B", "-gs", str(POM_DIR / "settings.xml"), "-f", str(pom),
         f"org.apache.maven.plugins:maven-dependency-plugin:{versions.MAVEN_DEPENDENCY_PLUGIN}:copy-dependencies",
         "-DincludeScope=runtime", f"-DoutputDirectory={staging}",
         *(f"-D{k}={v}" for k, v in sorted(properties.items())),

@@ -14,3 +14,11 @@ MAVEN_DEPENDENCY_PLUGIN = "3.8.1"
 # Debian 12 package; the exact patch level follows Debian security updates.
 MARIADB_PACKAGE = "mariadb-server"
 MARIADB_SERIES = "10.11"
+
+# The PySpark pipeline. Spark 4.0.0 is the newest release whose Kafka connector is complete on
+# Maven Central: for 4.1.x and 4.2.0, spark-sql-kafka is published but the
+# spark-token-provider-kafka it depends on is not (checked 2026-11-22). pyproject.toml pins the
+# same pyspark and delta-spark versions.
+SPARK_VERSION = "4.0.0"
+DELTA_VERSION = "4.0.0"
+DELTA_ARTIFACT = "delta-spark_2.13"  # Delta 4.0.x has no Spark-version suffix
