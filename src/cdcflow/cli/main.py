@@ -344,6 +344,64 @@ def hbase_status(config_path: Path | None) -> None:
     sys.exit(0 if servers and info.enabled else 1)
 
 
+# --- cdcflow pipeline -------------------------------------------------------------------------
+
+
+def _checkpoint_root(cfg: CdcflowConfig) -> Path:
+    return cfg.pipeline.checkpoint_dir or cfg.stack.resolved_home() / "pipeline" / "checkpoints"
+
+
+@main.group()
+def pipeline() -> None:
+    """The Spark pipeline that applies change events to the configured sinks."""
+
+
+@pipeline.command("run")
+@_config_option
+@click.option("--available-now", is_flag=True, help="Apply what is in Kafka now, then stop (batch-like run).")
+def pipeline_run(config_path: Path | None, available_now: bool) -> None:
+    """Run one streaming query per sink (plus dead letters) until Ctrl-C."""
+    import signal
+    import threading
+
+    from cdcflow.pipeline.runner import Pipeline
+
+    cfg = _load(config_path)
+    if not cfg.pipeline.sinks:
+        raise click.UsageError("no sinks configured (pipeline.sinks)")
+    context = {"bootstrap_servers": _bootstrap(cfg), "zk_quorum": _source_zk(cfg)}
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    result = Pipeline(cfg.pipeline, context, _checkpoint_root(cfg)).run(available_now=available_now, stop=stop)
+    for name, state in result.items():
+        click.echo(f"{name:20} {state}")
+    sys.exit(0 if all(v == "done" for v in result.values()) else 1)
+
+
+@pipeline.command("status")
+@_config_option
+def pipeline_status(config_path: Path | None) -> None:
+    """Per sink: last batch, rows, duration, lag (now minus the source time of the last applied event)."""
+    from cdcflow.pipeline.runner import read_progress
+
+    cfg = _load(config_path)
+    progress = read_progress(_checkpoint_root(cfg))
+    if not progress:
+        click.echo(f"no progress recorded under {_checkpoint_root(cfg)}")
+        sys.exit(1)
+    now = int(time.time() * 1000)
+    for name, doc in progress.items():
+        if doc.get("state") == "failing":
+            click.echo(f"{name:20} FAILING ({doc.get('failures')}x): {doc.get('error')}")
+            continue
+        ts = doc.get("last_source_ts_ms")
+        lag = f"{(now - ts) / 1000:.1f}s" if ts else "-"
+        click.echo(
+            f"{name:20} batch {doc.get('batch_id')}: {doc.get('rows')} rows in {doc.get('duration_ms')} ms; lag {lag}"
+        )
+
+
 def entrypoint() -> None:
     try:
         main(standalone_mode=False)

@@ -5,7 +5,9 @@ from cdcflow.config.model import (
     HBaseSourceConfig,
     KafkaConfig,
     PeerConfig,
+    PipelineConfig,
     RouteConfig,
+    SinkConfig,
     StackConfig,
     load_config,
 )
@@ -15,7 +17,9 @@ __all__ = [
     "HBaseSourceConfig",
     "KafkaConfig",
     "PeerConfig",
+    "PipelineConfig",
     "RouteConfig",
+    "SinkConfig",
     "StackConfig",
     "load_config",
 ]

@@ -99,10 +99,32 @@ class HBaseSourceConfig(_Strict):
     peer: PeerConfig = PeerConfig()
 
 
+class SinkConfig(_Strict):
+    """One sink of the pipeline; its own streaming query, checkpoint and failure handling."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_\-]+$")
+    type: Literal["hbase", "console", "parquet"]
+    # hbase: zk_quorum (default: the source's), table_suffix ("_copy"), table_map {"ns:src": "ns:dst"}
+    # parquet: path (an append-only changelog)
+    options: dict[str, Any] = {}
+
+
+class PipelineConfig(_Strict):
+    topics: str = r"cdcflow\..*"  # Kafka subscribePattern (a Java regex)
+    checkpoint_dir: Path | None = None  # default: <stack home>/pipeline/checkpoints
+    dead_letter_topic: str = "cdcflow-dead-letter"
+    max_offsets_per_trigger: int = Field(default=200_000, ge=1)
+    trigger_seconds: float = Field(default=5.0, gt=0)
+    master: str = "local[2]"
+    retry_backoff_max_s: float = Field(default=60.0, gt=0)
+    sinks: tuple[SinkConfig, ...] = ()
+
+
 class CdcflowConfig(_Strict):
     stack: StackConfig = StackConfig()
     kafka: KafkaConfig = KafkaConfig()
     hbase: HBaseSourceConfig = HBaseSourceConfig()
+    pipeline: PipelineConfig = PipelineConfig()
 
 
 def _apply_env(raw: dict[str, Any], environ: dict[str, str]) -> dict[str, Any]:

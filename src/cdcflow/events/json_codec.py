@@ -31,7 +31,7 @@ CELL_TYPE_NAMES = {
     CellType.DELETE_FAMILY: "DeleteFamily",
     CellType.DELETE_FAMILY_VERSION: "DeleteFamilyVersion",
 }
-_CELL_TYPES = {name: t for t, name in CELL_TYPE_NAMES.items()}
+CELL_TYPES = {name: t for t, name in CELL_TYPE_NAMES.items()}
 VALUE_ENCODINGS = ("base64", "utf8", "long", "int", "short", "double", "float", "boolean")
 
 
@@ -186,7 +186,7 @@ def _from_dict(raw: Any) -> ChangeEvent:
                 family=_unb64(c["family"], "cell family"),
                 qualifier=_unb64(c["qualifier"], "cell qualifier"),
                 timestamp=int(c["ts"]),
-                type=_CELL_TYPES[c["type"]],
+                type=CELL_TYPES[c["type"]],
                 value=_unb64(c["value"], "cell value"),
                 tags=_unb64(c["tags"], "cell tags") if "tags" in c else b"",
             )

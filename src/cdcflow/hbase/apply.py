@@ -7,8 +7,10 @@ same cell written twice is one cell) make replays and duplicates harmless.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from cdcflow.events.model import ChangeEvent
-from cdcflow.hbase.model import CellType, Delete, Mutation, Put
+from cdcflow.hbase.model import Cell, CellType, Delete, Mutation, Put
 
 _DELETES = {
     CellType.DELETE: "column_version",
@@ -19,10 +21,14 @@ _DELETES = {
 
 
 def event_mutations(event: ChangeEvent) -> list[Mutation]:
-    """At most one Put and one Delete per event, cells in WAL order within each."""
-    put = Put(event.key)
-    delete = Delete(event.key)
-    for cell in event.cells or ():
+    return cell_mutations(event.key, event.cells or ())
+
+
+def cell_mutations(row: bytes, cells: Iterable[Cell]) -> list[Mutation]:
+    """At most one Put and one Delete for the row, cells in WAL order within each."""
+    put = Put(row)
+    delete = Delete(row)
+    for cell in cells:
         if cell.type is CellType.PUT:
             put.add(cell.family, cell.qualifier, cell.value, cell.timestamp)
             continue

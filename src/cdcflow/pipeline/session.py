@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+import sys
 from pathlib import Path
 
 import pyspark
@@ -41,6 +43,9 @@ def build_session(app_name: str, master: str | None = "local[2]", shuffle_partit
     builder = SparkSession.builder.appName(app_name)
     if master:
         builder = builder.master(master)
+        # Local Python workers must run this interpreter (the venv that has cdcflow), not whatever
+        # "python3" is; PySpark reads the worker interpreter from this variable.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     return (
         builder.config("spark.jars", jars)
         .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")

@@ -1,0 +1,192 @@
+"""Runs the pipeline: one Structured Streaming query per sink, plus one for dead letters.
+
+Why one query per sink (docs/decisions/0002-pipeline-queries.md): each query has its own
+Kafka offsets in its own checkpoint, so each sink has its own progress; a failing sink's query
+stops and is restarted with back-off while the other queries keep applying; lag is per query.
+The cost is that every sink reads the topics itself.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.streaming.query import StreamingQuery
+
+from cdcflow.config import PipelineConfig
+from cdcflow.pipeline.envelope import dedupe, split
+from cdcflow.pipeline.session import build_session
+from cdcflow.pipeline.sinks.base import Sink
+from cdcflow.pipeline.sinks.registry import make_sink
+
+log = logging.getLogger(__name__)
+DEAD_LETTER_QUERY = "dead-letters"
+PROGRESS_FILE = "cdcflow-progress.json"
+
+
+@dataclass
+class _Runner:
+    name: str
+    batch_fn: Any
+    query: StreamingQuery | None = None
+    failures: int = 0
+    next_start: float = 0.0
+    done: bool = False
+    last_error: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def write_progress(checkpoint: Path, doc: dict[str, Any]) -> None:
+    checkpoint.mkdir(parents=True, exist_ok=True)
+    tmp = checkpoint / f".{PROGRESS_FILE}"
+    tmp.write_text(json.dumps(doc))
+    tmp.replace(checkpoint / PROGRESS_FILE)
+
+
+def read_progress(checkpoint_root: Path) -> dict[str, dict[str, Any]]:
+    out = {}
+    for path in sorted(checkpoint_root.glob(f"*/{PROGRESS_FILE}")):
+        out[path.parent.name] = json.loads(path.read_text())
+    return out
+
+
+class Pipeline:
+    def __init__(self, cfg: PipelineConfig, context: dict[str, Any], checkpoint_root: Path) -> None:
+        self.cfg = cfg
+        self.context = context
+        self.checkpoint_root = checkpoint_root
+        self.sinks: list[Sink] = [make_sink(s, context) for s in cfg.sinks]
+        self.spark: SparkSession | None = None
+
+    def _source(self, spark: SparkSession) -> DataFrame:
+        return (
+            spark.readStream.format("kafka")
+            .option("kafka.bootstrap.servers", self.context["bootstrap_servers"])
+            .option("subscribePattern", self.cfg.topics)
+            .option("startingOffsets", "earliest")
+            .option("maxOffsetsPerTrigger", str(self.cfg.max_offsets_per_trigger))
+            .option("kafka.metadata.max.age.ms", "5000")
+            .load()
+        )
+
+    def _sink_fn(self, sink: Sink) -> Any:
+        checkpoint = self.checkpoint_root / sink.name
+
+        def apply(df: DataFrame, batch_id: int) -> None:
+            started = time.time()
+            events, _dead = split(df)
+            events = dedupe(events).persist()
+            try:
+                stats = events.agg(F.count(F.lit(1)).alias("rows"), F.max("source.ts_ms").alias("max_ts")).first()
+                sink.apply_batch(events, batch_id)
+            finally:
+                events.unpersist()
+            rows = int(stats["rows"]) if stats else 0
+            max_ts = stats["max_ts"] if stats else None
+            doc = {
+                "sink": sink.name, "state": "applying", "batch_id": batch_id, "rows": rows,
+                "duration_ms": int((time.time() - started) * 1000), "applied_at_ms": int(time.time() * 1000),
+                "last_source_ts_ms": max_ts, "lag_ms": int(time.time() * 1000) - max_ts if max_ts else None,
+            }  # fmt: skip
+            write_progress(checkpoint, doc)
+            log.info("sink %s: batch %d applied %d rows in %d ms, lag %s ms", sink.name, batch_id, rows,
+                     doc["duration_ms"], doc["lag_ms"])  # fmt: skip
+
+        return apply
+
+    def _dead_letter_fn(self) -> Any:
+        def apply(df: DataFrame, batch_id: int) -> None:
+            _events, dead = split(df)
+            out = dead.select(
+                F.col("kafka_key").alias("key"),
+                F.to_json(
+                    F.struct(
+                        F.base64("raw").alias("raw_base64"), "topic", "partition", "offset", "error",
+                        F.lit(batch_id).alias("batch_id"),
+                    )
+                ).alias("value"),
+            )  # fmt: skip
+            (
+                out.write.format("kafka")
+                .option("kafka.bootstrap.servers", self.context["bootstrap_servers"])
+                .option("topic", self.cfg.dead_letter_topic)
+                .save()
+            )
+
+        return apply
+
+    def _start(self, runner: _Runner, available_now: bool) -> None:
+        assert self.spark is not None
+        writer = (
+            self._source(self.spark)
+            .writeStream.queryName(runner.name)
+            .foreachBatch(runner.batch_fn)
+            .option("checkpointLocation", str(self.checkpoint_root / runner.name))
+        )
+        writer = (
+            writer.trigger(availableNow=True)
+            if available_now
+            else writer.trigger(processingTime=f"{self.cfg.trigger_seconds} seconds")
+        )
+        runner.query = writer.start()
+        log.info("started query %s", runner.name)
+
+    def run(
+        self, available_now: bool = False, stop: threading.Event | None = None, max_failures: int = 5
+    ) -> dict[str, str]:
+        """Run until `stop` (or, with `available_now`, until every query caught up or gave up).
+
+        Returns each query's final state: "done", or "failed: <error>".
+        """
+        stop = stop or threading.Event()
+        self.spark = build_session("cdcflow-pipeline", self.cfg.master)
+        self.spark.sparkContext.setLogLevel("WARN")
+        runners = [_Runner(s.name, self._sink_fn(s)) for s in self.sinks]
+        runners.append(_Runner(DEAD_LETTER_QUERY, self._dead_letter_fn()))
+        for r in runners:
+            self._start(r, available_now)
+        try:
+            while not stop.is_set() and not all(r.done for r in runners):
+                for r in runners:
+                    self._supervise(r, available_now, max_failures)
+                stop.wait(1.0)
+        finally:
+            for r in runners:
+                if r.query is not None and r.query.isActive:
+                    r.query.stop()
+        return {r.name: "done" if r.last_error is None else f"failed: {r.last_error}" for r in runners}
+
+    def _supervise(self, r: _Runner, available_now: bool, max_failures: int) -> None:
+        if r.done:
+            return
+        q = r.query
+        if q is not None and q.isActive:
+            return
+        if q is not None:
+            exc = q.exception()
+            r.query = None
+            if exc is None:
+                r.done = available_now  # a continuous query only stops when asked
+                r.last_error = None
+                return
+            r.failures += 1
+            r.last_error = str(exc).splitlines()[0][:500]
+            backoff = min(self.cfg.retry_backoff_max_s, 2.0**r.failures)
+            log.error("query %s failed (%d): %s; retrying in %.0f s", r.name, r.failures, r.last_error, backoff)
+            doc = {"sink": r.name, "state": "failing", "error": r.last_error, "failures": r.failures,
+                   "retry_at_ms": int((time.time() + backoff) * 1000)}  # fmt: skip
+            write_progress(self.checkpoint_root / r.name, doc)
+            if available_now and r.failures >= max_failures:
+                r.done = True
+                return
+            r.next_start = time.monotonic() + backoff
+            return
+        if time.monotonic() >= r.next_start:
+            self._start(r, available_now)
