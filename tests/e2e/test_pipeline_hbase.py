@@ -12,6 +12,7 @@ from cdcflow.config import PipelineConfig, SinkConfig
 from cdcflow.hbase.client import HBaseClient
 from cdcflow.hbase.model import ColumnFamily, Delete, Put
 from cdcflow.pipeline.runner import DEAD_LETTER_QUERY, Pipeline, read_progress
+from cdcflow.verify import verify_hbase
 
 from .hbase_capture import PeerSetup, scan_cells
 from .test_hbase_capture import workload
@@ -50,6 +51,8 @@ def test_pipeline_copies_hbase_exactly_and_dead_letters_garbage(
     assert result == {"hbase_copy": "done", DEAD_LETTER_QUERY: "done"}
 
     assert scan_cells(hbase_client, f"{source}_copy") == scan_cells(hbase_client, source)
+    report = verify_hbase(hbase_client, source, hbase_client, f"{source}_copy", max_versions=1000)
+    assert report.clean and report.rows_compared > 50, report.summary()
     letters = [
         json.loads(r.value or b"{}") for r in k.consume(kafka["bootstrap_servers"], dlq, expected=3, timeout_s=60)
     ]
@@ -69,3 +72,38 @@ def test_pipeline_copies_hbase_exactly_and_dead_letters_garbage(
     k.consume(kafka["bootstrap_servers"], topic, expected=10_000, timeout_s=5)  # let replication catch up
     Pipeline(cfg, context, tmp_path / "checkpoints").run(available_now=True)
     assert scan_cells(hbase_client, f"{source}_copy") == scan_cells(hbase_client, source)
+
+
+def test_a_failing_sink_does_not_block_the_others_and_catches_up(
+    hbase_client: HBaseClient, peer_setup: PeerSetup, kafka: dict[str, Any], hbase: dict[str, Any], tmp_path: Path
+) -> None:
+    source = f"{peer_setup.name}_src"
+    hbase_client.create_table(source, FAMILIES)
+    peer_setup.add_peer(source)
+    peer_setup.start()
+    hbase_client.mutate_batch(source, [Put(b"r%03d" % i).add(b"cf", b"c", b"v%d" % i, 100 + i) for i in range(200)])
+    topic = f"{peer_setup.name}.default.{source}"
+    wait_for_topic_rows(kafka, topic, 200)
+    changelog = tmp_path / "changelog"
+    cfg = PipelineConfig(
+        topics=f"{peer_setup.name}\\..*",
+        dead_letter_topic=f"{peer_setup.name}-dead-letter",
+        retry_backoff_max_s=1.0,
+        sinks=(
+            SinkConfig(name="broken", type="hbase", options={"table_suffix": "_not_created_yet"}),
+            SinkConfig(name="changelog", type="parquet", options={"path": str(changelog)}),
+        ),
+    )
+    context = {"bootstrap_servers": kafka["bootstrap_servers"], "zk_quorum": hbase["zk_quorum"]}
+    pipeline = Pipeline(cfg, context, tmp_path / "checkpoints")
+    result = pipeline.run(available_now=True, max_failures=2)
+    assert result["changelog"] == "done" and result["broken"].startswith("failed")
+    assert pipeline.spark is not None
+    assert pipeline.spark.read.parquet(str(changelog)).count() == 200  # the healthy sink applied everything
+    assert read_progress(tmp_path / "checkpoints")["broken"]["state"] == "failing"
+
+    hbase_client.create_table(f"{source}_not_created_yet", FAMILIES)  # the cause is fixed
+    result = Pipeline(cfg, context, tmp_path / "checkpoints").run(available_now=True)
+    assert result["broken"] == "done"
+    report = verify_hbase(hbase_client, source, hbase_client, f"{source}_not_created_yet")
+    assert report.clean and report.rows_compared == 200, report.summary()

@@ -402,6 +402,40 @@ def pipeline_status(config_path: Path | None) -> None:
         )
 
 
+# --- cdcflow verify ---------------------------------------------------------------------------
+
+
+@main.group()
+def verify() -> None:
+    """Compare a source table with a sink table and report missing, extra and differing rows."""
+
+
+@verify.command("hbase")
+@_config_option
+@click.argument("source")
+@click.argument("sink")
+@click.option("--sink-zk", default=None, help="ZooKeeper of the sink cluster (default: the source's).")
+@click.option("--max-versions", type=int, default=1, show_default=True, help="Cell versions per column to compare.")
+def verify_hbase_cmd(config_path: Path | None, source: str, sink: str, sink_zk: str | None, max_versions: int) -> None:
+    """Compare HBase table SOURCE with SINK cell by cell (timestamps included). Exit 1 on differences."""
+    from cdcflow.hbase.client import connect
+    from cdcflow.verify import verify_hbase
+
+    cfg = _load(config_path)
+    src = connect(_source_zk(cfg), cfg.hbase.znode_parent)
+    dst = connect(sink_zk, "/hbase") if sink_zk else src
+    try:
+        report = verify_hbase(src, source, dst, sink, max_versions)
+    finally:
+        src.close()
+        if dst is not src:
+            dst.close()
+    click.echo(report.summary())
+    for example in report.examples:
+        click.echo(f"  {example}")
+    sys.exit(0 if report.clean else 1)
+
+
 def entrypoint() -> None:
     try:
         main(standalone_mode=False)
