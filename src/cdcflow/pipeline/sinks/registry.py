@@ -24,4 +24,10 @@ def make_sink(cfg: SinkConfig, context: dict[str, Any]) -> Sink:
         if "path" not in cfg.options:
             raise ConfigError(f"sink {cfg.name}: parquet needs options.path")
         return ParquetChangelogSink(cfg.name, cfg.options, context)
+    if cfg.type == "delta_changelog":
+        from cdcflow.pipeline.sinks.delta import DeltaChangelogSink
+
+        if "path" not in cfg.options:
+            raise ConfigError(f"sink {cfg.name}: delta_changelog needs options.path")
+        return DeltaChangelogSink(cfg.name, cfg.options, context)
     raise ConfigError(f"sink {cfg.name}: unknown type {cfg.type}")
