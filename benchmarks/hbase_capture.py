@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import pickle
 import platform
@@ -214,7 +213,6 @@ def main() -> None:
         calls = build_calls(args.calls, args.entries, args.rows, args.cells, args.value_size, table)
         if args.record:
             args.record.write_bytes(pickle.dumps(calls))
-    n_entries = sum(len(decode_replicate_call(p, b).entries) for p, b in calls[:1]) * len(calls)
     input_mb = sum(len(p) + len(b) for p, b in calls) / 1e6
     # The baseline sends exactly the events the capture path produces, already encoded.
     records = []
@@ -244,7 +242,6 @@ def main() -> None:
           f"{input_mb/cap_s:6.1f} MB/s in; ack latency p50 {p50:.0f} ms, p99 {p99:.0f} ms")  # fmt: skip
     print(f"raw producer : {rows / base_s:10.0f} rows/s {event_mb / base_s:6.1f} MB/s (same encoded events)")
     print(f"ratio capture/raw producer: {base_s / cap_s:.2f}")
-    _ = n_entries
     if args.e2e:
         e2e(args.e2e, bootstrap)
 
@@ -301,7 +298,6 @@ def e2e(n_rows: int, bootstrap: str) -> None:
         peer.wait(30)
         subprocess.run([*cli, "hbase", "peer", "remove", "--config", str(cfg)], capture_output=True)
         client.close()
-    _ = json
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from cdcflow.hbase.client import HBaseClient, connect
 from cdcflow.testing import ServiceHarness
 
 _harness: ServiceHarness | None = None
@@ -40,6 +41,13 @@ def hbase(services: ServiceHarness) -> dict[str, Any]:
 @pytest.fixture(scope="session")
 def mariadb(services: ServiceHarness) -> dict[str, Any]:
     return services.endpoints("mariadb")
+
+
+@pytest.fixture
+def hbase_client(hbase: dict[str, Any]) -> Iterator[HBaseClient]:
+    c = connect(hbase["zk_quorum"], hbase["znode_parent"])
+    yield c
+    c.close()
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -7,16 +7,7 @@ from typing import Any
 
 import pytest
 
-from cdcflow.hbase.client import HBaseClient, connect
-
 from .hbase_capture import PeerSetup
-
-
-@pytest.fixture
-def hbase_client(hbase: dict[str, Any]) -> Iterator[HBaseClient]:
-    c = connect(hbase["zk_quorum"], hbase["znode_parent"])
-    yield c
-    c.close()
 
 
 @pytest.fixture

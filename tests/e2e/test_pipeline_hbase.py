@@ -20,6 +20,16 @@ from .test_hbase_capture import workload
 FAMILIES = [ColumnFamily("cf", max_versions=1000), ColumnFamily("cg", max_versions=1000)]
 
 
+def pipeline_for(
+    peer: PeerSetup, kafka: dict[str, Any], hbase: dict[str, Any], checkpoints: Path, *sinks: SinkConfig, **cfg: Any
+) -> tuple[PipelineConfig, dict[str, Any], Path]:
+    """A pipeline reading only this test's topics, with its own dead-letter topic."""
+    config = PipelineConfig(
+        topics=f"{peer.name}\\..*", dead_letter_topic=f"{peer.name}-dead-letter", sinks=sinks, **cfg
+    )
+    return config, {"bootstrap_servers": kafka["bootstrap_servers"], "zk_quorum": hbase["zk_quorum"]}, checkpoints
+
+
 def wait_for_topic_rows(kafka: dict[str, Any], topic: str, rows: int) -> None:
     got = k.consume(kafka["bootstrap_servers"], topic, expected=rows, timeout_s=120)
     assert len(got) >= rows, f"only {len(got)} of {rows} events reached {topic}"
@@ -41,13 +51,10 @@ def test_pipeline_copies_hbase_exactly_and_dead_letters_garbage(
     garbage = [(b"g1", b"\xff\x00 not json"), (b"g2", b'{"schema":"other/9"}'), (b"g3", bad_pos)]
     k.produce_sync(kafka["bootstrap_servers"], topic, garbage)
     dlq = f"{peer_setup.name}-dead-letter"
-    cfg = PipelineConfig(
-        topics=f"{peer_setup.name}\\..*",
-        dead_letter_topic=dlq,
-        sinks=(SinkConfig(name="hbase_copy", type="hbase"),),
+    cfg, context, checkpoints = pipeline_for(
+        peer_setup, kafka, hbase, tmp_path / "checkpoints", SinkConfig(name="hbase_copy", type="hbase")
     )
-    context = {"bootstrap_servers": kafka["bootstrap_servers"], "zk_quorum": hbase["zk_quorum"]}
-    result = Pipeline(cfg, context, tmp_path / "checkpoints").run(available_now=True)
+    result = Pipeline(cfg, context, checkpoints).run(available_now=True)
     assert result == {"hbase_copy": "done", DEAD_LETTER_QUERY: "done"}
 
     assert scan_cells(hbase_client, f"{source}_copy") == scan_cells(hbase_client, source)
@@ -64,13 +71,13 @@ def test_pipeline_copies_hbase_exactly_and_dead_letters_garbage(
         ]
     )
     assert all(d["topic"] == topic and d["offset"] >= 0 for d in letters)
-    assert read_progress(tmp_path / "checkpoints")["hbase_copy"]["rows"] >= 0
+    assert read_progress(checkpoints)["hbase_copy"]["rows"] >= 0
 
     # More changes, another run from the same checkpoints: applies only what is new, still exact.
     hbase_client.mutate(source, Put(b"\x41new").add(b"cf", b"n", b"1", 9000))
     hbase_client.mutate(source, Delete(b"\x41new").column(b"cf", b"n", 8000))
     k.consume(kafka["bootstrap_servers"], topic, expected=10_000, timeout_s=5)  # let replication catch up
-    Pipeline(cfg, context, tmp_path / "checkpoints").run(available_now=True)
+    Pipeline(cfg, context, checkpoints).run(available_now=True)
     assert scan_cells(hbase_client, f"{source}_copy") == scan_cells(hbase_client, source)
 
 
@@ -85,25 +92,21 @@ def test_a_failing_sink_does_not_block_the_others_and_catches_up(
     topic = f"{peer_setup.name}.default.{source}"
     wait_for_topic_rows(kafka, topic, 200)
     changelog = tmp_path / "changelog"
-    cfg = PipelineConfig(
-        topics=f"{peer_setup.name}\\..*",
-        dead_letter_topic=f"{peer_setup.name}-dead-letter",
+    cfg, context, checkpoints = pipeline_for(
+        peer_setup, kafka, hbase, tmp_path / "checkpoints",
+        SinkConfig(name="broken", type="hbase", options={"table_suffix": "_not_created_yet"}),
+        SinkConfig(name="changelog", type="parquet", options={"path": str(changelog)}),
         retry_backoff_max_s=1.0,
-        sinks=(
-            SinkConfig(name="broken", type="hbase", options={"table_suffix": "_not_created_yet"}),
-            SinkConfig(name="changelog", type="parquet", options={"path": str(changelog)}),
-        ),
-    )
-    context = {"bootstrap_servers": kafka["bootstrap_servers"], "zk_quorum": hbase["zk_quorum"]}
-    pipeline = Pipeline(cfg, context, tmp_path / "checkpoints")
+    )  # fmt: skip
+    pipeline = Pipeline(cfg, context, checkpoints)
     result = pipeline.run(available_now=True, max_failures=2)
     assert result["changelog"] == "done" and result["broken"].startswith("failed")
     assert pipeline.spark is not None
     assert pipeline.spark.read.parquet(str(changelog)).count() == 200  # the healthy sink applied everything
-    assert read_progress(tmp_path / "checkpoints")["broken"]["state"] == "failing"
+    assert read_progress(checkpoints)["broken"]["state"] == "failing"
 
     hbase_client.create_table(f"{source}_not_created_yet", FAMILIES)  # the cause is fixed
-    result = Pipeline(cfg, context, tmp_path / "checkpoints").run(available_now=True)
+    result = Pipeline(cfg, context, checkpoints).run(available_now=True)
     assert result["broken"] == "done"
     report = verify_hbase(hbase_client, source, hbase_client, f"{source}_not_created_yet")
     assert report.clean and report.rows_compared == 200, report.summary()
@@ -124,14 +127,12 @@ def test_delta_changelog_holds_each_change_exactly_once(
     # at-least-once upstream: deliver 20 of them a second time
     k.produce_sync(kafka["bootstrap_servers"], topic, [(r.key, r.value or b"") for r in records[:20]])
     table = tmp_path / "changelog"
-    cfg = PipelineConfig(
-        topics=f"{peer_setup.name}\\..*",
-        dead_letter_topic=f"{peer_setup.name}-dead-letter",
+    cfg, context, checkpoints = pipeline_for(
+        peer_setup, kafka, hbase, tmp_path / "checkpoints",
+        SinkConfig(name="delta", type="delta_changelog", options={"path": str(table)}),
         max_offsets_per_trigger=30,  # several batches
-        sinks=(SinkConfig(name="delta", type="delta_changelog", options={"path": str(table)}),),
-    )
-    context = {"bootstrap_servers": kafka["bootstrap_servers"], "zk_quorum": hbase["zk_quorum"]}
-    pipeline = Pipeline(cfg, context, tmp_path / "checkpoints")
+    )  # fmt: skip
+    pipeline = Pipeline(cfg, context, checkpoints)
     assert pipeline.run(available_now=True)["delta"] == "done"
     assert pipeline.spark is not None
     read = pipeline.spark.read.format("delta").load(str(table))

@@ -3,21 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
 from cdcflow.errors import HBaseTerminalError
-from cdcflow.hbase.client import HBaseClient, connect
+from cdcflow.hbase.client import HBaseClient
 from cdcflow.hbase.model import Append, CellType, ColumnFamily, Delete, Increment, Put
 from cdcflow.testing import unique_name
 
 
 @pytest.fixture
-def client(hbase: dict[str, Any]) -> Iterator[HBaseClient]:
-    c = connect(hbase["zk_quorum"], hbase["znode_parent"])
-    yield c
-    c.close()
+def client(hbase_client: HBaseClient) -> HBaseClient:
+    return hbase_client
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ import click
 
 from cdcflow.config import CdcflowConfig, load_config
 from cdcflow.errors import CdcflowError
+from cdcflow.hbase.client import NativeHBaseClient
 from cdcflow.stack import COMPONENTS, Stack
 from cdcflow.stack.manager import ServiceStatus
 from cdcflow.stack.paths import default_stack_home
@@ -219,9 +220,7 @@ def peer() -> None:
     """Add, enable, disable, remove and list replication peers on the source HBase (over RPC)."""
 
 
-def _client(cfg: CdcflowConfig):  # type: ignore[no-untyped-def]
-    from cdcflow.hbase.client import NativeHBaseClient
-
+def _client(cfg: CdcflowConfig) -> NativeHBaseClient:
     return NativeHBaseClient(_source_zk(cfg), cfg.hbase.znode_parent)
 
 

@@ -64,7 +64,6 @@ class Stack:
         for svc in services.values():
             svc.install()
         current = state.load(self.home)
-        started: list[str] = []
         for name, svc in services.items():
             old = current.get(name)
             if old and process.is_ours(old.pid, old.start_ticks):
@@ -79,7 +78,6 @@ class Stack:
                 name, pid, process.start_ticks(pid), chosen_ports, endpoints, str(log_file), time.time()
             )
             state.save(self.home, current)  # saved before waiting, so `down` can always stop it
-            started.append(name)
         for name, svc in services.items():
             self._wait_healthy(svc, current[name])
             svc.prepare(current[name].endpoints)
