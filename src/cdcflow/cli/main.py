@@ -18,6 +18,7 @@ from cdcflow.hbase.client import NativeHBaseClient
 from cdcflow.stack import COMPONENTS, Stack
 from cdcflow.stack.manager import ServiceStatus
 from cdcflow.stack.paths import default_stack_home
+from cdcflow.verify import VerifyReport
 
 F = TypeVar("F", bound=Callable[..., Any])
 DEFAULT_CONFIG = Path(__file__).resolve().parents[3] / "config" / "cdcflow.yaml"
@@ -429,6 +430,36 @@ def verify_hbase_cmd(config_path: Path | None, source: str, sink: str, sink_zk: 
         src.close()
         if dst is not src:
             dst.close()
+    _report(report)
+
+
+@verify.command("hbase-delta")
+@_config_option
+@click.argument("source")
+@click.argument("delta_path")
+@click.option("--max-versions", type=int, default=1, show_default=True, help="Cell versions per column to compare.")
+def verify_hbase_delta_cmd(config_path: Path | None, source: str, delta_path: str, max_versions: int) -> None:
+    """Compare HBase table SOURCE with the Delta current-state table at DELTA_PATH. Exit 1 on differences."""
+    from cdcflow.hbase.client import connect
+    from cdcflow.pipeline.session import build_session
+    from cdcflow.pipeline.sinks.delta.state import hbase_state_rows
+    from cdcflow.verify import compare_rows, rows_of
+
+    cfg = _load(config_path)
+    spark = build_session("cdcflow-verify", cfg.pipeline.master)
+    spark.sparkContext.setLogLevel("ERROR")
+    src = connect(_source_zk(cfg), cfg.hbase.znode_parent)
+    try:
+        report = compare_rows(
+            rows_of(src.scan(source, max_versions=max_versions)), hbase_state_rows(spark, delta_path, max_versions)
+        )
+    finally:
+        src.close()
+        spark.stop()
+    _report(report)
+
+
+def _report(report: VerifyReport) -> None:
     click.echo(report.summary())
     for example in report.examples:
         click.echo(f"  {example}")

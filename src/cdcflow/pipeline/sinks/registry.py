@@ -1,33 +1,33 @@
-"""Sink type → class. The only module that knows every sink."""
+"""Sink type → class. The only module that knows every sink.
+
+Sinks are imported lazily, so a pipeline that uses only HBase never loads Delta's Python module.
+"""
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 from cdcflow.config import SinkConfig
 from cdcflow.errors import ConfigError
 from cdcflow.pipeline.sinks.base import Sink
 
+# type → (module, class, options it cannot do without)
+SINK_TYPES: dict[str, tuple[str, str, tuple[str, ...]]] = {
+    "hbase": ("cdcflow.pipeline.sinks.hbase", "HBaseSink", ()),
+    "delta": ("cdcflow.pipeline.sinks.delta.state", "DeltaStateSink", ()),
+    "delta_changelog": ("cdcflow.pipeline.sinks.delta.changelog", "DeltaChangelogSink", ("path",)),
+    "parquet": ("cdcflow.pipeline.sinks.simple", "ParquetChangelogSink", ("path",)),
+    "console": ("cdcflow.pipeline.sinks.simple", "ConsoleSink", ()),
+}
+
 
 def make_sink(cfg: SinkConfig, context: dict[str, Any]) -> Sink:
-    if cfg.type == "hbase":
-        from cdcflow.pipeline.sinks.hbase import HBaseSink
-
-        return HBaseSink(cfg.name, cfg.options, context)
-    if cfg.type == "console":
-        from cdcflow.pipeline.sinks.simple import ConsoleSink
-
-        return ConsoleSink(cfg.name, cfg.options, context)
-    if cfg.type == "parquet":
-        from cdcflow.pipeline.sinks.simple import ParquetChangelogSink
-
-        if "path" not in cfg.options:
-            raise ConfigError(f"sink {cfg.name}: parquet needs options.path")
-        return ParquetChangelogSink(cfg.name, cfg.options, context)
-    if cfg.type == "delta_changelog":
-        from cdcflow.pipeline.sinks.delta import DeltaChangelogSink
-
-        if "path" not in cfg.options:
-            raise ConfigError(f"sink {cfg.name}: delta_changelog needs options.path")
-        return DeltaChangelogSink(cfg.name, cfg.options, context)
-    raise ConfigError(f"sink {cfg.name}: unknown type {cfg.type}")
+    if cfg.type not in SINK_TYPES:
+        raise ConfigError(f"sink {cfg.name}: unknown type {cfg.type}; known: {sorted(SINK_TYPES)}")
+    module, cls_name, required = SINK_TYPES[cfg.type]
+    missing = [o for o in required if o not in cfg.options]
+    if missing:
+        raise ConfigError(f"sink {cfg.name}: {cfg.type} needs options {missing}")
+    cls: type[Sink] = getattr(importlib.import_module(module), cls_name)
+    return cls(cfg.name, cfg.options, context)

@@ -1,62 +1,6 @@
-"""Delta Lake changelog sink: every change event exactly once, whatever is replayed.
+"""Delta Lake sinks: a current-state table per source table (`delta`) and a changelog (`delta_changelog`)."""
 
-Each batch is MERGEd into the table with "insert when not matched" on the event identity
-(row key, region, pos, source table): a replayed batch or a duplicate delivery matches rows
-already there and inserts nothing. Auto-compaction keeps streaming from leaving thousands of
-small files. (The current-state table with per-cell versions is still to come; see issue #4.)
-"""
+from cdcflow.pipeline.sinks.delta.changelog import DeltaChangelogSink
+from cdcflow.pipeline.sinks.delta.state import DeltaStateSink
 
-from __future__ import annotations
-
-from delta.tables import DeltaTable
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
-
-from cdcflow.pipeline.sinks.base import Sink
-
-
-class DeltaChangelogSink(Sink):
-    def _path(self) -> str:
-        return str(self.options["path"])
-
-    def apply_batch(self, events: DataFrame, batch_id: int) -> None:
-        spark = events.sparkSession
-        rows = events.select(
-            F.col("kafka_key").alias("event_key"),
-            F.col("source.connector").alias("connector"),
-            F.col("source.db").alias("db"),
-            F.col("source.table").alias("table"),
-            F.coalesce(F.col("source.region"), F.lit("")).alias("region"),
-            F.col("source.pos").alias("pos"),
-            F.col("source.ts_ms").alias("source_ts_ms"),
-            "op",
-            "key",
-            "before",
-            "after",
-            "cells",
-            F.col("topic").alias("kafka_topic"),
-            F.col("partition").alias("kafka_partition"),
-            F.col("offset").alias("kafka_offset"),
-            F.lit(batch_id).alias("batch_id"),
-        )
-        path = self._path()
-        if not DeltaTable.isDeltaTable(spark, path):
-            (
-                rows.limit(0)
-                .write.format("delta")
-                .option("delta.autoOptimize.autoCompact", "true")
-                .mode("ignore")
-                .save(path)
-            )
-            spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.autoOptimize.autoCompact' = 'true')")
-        target = DeltaTable.forPath(spark, path)
-        (
-            target.alias("t")
-            .merge(
-                rows.alias("s"),
-                "t.event_key = s.event_key AND t.region = s.region AND t.pos = s.pos "
-                "AND t.db = s.db AND t.table = s.table AND t.connector = s.connector",
-            )
-            .whenNotMatchedInsertAll()
-            .execute()
-        )
+__all__ = ["DeltaChangelogSink", "DeltaStateSink"]
