@@ -39,7 +39,7 @@ def test_delta_state_table_equals_the_hbase_source_version_by_version(
         options={"path": str(root), "max_versions": 1000, "typed_columns": {"cf:n": "long", "cf:batch": "utf8"}},
     )
     cfg, context, checkpoints = pipeline_for(
-        peer_setup, kafka, hbase, tmp_path / "checkpoints", sink, max_offsets_per_trigger=25
+        peer_setup, kafka, hbase, tmp_path / "checkpoints", sink, max_offsets_per_trigger=50
     )
     pipeline = Pipeline(cfg, context, checkpoints)
     assert pipeline.run(available_now=True)["state"] == "done"
@@ -76,10 +76,17 @@ def mysql_event(db: str, table: str, op: str, key: int, pos: list[int], after: d
             "key": {"id": key},
             "before": None,
             "after": after,
-            "source": {"connector": "mysql", "name": "db1", "db": db, "table": table, "ts_ms": 1_700_000_000_000,
-                       "snapshot": False, "pos": pos},
+            "source": {
+                "connector": "mysql",
+                "name": "db1",
+                "db": db,
+                "table": table,
+                "ts_ms": 1_700_000_000_000,
+                "snapshot": False,
+                "pos": pos,
+            },
             "ts_ms": 1_700_000_000_000,
-        }  # fmt: skip
+        }
     ).encode()
 
 

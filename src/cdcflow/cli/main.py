@@ -359,7 +359,8 @@ def pipeline() -> None:
 @pipeline.command("run")
 @_config_option
 @click.option("--available-now", is_flag=True, help="Apply what is in Kafka now, then stop (batch-like run).")
-def pipeline_run(config_path: Path | None, available_now: bool) -> None:
+@click.option("--metrics-port", type=int, default=None, help="Serve per-sink Prometheus metrics on this port.")
+def pipeline_run(config_path: Path | None, available_now: bool, metrics_port: int | None) -> None:
     """Run one streaming query per sink (plus dead letters) until Ctrl-C."""
     import signal
     import threading
@@ -370,6 +371,10 @@ def pipeline_run(config_path: Path | None, available_now: bool) -> None:
     if not cfg.pipeline.sinks:
         raise click.UsageError("no sinks configured (pipeline.sinks)")
     context = {"bootstrap_servers": _bootstrap(cfg), "zk_quorum": _source_zk(cfg)}
+    if metrics_port is not None:
+        from prometheus_client import start_http_server
+
+        start_http_server(metrics_port)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
@@ -381,25 +386,43 @@ def pipeline_run(config_path: Path | None, available_now: bool) -> None:
 
 @pipeline.command("status")
 @_config_option
-def pipeline_status(config_path: Path | None) -> None:
-    """Per sink: last batch, rows, duration, lag (now minus the source time of the last applied event)."""
+@click.option("--watch", type=float, default=None, metavar="SECONDS", help="Refresh every SECONDS until Ctrl-C.")
+def pipeline_status(config_path: Path | None, watch: float | None) -> None:
+    """Per sink: state, last batch, rows/s, batch duration, lag and Kafka records not yet read.
+
+    Lag is now minus the source time of the newest applied event: it keeps growing while the
+    source is idle, so read it together with "behind" (0 = caught up with Kafka)."""
     from cdcflow.pipeline.runner import read_progress
 
     cfg = _load(config_path)
-    progress = read_progress(_checkpoint_root(cfg))
-    if not progress:
-        click.echo(f"no progress recorded under {_checkpoint_root(cfg)}")
-        sys.exit(1)
-    now = int(time.time() * 1000)
-    for name, doc in progress.items():
-        if doc.get("state") == "failing":
-            click.echo(f"{name:20} FAILING ({doc.get('failures')}x): {doc.get('error')}")
-            continue
-        ts = doc.get("last_source_ts_ms")
-        lag = f"{(now - ts) / 1000:.1f}s" if ts else "-"
-        click.echo(
-            f"{name:20} batch {doc.get('batch_id')}: {doc.get('rows')} rows in {doc.get('duration_ms')} ms; lag {lag}"
-        )
+    root = _checkpoint_root(cfg)
+    while True:
+        progress = read_progress(root)
+        if watch:
+            click.clear()
+            click.echo(f"cdcflow pipeline status  {time.strftime('%H:%M:%S')}  ({root})")
+        if not progress:
+            click.echo(f"no progress recorded under {root}")
+        for name, doc in progress.items():
+            click.echo(format_progress(name, doc, int(time.time() * 1000)))
+        if not watch:
+            sys.exit(0 if progress and all(d.get("state") != "failing" for d in progress.values()) else 1)
+        time.sleep(watch)
+
+
+def format_progress(name: str, doc: dict[str, Any], now_ms: int) -> str:
+    if doc.get("state") == "failing":
+        return f"{name:14} FAILING ({doc.get('failures')}x, retrying): {doc.get('error')}"
+    ts = doc.get("last_source_ts_ms")
+    lag = f"{(now_ms - ts) / 1000:.1f}s" if ts else "-"
+    rate = doc.get("processed_rows_per_second")
+    behind = doc.get("offsets_behind")
+    return (
+        f"{name:14} batch {doc.get('batch_id', '-')}: {doc.get('rows', 0)} rows "
+        f"(total {doc.get('total_rows', 0)}), {rate if rate is not None else '-'} rows/s, "
+        f"batch {doc.get('batch_duration_ms') or doc.get('duration_ms') or '-'} ms, lag {lag}, "
+        f"behind {behind if behind is not None else '-'}"
+    )
 
 
 # --- cdcflow verify ---------------------------------------------------------------------------

@@ -1,5 +1,23 @@
 """Kafka access. `client.py` is the only module in cdcflow that imports the Kafka client library."""
 
-from cdcflow.kafka.client import KafkaRecord, TopicReader, consume, create_topic, list_topics, ping, produce_sync
+from cdcflow.kafka.client import (
+    KafkaRecord,
+    TopicReader,
+    consume,
+    create_topic,
+    end_offsets,
+    list_topics,
+    ping,
+    produce_sync,
+)
 
-__all__ = ["KafkaRecord", "TopicReader", "consume", "create_topic", "list_topics", "ping", "produce_sync"]
+__all__ = [
+    "KafkaRecord",
+    "TopicReader",
+    "consume",
+    "create_topic",
+    "end_offsets",
+    "list_topics",
+    "ping",
+    "produce_sync",
+]

@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
@@ -119,6 +119,20 @@ def consume(
     finally:
         consumer.close()
     return out
+
+
+def end_offsets(bootstrap: str, topic: str, timeout_s: float = 10.0) -> dict[int, int]:
+    """Partition → high watermark (the offset the next record will get); {} if the topic is absent."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"cdcflow-offsets-{time.time_ns()}"})
+    try:
+        meta = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
+        if meta is None or meta.error is not None:
+            return {}
+        return {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s)[1] for p in meta.partitions
+        }
+    finally:
+        consumer.close()
 
 
 class TopicReader:

@@ -21,6 +21,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
 from cdcflow.config import PipelineConfig
+from cdcflow.pipeline import metrics
 from cdcflow.pipeline.envelope import dedupe, split
 from cdcflow.pipeline.session import build_session
 from cdcflow.pipeline.sinks.base import Sink
@@ -34,13 +35,15 @@ PROGRESS_FILE = "cdcflow-progress.json"
 @dataclass
 class _Runner:
     name: str
-    batch_fn: Any
+    sink: Sink | None  # None: the dead-letter query
     query: StreamingQuery | None = None
     failures: int = 0
     next_start: float = 0.0
     done: bool = False
     last_error: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    last_progress_batch: int = -1
+    # What `cdcflow pipeline status` shows; written to <checkpoint>/cdcflow-progress.json.
+    doc: dict[str, Any] = field(default_factory=dict)
 
 
 def write_progress(checkpoint: Path, doc: dict[str, Any]) -> None:
@@ -64,6 +67,7 @@ class Pipeline:
         self.checkpoint_root = checkpoint_root
         self.sinks: list[Sink] = [make_sink(s, context) for s in cfg.sinks]
         self.spark: SparkSession | None = None
+        self._progress_lock = threading.Lock()
 
     def _source(self, spark: SparkSession) -> DataFrame:
         return (
@@ -76,8 +80,15 @@ class Pipeline:
             .load()
         )
 
-    def _sink_fn(self, sink: Sink) -> Any:
-        checkpoint = self.checkpoint_root / sink.name
+    def _record(self, r: _Runner, **fields: Any) -> None:
+        """Update a query's progress document (from the query's thread or the supervisor)."""
+        with self._progress_lock:
+            r.doc.update(fields, sink=r.name, updated_at_ms=int(time.time() * 1000))
+            write_progress(self.checkpoint_root / r.name, r.doc)
+
+    def _sink_fn(self, r: _Runner) -> Any:
+        sink = r.sink
+        assert sink is not None
 
         def apply(df: DataFrame, batch_id: int) -> None:
             started = time.time()
@@ -90,16 +101,46 @@ class Pipeline:
                 events.unpersist()
             rows = int(stats["rows"]) if stats else 0
             max_ts = stats["max_ts"] if stats else None
-            doc = {
-                "sink": sink.name, "state": "applying", "batch_id": batch_id, "rows": rows,
-                "duration_ms": int((time.time() - started) * 1000), "applied_at_ms": int(time.time() * 1000),
-                "last_source_ts_ms": max_ts, "lag_ms": int(time.time() * 1000) - max_ts if max_ts else None,
-            }  # fmt: skip
-            write_progress(checkpoint, doc)
+            now_ms = int(time.time() * 1000)
+            lag_ms = now_ms - max_ts if max_ts else None
+            self._record(
+                r, state="applying", error=None, batch_id=batch_id, rows=rows, applied_at_ms=now_ms,
+                duration_ms=int((time.time() - started) * 1000),
+                last_source_ts_ms=max_ts or r.doc.get("last_source_ts_ms"), lag_ms=lag_ms,
+                total_rows=int(r.doc.get("total_rows", 0)) + rows,
+            )  # fmt: skip
+            metrics.ROWS.labels(r.name).inc(rows)
+            if lag_ms is not None:
+                metrics.LAG_SECONDS.labels(r.name).set(lag_ms / 1000)
             log.info("sink %s: batch %d applied %d rows in %d ms, lag %s ms", sink.name, batch_id, rows,
-                     doc["duration_ms"], doc["lag_ms"])  # fmt: skip
+                     r.doc["duration_ms"], lag_ms)  # fmt: skip
 
         return apply
+
+    def _query_progress(self, r: _Runner) -> None:
+        """Fold Spark's StreamingQueryProgress of the last batch into the sink's progress."""
+        q = r.query
+        p = q.lastProgress if q is not None else None
+        if not p or p.get("batchId", -1) == r.last_progress_batch:
+            return
+        r.last_progress_batch = p["batchId"]
+        behind = [
+            int(float(v)) for s in p.get("sources", []) for k, v in (s.get("metrics") or {}).items()
+            if k == "maxOffsetsBehindLatest"
+        ]  # fmt: skip
+        fields = {
+            "spark_batch_id": p["batchId"], "input_rows": p.get("numInputRows"),
+            "input_rows_per_second": round(p.get("inputRowsPerSecond") or 0.0, 1),
+            "processed_rows_per_second": round(p.get("processedRowsPerSecond") or 0.0, 1),
+            "batch_duration_ms": (p.get("durationMs") or {}).get("triggerExecution"),
+            "offsets_behind": max(behind) if behind else None,
+        }  # fmt: skip
+        self._record(r, **fields)
+        metrics.ROWS_PER_SECOND.labels(r.name).set(fields["processed_rows_per_second"])
+        if fields["batch_duration_ms"] is not None:
+            metrics.BATCH_SECONDS.labels(r.name).set(fields["batch_duration_ms"] / 1000)
+        if fields["offsets_behind"] is not None:
+            metrics.OFFSETS_BEHIND.labels(r.name).set(fields["offsets_behind"])
 
     def _dead_letter_fn(self) -> Any:
         def apply(df: DataFrame, batch_id: int) -> None:
@@ -124,10 +165,11 @@ class Pipeline:
 
     def _start(self, runner: _Runner, available_now: bool) -> None:
         assert self.spark is not None
+        batch_fn = self._dead_letter_fn() if runner.sink is None else self._sink_fn(runner)
         writer = (
             self._source(self.spark)
             .writeStream.queryName(runner.name)
-            .foreachBatch(runner.batch_fn)
+            .foreachBatch(batch_fn)
             .option("checkpointLocation", str(self.checkpoint_root / runner.name))
         )
         writer = (
@@ -148,8 +190,12 @@ class Pipeline:
         stop = stop or threading.Event()
         self.spark = build_session("cdcflow-pipeline", self.cfg.master)
         self.spark.sparkContext.setLogLevel("WARN")
-        runners = [_Runner(s.name, self._sink_fn(s)) for s in self.sinks]
-        runners.append(_Runner(DEAD_LETTER_QUERY, self._dead_letter_fn()))
+        runners = [_Runner(s.name, s) for s in self.sinks]
+        runners.append(_Runner(DEAD_LETTER_QUERY, None))
+        for r in runners:  # carry totals across restarts of the pipeline
+            path = self.checkpoint_root / r.name / PROGRESS_FILE
+            if path.exists():
+                r.doc = json.loads(path.read_text())
         for r in runners:
             self._start(r, available_now)
         try:
@@ -167,6 +213,8 @@ class Pipeline:
         if r.done:
             return
         q = r.query
+        if q is not None:
+            self._query_progress(r)
         if q is not None and q.isActive:
             return
         if q is not None:
@@ -177,12 +225,12 @@ class Pipeline:
                 r.last_error = None
                 return
             r.failures += 1
-            r.last_error = str(exc).splitlines()[0][:500]
+            r.last_error = _first_line(exc)
             backoff = min(self.cfg.retry_backoff_max_s, 2.0**r.failures)
             log.error("query %s failed (%d): %s; retrying in %.0f s", r.name, r.failures, r.last_error, backoff)
-            doc = {"sink": r.name, "state": "failing", "error": r.last_error, "failures": r.failures,
-                   "retry_at_ms": int((time.time() + backoff) * 1000)}  # fmt: skip
-            write_progress(self.checkpoint_root / r.name, doc)
+            metrics.FAILURES.labels(r.name).inc()
+            self._record(r, state="failing", error=r.last_error, failures=r.failures,
+                         retry_at_ms=int((time.time() + backoff) * 1000))  # fmt: skip
             if available_now and r.failures >= max_failures:
                 r.done = True
                 return
@@ -190,3 +238,7 @@ class Pipeline:
             return
         if time.monotonic() >= r.next_start:
             self._start(r, available_now)
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0][:500] if str(exc).strip() else type(exc).__name__

@@ -1,0 +1,16 @@
+"""Prometheus metrics of the pipeline, one series per sink (query)."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge
+
+ROWS = Counter("cdcflow_pipeline_rows_total", "Change events applied", ["sink"])
+ROWS_PER_SECOND = Gauge(
+    "cdcflow_pipeline_processed_rows_per_second", "Kafka records processed per second in the last batch", ["sink"]
+)
+BATCH_SECONDS = Gauge("cdcflow_pipeline_batch_seconds", "Duration of the last micro-batch", ["sink"])
+LAG_SECONDS = Gauge(
+    "cdcflow_pipeline_lag_seconds", "Now minus the source time of the newest event applied (at apply time)", ["sink"]
+)
+OFFSETS_BEHIND = Gauge("cdcflow_pipeline_offsets_behind", "Kafka records not yet read (max over partitions)", ["sink"])
+FAILURES = Counter("cdcflow_pipeline_failures_total", "Query failures (each followed by a restart)", ["sink"])
