@@ -41,12 +41,17 @@ class HBaseWorkload:
     def __post_init__(self) -> None:
         self._rng = random.Random(self.seed)
 
-    def create_tables(self, with_copies: bool = False) -> None:
-        """The source tables (four regions each) and, optionally, empty `<table>_copy` targets."""
+    def create_tables(self, with_copies: bool = False, exist_ok: bool = False) -> None:
+        """The source tables (four regions each) and, optionally, empty `<table>_copy` targets.
+        Copies are not replicated (scope 0): capturing them would feed the pipeline its own output."""
         splits = [b"row-%05d" % (self.rows_per_table * i // 4) for i in (1, 2, 3)]
+        existing = set(self.client.list_tables()) if exist_ok else set()
         for t in self.tables:
-            for name in (t, f"{t}_copy") if with_copies else (t,):
-                self.client.create_table(name, list(FAMILIES), split_keys=splits)
+            if t not in existing:
+                self.client.create_table(t, list(FAMILIES), split_keys=splits)
+            if with_copies and f"{t}_copy" not in existing:
+                copy = [ColumnFamily(f.name, f.max_versions, replication_scope=0) for f in FAMILIES]
+                self.client.create_table(f"{t}_copy", copy, split_keys=splits)
 
     def _ts(self) -> int:
         self._clock += 1

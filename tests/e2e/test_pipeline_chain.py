@@ -57,7 +57,7 @@ def test_randomized_workload_survives_three_driver_kills(
         "dead_letter_topic": f"{peer_setup.name}-dead-letter",
         "checkpoint_dir": str(checkpoints),
         "trigger_seconds": 2,
-        "max_offsets_per_trigger": 25_000,
+        "max_offsets_per_trigger": 10_000,
         "retry_backoff_max_s": 5,
         "sinks": [
             {"name": "hbase_copy", "type": "hbase"},
@@ -83,7 +83,7 @@ def test_randomized_workload_survives_three_driver_kills(
         try:
             while workload.mutations < MUTATIONS:
                 workload.step(min(500, MUTATIONS - workload.mutations))
-                time.sleep(0.05)  # spread the workload over the kills
+                time.sleep(0.25)  # spread the workload over the kills (~80 s)
         except BaseException as exc:  # surfaced by the main thread
             writer_error.append(exc)
 

@@ -117,13 +117,10 @@ def stack_logs(component: str, lines: int, home: Path | None) -> None:
     "--config", "config_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
     help=f"Config file. Default: the bundled {DEFAULT_CONFIG.name}.",
 )  # fmt: skip
-@click.option("--metrics-port", type=int, default=None, help="Serve the peer's Prometheus metrics on this port.")
-def run(config_path: Path | None, metrics_port: int | None) -> None:
-    """Run cdcflow on the configured (default: local) stack: HBase capture to Kafka, until Ctrl-C."""
-    import asyncio
-
+def run(config_path: Path | None) -> None:
+    """The whole chain on the local stack until Ctrl-C: demo workload → HBase → peer → Kafka →
+    pipeline → HBase copies + Delta tables, with a live progress view."""
     from cdcflow.hbase import admin
-    from cdcflow.hbase.peer.run import PeerEndpoints, run_peer
 
     cfg = _load(config_path)
     st = Stack(cfg.stack.resolved_home())
@@ -146,14 +143,21 @@ def run(config_path: Path | None, metrics_port: int | None) -> None:
             click.echo(f"\nadded replication peer {p.peer_id} on the local HBase")
     finally:
         client.close()
-    click.echo(
-        f"\ncapturing: every table with REPLICATION_SCOPE => 1 goes to Kafka topics "
-        f"{cfg.hbase.topic_prefix}.<namespace>.<table>. Try:\n"
-        f"  .venv/bin/cdcflow hbase scope <table> <family>   # opt a table in\n"
-        "The Spark pipeline (issue #4) is not wired in yet. Ctrl-C stops capture; "
-        "`cdcflow stack down` stops the services.\n"
-    )
-    asyncio.run(run_peer(cfg.hbase, cfg.kafka, PeerEndpoints(zk, _bootstrap(cfg)), metrics_port))
+    from cdcflow.chain import run_chain
+
+    client = _client(cfg)
+    try:
+        run_chain(cfg, config_path, client, st.home, lambda: _progress_lines(cfg))
+    finally:
+        client.close()
+
+
+def _progress_lines(cfg: CdcflowConfig) -> list[str]:
+    from cdcflow.pipeline.runner import read_progress
+
+    now = int(time.time() * 1000)
+    lines = [format_progress(n, d, now) for n, d in read_progress(_checkpoint_root(cfg)).items()]
+    return lines or ["  (no batch applied yet: Spark takes ~20 s to start)"]
 
 
 # --- cdcflow hbase ----------------------------------------------------------------------------
@@ -347,8 +351,13 @@ def hbase_status(config_path: Path | None) -> None:
 # --- cdcflow pipeline -------------------------------------------------------------------------
 
 
+def _data_dir(cfg: CdcflowConfig) -> Path:
+    """Where sinks keep local data by default (Delta tables): <stack home>/pipeline."""
+    return cfg.stack.resolved_home() / "pipeline"
+
+
 def _checkpoint_root(cfg: CdcflowConfig) -> Path:
-    return cfg.pipeline.checkpoint_dir or cfg.stack.resolved_home() / "pipeline" / "checkpoints"
+    return cfg.pipeline.checkpoint_dir or _data_dir(cfg) / "checkpoints"
 
 
 @main.group()
@@ -370,7 +379,7 @@ def pipeline_run(config_path: Path | None, available_now: bool, metrics_port: in
     cfg = _load(config_path)
     if not cfg.pipeline.sinks:
         raise click.UsageError("no sinks configured (pipeline.sinks)")
-    context = {"bootstrap_servers": _bootstrap(cfg), "zk_quorum": _source_zk(cfg)}
+    context = {"bootstrap_servers": _bootstrap(cfg), "zk_quorum": _source_zk(cfg), "data_dir": str(_data_dir(cfg))}
     if metrics_port is not None:
         from prometheus_client import start_http_server
 
@@ -382,6 +391,41 @@ def pipeline_run(config_path: Path | None, available_now: bool, metrics_port: in
     for name, state in result.items():
         click.echo(f"{name:20} {state}")
     sys.exit(0 if all(v == "done" for v in result.values()) else 1)
+
+
+@pipeline.command("submit", context_settings={"ignore_unknown_options": True})
+@_config_option
+@click.option("--master", default=None, help="Spark master URL (default: pipeline.master).")
+@click.option("--available-now", is_flag=True, help="Apply what is in Kafka now, then stop.")
+@click.option("--dry-run", is_flag=True, help="Print the spark-submit command instead of running it.")
+@click.argument("spark_args", nargs=-1, type=click.UNPROCESSED)
+def pipeline_submit(
+    config_path: Path | None, master: str | None, available_now: bool, dry_run: bool, spark_args: tuple[str, ...]
+) -> None:
+    """Run the pipeline through spark-submit (extra SPARK_ARGS go to spark-submit), with cdcflow's
+    connector jars. On a cluster, cdcflow must be installed on every node's Python."""
+    import os
+    import shlex
+
+    import pyspark
+
+    from cdcflow.pipeline import app
+    from cdcflow.pipeline.session import SESSION_CONF, extra_jars
+
+    cfg = _load(config_path)
+    cmd = [str(Path(pyspark.__file__).parent / "bin" / "spark-submit"), "--name", "cdcflow-pipeline"]
+    cmd += ["--master", master or cfg.pipeline.master or "local[2]", "--jars", ",".join(str(j) for j in extra_jars())]
+    for key, value in SESSION_CONF.items():
+        cmd += ["--conf", f"{key}={value}"]
+    cmd += ["--conf", f"spark.pyspark.python={sys.executable}", *spark_args, app.__file__]
+    if config_path:
+        cmd += ["--config", str(config_path.resolve())]
+    if available_now:
+        cmd.append("--available-now")
+    if dry_run:
+        click.echo(shlex.join(cmd))
+        return
+    os.execv(cmd[0], cmd)
 
 
 @pipeline.command("status")

@@ -116,13 +116,24 @@ class PipelineConfig(_Strict):
     dead_letter_topic: str = "cdcflow-dead-letter"
     max_offsets_per_trigger: int = Field(default=200_000, ge=1)
     trigger_seconds: float = Field(default=5.0, gt=0)
-    master: str = "local[2]"
+    master: str | None = "local[2]"  # null: taken from spark-submit (see `cdcflow pipeline submit`)
     retry_backoff_max_s: float = Field(default=60.0, gt=0)
     sinks: tuple[SinkConfig, ...] = ()
 
 
+class DemoConfig(_Strict):
+    """The demo workload `cdcflow run` writes into the local HBase (cdcflow.demo)."""
+
+    enabled: bool = True
+    tables: tuple[str, ...] = ("demo_users", "demo_orders", "demo_events")
+    rows_per_table: int = Field(default=2000, ge=1)
+    mutations_per_second: float = Field(default=200, gt=0)
+    max_mutations: int | None = Field(default=None, ge=1)  # null: until Ctrl-C
+
+
 class CdcflowConfig(_Strict):
     stack: StackConfig = StackConfig()
+    demo: DemoConfig = DemoConfig()
     kafka: KafkaConfig = KafkaConfig()
     hbase: HBaseSourceConfig = HBaseSourceConfig()
     pipeline: PipelineConfig = PipelineConfig()

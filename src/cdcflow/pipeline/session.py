@@ -37,22 +37,26 @@ def extra_jars() -> list[Path]:
     return out
 
 
+# Every cdcflow Spark application needs these (spark-submit passes them with --conf).
+SESSION_CONF = {
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+    "spark.sql.session.timeZone": "UTC",
+}
+
+
 def build_session(app_name: str, master: str | None = "local[2]", shuffle_partitions: int = 2) -> SparkSession:
-    """A session for the pipeline. With `master=None` the master comes from spark-submit."""
-    jars = ",".join(str(j) for j in extra_jars())
+    """A session for the pipeline. With `master=None` it runs under spark-submit, which already
+    gave the master, the jars and any cluster settings; only cdcflow's required settings are added."""
     builder = SparkSession.builder.appName(app_name)
     if master:
+        jars = ",".join(str(j) for j in extra_jars())
         builder = builder.master(master)
         # Local Python workers must run this interpreter (the venv that has cdcflow), not whatever
         # "python3" is; PySpark reads the worker interpreter from this variable.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    return (
-        builder.config("spark.jars", jars)
-        .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
-        .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
-        .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
-    )
+        builder = builder.config("spark.jars", jars).config("spark.ui.enabled", "false")
+        builder = builder.config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+    for key, value in SESSION_CONF.items():
+        builder = builder.config(key, value)
+    return builder.config("spark.ui.showConsoleProgress", "false").getOrCreate()

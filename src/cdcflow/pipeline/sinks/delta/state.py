@@ -166,12 +166,16 @@ def merge_hbase_rows(
 
 
 class DeltaStateSink(Sink):
-    """Options: path (root; tables at <path>/<db>/<table>), table_map {"db:table": path},
+    """Options: path (root; tables at <path>/<db>/<table>; default <stack home>/pipeline/delta),
+    table_map {"db:table": path},
     max_versions (per column, default 1), typed_columns {"cf:qual": encoding} (HBase sources)."""
 
     def __init__(self, name: str, options: dict[str, Any], context: dict[str, Any]) -> None:
         super().__init__(name, options, context)
-        if "path" not in options and "table_map" not in options:
+        if not options.get("path") and context.get("data_dir"):
+            # default: beside the checkpoints, <stack home>/pipeline/delta
+            self.options = options = {**options, "path": f"{context['data_dir']}/delta"}
+        if not options.get("path") and "table_map" not in options:
             raise ConfigError(f"sink {name}: delta needs options.path (or a table_map for every table)")
         self.max_versions = int(options.get("max_versions", 1))
         if self.max_versions < 1:
