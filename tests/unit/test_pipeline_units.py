@@ -1,0 +1,80 @@
+"""Pipeline pieces that need no Spark JVM: sink configuration, the state-row merge, error lines."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from pyspark.sql import Row
+
+from cdcflow.cli.main import format_progress
+from cdcflow.config import SinkConfig
+from cdcflow.errors import ConfigError
+from cdcflow.pipeline.runner import _first_line
+from cdcflow.pipeline.sinks.delta.state import DeltaStateSink, merge_hbase_rows
+from cdcflow.pipeline.sinks.registry import make_sink
+
+
+def test_sink_options_are_checked_at_start() -> None:
+    with pytest.raises(ConfigError, match="parquet needs options"):
+        make_sink(SinkConfig(name="p", type="parquet"), {})
+    with pytest.raises(ConfigError, match="typed_columns"):
+        DeltaStateSink("d", {"path": "/x", "typed_columns": {"cf:n": "int128"}}, {})
+    with pytest.raises(ConfigError, match=r"needs options\.path"):
+        DeltaStateSink("d", {}, {})
+    sink = DeltaStateSink("d", {}, {"data_dir": "/data"})  # default path beside the checkpoints
+    assert sink.table_path("default", "users") == "/data/delta/default/users"
+
+
+def cell(q: bytes, ts: int, value: bytes, type_: str = "Put", pos: int = 1) -> Row:
+    return Row(family=b"cf", qualifier=q, ts=ts, type=type_, value=value, pos=[pos, 0])
+
+
+def test_state_rows_merge_decode_typed_columns_and_skip_unchanged_rows() -> None:
+    typed = {"cf:n": "long", "cf:name": "utf8"}
+    first = Row(
+        row_key=b"r1", new_cells=[cell(b"n", 5, struct.pack(">q", 42)), cell(b"name", 5, b"\xff\xfe")],
+        batch_ts_ms=100, old_puts=None, old_tombstones=None, old_source_ts_ms=None,
+    )  # fmt: skip
+    [row] = list(merge_hbase_rows([first], 1, typed))
+    row_key, exists, cells, puts, tombstones, source_ts, n, name = row
+    assert (row_key, exists, source_ts, n, name) == (b"r1", True, 100, 42, None)  # invalid UTF-8 → null
+    assert cells["cf:n"] == (struct.pack(">q", 42), 5, [1, 0]) and tombstones == []
+
+    # the same cells again, on top of the stored state: nothing to write
+    stored = [Row(family=p[0], qualifier=p[1], ts=p[2], type=p[3], value=p[4], pos=p[5]) for p in puts]
+    replay = Row(row_key=b"r1", new_cells=first["new_cells"], batch_ts_ms=100, old_puts=stored, old_tombstones=[],
+                 old_source_ts_ms=100)  # fmt: skip
+    assert list(merge_hbase_rows([replay], 1, typed)) == []
+
+    # a delete: the row stays, as a tombstone
+    delete = Row(row_key=b"r1", new_cells=[Row(family=b"cf", qualifier=b"", ts=9, type="DeleteFamily", value=b"",
+                 pos=[2, 0])], batch_ts_ms=200, old_puts=stored, old_tombstones=[], old_source_ts_ms=100)  # fmt: skip
+    [(_, exists, cells, puts, tombstones, source_ts, n, name)] = list(merge_hbase_rows([delete], 1, typed))
+    assert (exists, cells, puts, n, source_ts) == (False, {}, [], None, 200)
+    assert [t[3] for t in tombstones] == ["DeleteFamily"]
+
+
+def test_query_errors_show_the_sinks_own_error_not_the_wrappers() -> None:
+    text = (
+        "An exception was raised by the Python Proxy. Return Message: Traceback (most recent call last):\n"
+        '  File "x.py", line 1, in call\n'
+        "py4j.protocol.Py4JJavaError: An error occurred while calling o1.collect.\n"
+        ": org.apache.spark.SparkException: Job aborted due to stage failure\n"
+        "cdcflow.errors.HBaseTerminalError: TableNotFoundException: no regions for t_copy in hbase:meta\n"
+    )
+    assert _first_line(Exception(text)) == (
+        "cdcflow.errors.HBaseTerminalError: TableNotFoundException: no regions for t_copy in hbase:meta"
+    )
+    assert _first_line(Exception("ValueError: bad\nmore")) == "ValueError: bad"
+    assert _first_line(Exception("")) == "Exception"
+
+
+def test_status_line() -> None:
+    doc = {"batch_id": 3, "rows": 10, "total_rows": 99, "processed_rows_per_second": 12.5, "batch_duration_ms": 800,
+           "last_source_ts_ms": 1000, "offsets_behind": 0}  # fmt: skip
+    assert format_progress("copy", doc, 4000) == (
+        "copy           batch 3: 10 rows (total 99), 12.5 rows/s, batch 800 ms, lag 3.0s, behind 0"
+    )
+    failing = format_progress("copy", {"state": "failing", "failures": 2, "error": "boom"}, 0)
+    assert "FAILING (2x" in failing and "boom" in failing
