@@ -15,6 +15,7 @@ Usage: .venv/bin/python benchmarks/pipeline_apply.py [--mutations 100000] [--sin
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import platform
 import subprocess
@@ -60,8 +61,8 @@ def fill(name: str, mutations: int, zk: str, bootstrap: str, workdir: Path) -> l
                                    "hbase": {"zk_quorum": zk, "topic_prefix": name, "peer": peer}}))  # fmt: skip
     subprocess.run([*CLI, "hbase", "peer", "add", "--config", str(cfg), *(f"--table={t}" for t in tables)],
                    check=True, capture_output=True)  # fmt: skip
-    proc = subprocess.Popen([*CLI, "hbase", "run", "--config", str(cfg)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    log = open(workdir / "peer.log", "wb")  # noqa: SIM115 - owned by the process
+    proc = subprocess.Popen([*CLI, "hbase", "run", "--config", str(cfg)], stdout=log, stderr=subprocess.STDOUT)
     topics = [f"{name}.default.{t}" for t in tables]
     try:
         started = time.perf_counter()
@@ -71,7 +72,12 @@ def fill(name: str, mutations: int, zk: str, bootstrap: str, workdir: Path) -> l
         print(f"fill        : {mutations} mutations in HBase and Kafka after {time.perf_counter() - started:.1f} s")
     finally:
         proc.terminate()
-        proc.wait(30)
+        try:
+            proc.wait(90)
+        except subprocess.TimeoutExpired:
+            print(f"peer did not stop within 90 s of SIGTERM (see {workdir / 'peer.log'}); killing it")
+            proc.kill()
+            proc.wait()
         subprocess.run([*CLI, "hbase", "peer", "remove", "--config", str(cfg)], capture_output=True)
         client.close()
     return topics
@@ -82,8 +88,10 @@ def main() -> None:
     ap.add_argument("--mutations", type=int, default=100_000)
     ap.add_argument("--sinks", default="parquet,hbase,delta,delta_changelog")
     ap.add_argument("--max-offsets", type=int, default=200_000, help="maxOffsetsPerTrigger for every query")
+    ap.add_argument("--max-versions", type=int, default=1, help="the delta sink's max_versions (its default: 1)")
     ap.add_argument("--stack-home", type=Path, default=None, help="the running stack (default: cdcflow's default)")
     args = ap.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     stack = Stack(args.stack_home or default_stack_home())
     zk, bootstrap = stack.endpoints("hbase")["zk_quorum"], stack.endpoints("kafka")["bootstrap_servers"]
     name = f"bench{uuid.uuid4().hex[:6]}"
@@ -108,7 +116,7 @@ def main() -> None:
     options = {
         "parquet": {"path": str(workdir / "parquet")},
         "hbase": {},
-        "delta": {"path": str(workdir / "state"), "max_versions": 1000, "typed_columns": TYPED_COLUMNS},
+        "delta": {"path": str(workdir / "state"), "max_versions": args.max_versions, "typed_columns": TYPED_COLUMNS},
         "delta_changelog": {"path": str(workdir / "changelog")},
     }
     context = {"bootstrap_servers": bootstrap, "zk_quorum": zk}
@@ -124,7 +132,7 @@ def main() -> None:
 
     print(f"machine: {machine()}")
     print(f"records: {events} change events in {len(topics)} topics (3 tables x 5000 rows; "
-          f"maxOffsetsPerTrigger {args.max_offsets})")  # fmt: skip
+          f"maxOffsetsPerTrigger {args.max_offsets}; delta max_versions {args.max_versions})")  # fmt: skip
     for label, seconds in results:
         ratio = baseline / seconds
         print(f"{label:34} {seconds:7.1f} s {events / seconds:9.0f} rows/s   ratio to baseline {ratio:5.2f}")

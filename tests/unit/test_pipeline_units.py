@@ -32,25 +32,27 @@ def cell(q: bytes, ts: int, value: bytes, type_: str = "Put", pos: int = 1) -> R
 
 def test_state_rows_merge_decode_typed_columns_and_skip_unchanged_rows() -> None:
     typed = {"cf:n": "long", "cf:name": "utf8"}
+    new_cells = [cell(b"n", 5, struct.pack(">q", 42)), cell(b"name", 5, b"\xff\xfe")]
     first = Row(
-        row_key=b"r1", new_cells=[cell(b"n", 5, struct.pack(">q", 42)), cell(b"name", 5, b"\xff\xfe")],
+        db="default", table="t", row_key=b"r1", new_cells=new_cells,
         batch_ts_ms=100, old_puts=None, old_tombstones=None, old_source_ts_ms=None,
     )  # fmt: skip
     [row] = list(merge_hbase_rows([first], 1, typed))
-    row_key, exists, cells, puts, tombstones, source_ts, n, name = row
-    assert (row_key, exists, source_ts, n, name) == (b"r1", True, 100, 42, None)  # invalid UTF-8 → null
+    db, table, row_key, exists, cells, puts, tombstones, source_ts, n, name = row
+    assert (db, table, row_key, exists, source_ts, n, name) == ("default", "t", b"r1", True, 100, 42, None)  # bad UTF-8: null
     assert cells["cf:n"] == (struct.pack(">q", 42), 5, [1, 0]) and tombstones == []
 
     # the same cells again, on top of the stored state: nothing to write
     stored = [Row(family=p[0], qualifier=p[1], ts=p[2], type=p[3], value=p[4], pos=p[5]) for p in puts]
-    replay = Row(row_key=b"r1", new_cells=first["new_cells"], batch_ts_ms=100, old_puts=stored, old_tombstones=[],
-                 old_source_ts_ms=100)  # fmt: skip
+    replay = Row(db="default", table="t", row_key=b"r1", new_cells=new_cells, batch_ts_ms=100,
+                 old_puts=stored, old_tombstones=[], old_source_ts_ms=100)  # fmt: skip
     assert list(merge_hbase_rows([replay], 1, typed)) == []
 
     # a delete: the row stays, as a tombstone
-    delete = Row(row_key=b"r1", new_cells=[Row(family=b"cf", qualifier=b"", ts=9, type="DeleteFamily", value=b"",
-                 pos=[2, 0])], batch_ts_ms=200, old_puts=stored, old_tombstones=[], old_source_ts_ms=100)  # fmt: skip
-    [(_, exists, cells, puts, tombstones, source_ts, n, name)] = list(merge_hbase_rows([delete], 1, typed))
+    family_delete = Row(family=b"cf", qualifier=b"", ts=9, type="DeleteFamily", value=b"", pos=[2, 0])
+    delete = Row(db="default", table="t", row_key=b"r1", new_cells=[family_delete], batch_ts_ms=200,
+                 old_puts=stored, old_tombstones=[], old_source_ts_ms=100)  # fmt: skip
+    [(_, _, _, exists, cells, puts, tombstones, source_ts, n, name)] = list(merge_hbase_rows([delete], 1, typed))
     assert (exists, cells, puts, n, source_ts) == (False, {}, [], None, 200)
     assert [t[3] for t in tombstones] == ["DeleteFamily"]
 
