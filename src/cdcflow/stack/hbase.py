@@ -60,7 +60,9 @@ class HBaseService(Service):
     port_names = ("zookeeper", "master", "regionserver")
     start_timeout_s = 180.0
 
-    def __init__(self, heap_mb: int = 1024) -> None:
+    # 3 GB: one JVM holds master, region server and ZooKeeper, and the test suite and `make run`
+    # keep many tables' memstores (plus 5 MB cells) in it; 1 GB ran out of heap under load.
+    def __init__(self, heap_mb: int = 3072) -> None:
         self.heap_mb = heap_mb
         self._lib: Path | None = None
 
