@@ -39,7 +39,15 @@ def test_state_rows_merge_decode_typed_columns_and_skip_unchanged_rows() -> None
     )  # fmt: skip
     [row] = list(merge_hbase_rows([first], 1, typed))
     db, table, row_key, exists, cells, puts, tombstones, source_ts, n, name = row
-    assert (db, table, row_key, exists, source_ts, n, name) == ("default", "t", b"r1", True, 100, 42, None)  # bad UTF-8: null
+    assert (db, table, row_key, exists, source_ts, n, name) == (
+        "default",
+        "t",
+        b"r1",
+        True,
+        100,
+        42,
+        None,
+    )  # bad UTF-8: null
     assert cells["cf:n"] == (struct.pack(">q", 42), 5, [1, 0]) and tombstones == []
 
     # the same cells again, on top of the stored state: nothing to write
