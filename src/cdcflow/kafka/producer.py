@@ -11,8 +11,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from confluent_kafka import KafkaError, Message, Producer
 
@@ -26,7 +27,7 @@ class DeliveryFailed(RetryableError):
 
 
 class ProducerFenced(TerminalError):
-    """The idempotent producer hit a fatal error; it must be replaced."""
+    """The idempotent producer hit a fatal error; the call fails and the next one gets a new producer."""
 
 
 @dataclass(frozen=True)
@@ -64,22 +65,39 @@ class OutRecord:
     value: bytes
 
 
+def _new_producer(config: dict[str, object]) -> Producer:
+    return Producer(config, logger=logging.getLogger("cdcflow.kafka.librdkafka"))
+
+
 class AsyncProducer:
-    def __init__(self, settings: ProducerSettings) -> None:
+    def __init__(self, settings: ProducerSettings, factory: Callable[[dict[str, object]], Any] = _new_producer) -> None:
         self.settings = settings
-        self._producer = Producer(settings.librdkafka_config(), logger=logging.getLogger("cdcflow.kafka.librdkafka"))
+        self._factory = factory
+        self._producer = factory(settings.librdkafka_config())
         self._stop = threading.Event()
         self._poller = threading.Thread(target=self._poll_loop, name="kafka-poll", daemon=True)
         self._poller.start()
         self.fatal: str | None = None
+        self.replacements = 0
 
     def _poll_loop(self) -> None:
         while not self._stop.is_set():
             self._producer.poll(0.05)
 
+    def _replace_fenced(self) -> None:
+        """A fatal error fences an idempotent producer for good: fail what it still holds (those
+        calls are answered with errors and HBase resends them), then continue with a new one."""
+        old = self._producer
+        log.warning("replacing the Kafka producer after: %s", self.fatal)
+        old.purge(in_queue=True, in_flight=True)
+        old.flush(5.0)  # delivers the purge errors to their callbacks
+        self._producer = self._factory(self.settings.librdkafka_config())
+        self.fatal = None
+        self.replacements += 1
+
     async def send_all(self, records: Sequence[OutRecord]) -> None:
         if self.fatal:
-            raise ProducerFenced(self.fatal)
+            await asyncio.to_thread(self._replace_fenced)
         loop = asyncio.get_running_loop()
         futures: list[asyncio.Future[None]] = []
         for rec in records:
