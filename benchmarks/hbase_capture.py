@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import pickle
-import platform
 import random
 import statistics
 import subprocess
@@ -30,6 +28,7 @@ import uuid
 from pathlib import Path
 
 import confluent_kafka
+from machine import machine_summary  # type: ignore[import-not-found]
 
 from cdcflow.events.json_codec import encode
 from cdcflow.hbase.changes import row_changes
@@ -175,14 +174,10 @@ def baseline_run(records: list[tuple[str, bytes, bytes]], settings: ProducerSett
 
 
 def machine() -> str:
-    cpuinfo = Path("/proc/cpuinfo").read_text().splitlines()
-    meminfo = Path("/proc/meminfo").read_text().splitlines()
-    cpu = next((line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")), "?")
-    mem = int(next(line.split()[1] for line in meminfo if line.startswith("MemTotal"))) // 1024 // 1024
     lib = confluent_kafka.libversion()[0]
     from importlib.metadata import version
 
-    return (f"{os.cpu_count()} cores ({cpu}), {mem} GiB; Python {platform.python_version()}; "
+    return (f"{machine_summary()}; "
             f"confluent-kafka {version('confluent-kafka')} / librdkafka {lib}; Kafka {versions.KAFKA_VERSION}; "
             f"HBase {versions.HBASE_VERSION}")  # fmt: skip
 

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -26,6 +24,7 @@ import uuid
 from pathlib import Path
 
 import yaml
+from machine import machine_summary  # type: ignore[import-not-found]
 
 from cdcflow import kafka as k
 from cdcflow.config import PipelineConfig, SinkConfig
@@ -40,11 +39,7 @@ CLI = [sys.executable, "-m", "cdcflow.cli.main"]
 
 
 def machine() -> str:
-    cpuinfo = Path("/proc/cpuinfo").read_text().splitlines()
-    meminfo = Path("/proc/meminfo").read_text().splitlines()
-    cpu = next((line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")), "?")
-    mem = int(next(line.split()[1] for line in meminfo if line.startswith("MemTotal"))) // 1024 // 1024
-    return (f"{os.cpu_count()} cores ({cpu}), {mem} GiB; Python {platform.python_version()}; "
+    return (f"{machine_summary()}; "
             f"Spark {versions.SPARK_VERSION} (local[2]), Delta {versions.DELTA_VERSION}; "
             f"Kafka {versions.KAFKA_VERSION}; HBase {versions.HBASE_VERSION}")  # fmt: skip
 
