@@ -99,6 +99,41 @@ class HBaseSourceConfig(_Strict):
     peer: PeerConfig = PeerConfig()
 
 
+class MySqlSnapshotConfig(_Strict):
+    """Initial snapshot of selected tables, interleaved with the stream (DBLog-style watermarks)."""
+
+    tables: tuple[str, ...] = ()  # "db.table" patterns; empty: no snapshot
+    chunk_size: int = Field(default=5000, ge=1)
+    # A table cdcflow writes watermarks to (created if missing). The database must be in the binlog.
+    watermark_table: str = Field(default="cdcflow.watermarks", pattern=r"^[A-Za-z0-9_$]+\.[A-Za-z0-9_$]+$")
+
+
+class MySqlSourceConfig(_Strict):
+    """A MySQL/MariaDB server read as a replica (binlog) and published to Kafka."""
+
+    name: str = Field(default="mysql", pattern=r"^[A-Za-z0-9_.\-]+$")
+    # null: the local stack's MariaDB (with its replication user)
+    host: str | None = None
+    port: int | None = Field(default=None, ge=1, le=65535)
+    user: str | None = None
+    password: str | None = None
+    server_id: int = Field(default=6401, ge=1, le=2**32 - 1)  # must differ from every server and replica
+    topic_prefix: str = Field(default="cdcflow.mysql", pattern=r"^[A-Za-z0-9._\-]+$")
+    include: tuple[str, ...] = ("*.*",)  # "db.table" patterns (fnmatch)
+    exclude: tuple[str, ...] = ("mysql.*", "sys.*", "information_schema.*", "performance_schema.*", "cdcflow.*")
+    # Tables without a primary key: which columns identify a row ({"db.table": ["a", "b"]}).
+    key_columns: dict[str, tuple[str, ...]] = {}
+    start: Literal["latest", "earliest"] = "latest"  # where a source with no checkpoint begins
+    offsets_topic: str = "cdcflow-mysql-offsets"
+    schema_history_topic: str = "cdcflow-mysql-schema-history"
+    dead_letter_topic: str = "cdcflow-mysql-dead-letter"
+    topic_partitions: int = Field(default=1, ge=1)
+    checkpoint_interval_ms: int = Field(default=1000, ge=10)
+    heartbeat_s: float = Field(default=1.0, gt=0, le=60)
+    max_inflight_mb: int = Field(default=256, ge=1)  # bounds memory in large transactions
+    snapshot: MySqlSnapshotConfig = MySqlSnapshotConfig()
+
+
 class SinkConfig(_Strict):
     """One sink of the pipeline; its own streaming query, checkpoint and failure handling."""
 
@@ -136,6 +171,7 @@ class CdcflowConfig(_Strict):
     demo: DemoConfig = DemoConfig()
     kafka: KafkaConfig = KafkaConfig()
     hbase: HBaseSourceConfig = HBaseSourceConfig()
+    mysql: MySqlSourceConfig = MySqlSourceConfig()
     pipeline: PipelineConfig = PipelineConfig()
 
 

@@ -118,6 +118,10 @@ def to_dict(event: ChangeEvent, hints: ValueHints | None = None) -> dict[str, An
         },
         "ts_ms": int(time.time() * 1000),
     }
+    if event.transaction is not None:
+        out["transaction"] = event.transaction
+    if event.pk_change is not None:
+        out["pk_change"] = event.pk_change
     if event.cells is not None:
         cells = []
         after: dict[str, Any] = {}
@@ -199,4 +203,12 @@ def _from_dict(raw: Any) -> ChangeEvent:
     else:
         key = json.dumps(raw["key"], separators=(",", ":"), sort_keys=True).encode()
         after = raw["after"]
-    return ChangeEvent(key=key, op=Op(raw["op"]), source=source, before=raw["before"], after=after, cells=cells)
+    txn, pk_change = raw.get("transaction"), raw.get("pk_change")
+    if txn is not None and not isinstance(txn, dict):
+        raise MalformedEvent("transaction must be an object")
+    if pk_change is not None and not isinstance(pk_change, dict):
+        raise MalformedEvent("pk_change must be an object")
+    return ChangeEvent(
+        key=key, op=Op(raw["op"]), source=source, before=raw["before"], after=after, cells=cells,
+        transaction=txn, pk_change=pk_change,
+    )  # fmt: skip

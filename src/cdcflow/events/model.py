@@ -40,3 +40,7 @@ class ChangeEvent:
     before: dict[str, Any] | None = None
     after: dict[str, Any] | None = None
     cells: tuple[Cell, ...] | None = None  # HBase only: every cell of the mutation, exactly
+    # MySQL only: {"id": GTID or file:pos, "order": 1-based index of this event in its transaction}
+    transaction: dict[str, Any] | None = None
+    # MySQL only, on both halves of a primary-key change: {"old_key": {...}, "new_key": {...}}
+    pk_change: dict[str, Any] | None = None

@@ -4,20 +4,24 @@ from cdcflow.kafka.client import (
     KafkaRecord,
     TopicReader,
     consume,
+    create_store_topic,
     create_topic,
     end_offsets,
     list_topics,
     ping,
     produce_sync,
+    read_latest,
 )
 
 __all__ = [
     "KafkaRecord",
     "TopicReader",
     "consume",
+    "create_store_topic",
     "create_topic",
     "end_offsets",
     "list_topics",
     "ping",
     "produce_sync",
+    "read_latest",
 ]

@@ -173,3 +173,62 @@ class TopicReader:
 
     def close(self) -> None:
         self._consumer.close()
+
+
+def read_latest(bootstrap: str, topic: str, key: bytes, timeout_s: float = 30.0) -> bytes | None:
+    """The newest value of `key` in `topic` (a compacted store such as the offsets topic), read to its end.
+
+    None if the topic or the key does not exist. A tombstone (null value) also reads as None.
+    """
+    ends = end_offsets(bootstrap, topic, timeout_s)
+    if not any(ends.values()):
+        return None
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"cdcflow-store-{time.time_ns()}",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+        }
+    )
+    latest: bytes | None = None
+    try:
+        consumer.assign([TopicPartition(topic, p, 0) for p, end in ends.items() if end > 0])
+        done = {p for p, end in ends.items() if end == 0}
+        deadline = time.monotonic() + timeout_s
+        while len(done) < len(ends):
+            if time.monotonic() > deadline:
+                raise ServiceUnavailable(f"reading {topic}: not at its end after {timeout_s:.0f} s")
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            err = msg.error()
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:
+                    done.add(msg.partition() or 0)
+                    continue
+                raise ServiceUnavailable(f"reading {topic}: {err.str()}")
+            if msg.key() == key:
+                latest = msg.value()
+            if (msg.offset() or 0) + 1 >= ends[msg.partition() or 0]:
+                done.add(msg.partition() or 0)
+    finally:
+        consumer.close()
+    return latest
+
+
+def create_store_topic(bootstrap: str, name: str, compact: bool, timeout_s: float = 30.0) -> None:
+    """A single-partition topic that keeps its records: log-compacted (checkpoints: the newest value
+    per key survives) or kept forever (schema history: every record matters). Existing is fine."""
+    admin = _admin(bootstrap)
+    config = {"cleanup.policy": "compact"} if compact else {"retention.ms": "-1", "retention.bytes": "-1"}
+    topic = NewTopic(name, num_partitions=1, replication_factor=1, config=config)
+    futures = admin.create_topics([topic], request_timeout=timeout_s)
+    try:
+        futures[name].result(timeout=timeout_s)
+    except KafkaException as exc:
+        err: KafkaError = exc.args[0]
+        if err.code() == KafkaError.TOPIC_ALREADY_EXISTS:
+            return
+        cls = RetryableError if err.retriable() else TerminalError
+        raise cls(f"create topic {name}: {err.str()}") from exc

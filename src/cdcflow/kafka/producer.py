@@ -142,3 +142,49 @@ def _resolve(fut: asyncio.Future[None], exc: Exception | None) -> None:
         fut.set_result(None)
     else:
         fut.set_exception(exc)
+
+
+DeliveryCallback = Callable[[str | None], None]
+
+
+class SyncProducer:
+    """An idempotent producer for a single-threaded loop: `send` queues, `poll` runs the callbacks.
+
+    Callbacks run on the caller's thread inside `poll`/`flush`, so the caller's bookkeeping (which
+    transaction is fully acknowledged) needs no locks. A full local queue is waited out in `send`.
+    """
+
+    def __init__(self, settings: ProducerSettings, factory: Callable[[dict[str, object]], Any] = _new_producer) -> None:
+        self.settings = settings
+        self._factory = factory
+        self._producer = factory(settings.librdkafka_config())
+
+    def send(self, topic: str, key: bytes | None, value: bytes, on_delivery: DeliveryCallback) -> None:
+        def cb(err: KafkaError | None, _msg: Message) -> None:
+            on_delivery(None if err is None else f"{topic}: {err.str()}{' (fatal)' if err.fatal() else ''}")
+
+        while True:
+            try:
+                self._producer.produce(topic, value=value, key=key, on_delivery=cb)
+                return
+            except BufferError:
+                self._producer.poll(0.05)  # local queue full: let acknowledgements drain it
+
+    def poll(self, timeout_s: float = 0.0) -> None:
+        self._producer.poll(timeout_s)
+
+    def pending(self) -> int:
+        """Records queued or in flight, not yet acknowledged."""
+        return len(self._producer)
+
+    def flush(self, timeout_s: float) -> int:
+        remaining: int = self._producer.flush(timeout_s)
+        return remaining
+
+    def reset(self) -> None:
+        """Drop everything not yet acknowledged (their callbacks report failure) and start a new producer.
+        Used before resuming from the last checkpoint, which re-sends whatever was dropped."""
+        old = self._producer
+        old.purge(in_queue=True, in_flight=True)
+        old.flush(5.0)
+        self._producer = self._factory(self.settings.librdkafka_config())

@@ -293,7 +293,10 @@ def _old_datetime_reader(buf: bytes, off: int) -> tuple[object, int]:
     _need(buf, off, 8, "DATETIME(old)")
     v = int.from_bytes(buf[off : off + 8], "little")
     d, t = divmod(v, 1000000)
-    return f"{d // 10000:04d}-{d // 100 % 100:02d}-{d % 100:02d} {t // 10000:02d}:{t // 100 % 100:02d}:{t % 100:02d}", off + 8
+    return (
+        f"{d // 10000:04d}-{d // 100 % 100:02d}-{d % 100:02d} {t // 10000:02d}:{t // 100 % 100:02d}:{t % 100:02d}",
+        off + 8,
+    )
 
 
 def _old_timestamp_reader(buf: bytes, off: int) -> tuple[object, int]:
@@ -393,7 +396,7 @@ def make_reader(col: Column, codec_for: Callable[[int], str | None]) -> Reader:
         return _double_reader
     if t == NEWDECIMAL:
         return _decimal_reader(meta >> 8, meta & 0xFF)
-    if t == DATE or t == NEWDATE:
+    if t in (DATE, NEWDATE):
         return _date_reader
     if t == DATETIME2:
         return _datetime2_reader(meta)

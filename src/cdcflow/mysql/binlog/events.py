@@ -492,7 +492,9 @@ class BinlogDecoder:
             return RowsEvent(header, kind, table_id, None, (), end_of_statement)
         ncols, p = read_lenenc(body, p)
         if ncols != len(schema.columns):
-            raise BinlogDecodeError(f"rows event for {schema.qualified} has {ncols} columns, its TABLE_MAP {len(schema.columns)}")
+            raise BinlogDecodeError(
+                f"rows event for {schema.qualified} has {ncols} columns, its TABLE_MAP {len(schema.columns)}"
+            )
         nbytes = (ncols + 7) // 8
         present = [c for c, on in zip(schema.columns, _bits(body[p : p + nbytes], ncols), strict=True) if on]
         p += nbytes
