@@ -65,7 +65,9 @@ def sql_mode_relaxed() -> str:
     return "SET SESSION sql_mode = 'NO_ENGINE_SUBSTITUTION'"
 
 
-def test_every_column_type_matches_select(mariadb: dict[str, Any], kafka: dict[str, Any], sql_mode_relaxed: str) -> None:
+def test_every_column_type_matches_select(
+    mariadb: dict[str, Any], kafka: dict[str, Any], sql_mode_relaxed: str
+) -> None:
     bootstrap = kafka["bootstrap_servers"]
     db = unique_name("types")
     admin = admin_endpoint(mariadb)

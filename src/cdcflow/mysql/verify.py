@@ -136,7 +136,9 @@ def _same(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
-def compare_tables(source: Mapping[str, Row], sink: Mapping[str, Row], report: VerifyReport | None = None) -> VerifyReport:
+def compare_tables(
+    source: Mapping[str, Row], sink: Mapping[str, Row], report: VerifyReport | None = None
+) -> VerifyReport:
     report = report or VerifyReport()
     for key in sorted(set(source) | set(sink)):
         report.rows_compared += 1
@@ -152,4 +154,3 @@ def compare_tables(source: Mapping[str, Row], sink: Mapping[str, Row], report: V
             diff = {c: (s.get(c), d.get(c)) for c in s.keys() | d.keys() if not _same(s.get(c), d.get(c))}
             report.note(f"different: {key}: {diff}")
     return report
-
