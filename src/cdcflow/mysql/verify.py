@@ -36,7 +36,14 @@ def render_value(data_type: str, column_type: str, fsp: int, value: Any) -> Any:
         return int(value)
     if t == "decimal":
         return format(Decimal(value), "f")
-    if t in ("float", "double"):
+    if t == "float":  # selected as CAST(... AS DOUBLE): the exact float32, shown as the decoder shows it
+        exact = struct.pack("<f", float(value))
+        for digits in range(6, 10):
+            short = float(f"{float(value):.{digits}g}")
+            if struct.pack("<f", short) == exact:
+                return short
+        return float(value)
+    if t == "double":
         return float(value)
     if t == "bit":
         return int.from_bytes(value, "big") if isinstance(value, bytes) else int(value)
@@ -95,7 +102,9 @@ def source_rows(ep: MySqlEndpoint, db: str, table: str, key_cols: tuple[str, ...
     try:
         with conn.cursor() as cur:
             cur.execute("SET time_zone = '+00:00'")
-            cur.execute(f"SELECT * FROM `{db}`.`{table}`")
+            # FLOAT: the server prints 6 significant digits; read the exact float32 instead
+            select = ", ".join(f"CAST(`{n}` AS DOUBLE)" if d == "float" else f"`{n}`" for n, d, *_ in cols)
+            cur.execute(f"SELECT {select} FROM `{db}`.`{table}`")
             for raw in cur.fetchall():
                 row = {n: render_value(d, c, f, v) for (n, d, c, f, _), v in zip(cols, raw, strict=True)}
                 out[key_json(row, keys)] = row
@@ -130,10 +139,7 @@ def rebuild(records: Iterable[bytes]) -> tuple[dict[tuple[str, str], dict[str, R
 
 
 def _same(a: Any, b: Any) -> bool:
-    if isinstance(a, float) and isinstance(b, float) and a != b:
-        # FLOAT columns: the server rounds to 6 digits when it prints; compare as float32
-        return struct.pack("<f", a) == struct.pack("<f", b)
-    return bool(a == b)
+    return bool(a == b) and type(a) is type(b)
 
 
 def compare_tables(
