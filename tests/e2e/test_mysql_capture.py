@@ -82,7 +82,7 @@ class CaptureProcess:
                 return
             time.sleep(1)
         raise AssertionError(
-            f"checkpoint did not reach {gtid_pos}; last {self.checkpoint()}\n{self.log.read_text()[-3000:]}"
+            f"checkpoint did not reach {gtid_pos}; last {self.checkpoint()}\n" + self.log.read_text()[-3000:]
         )
 
 
@@ -170,4 +170,4 @@ def test_randomized_workload_survives_sigkills_and_kafka_outage(
     checkpoints = check_checkpoints_on_boundaries(admin, bootstrap, capture.cfg.offsets_topic)
     assert workload.transactions > 500 and workload.rollbacks > 0 and all(sizes.values())
     print(f"faults: {workload.transactions} transactions ({workload.rollbacks} rolled back), {len(values)} events, "
-          f"rows {sizes}, {checkpoints} checkpoints all on boundaries, restarts logged: {log.count('resuming')}")  # fmt: skip
+          f"rows {sizes}, {checkpoints} checkpoints all on boundaries, restarts: {log.count('resuming')}")  # fmt: skip

@@ -27,6 +27,12 @@ def _frac(micro: int, fsp: int) -> str:
     return f".{micro:06d}"[: fsp + 1] if fsp else ""
 
 
+_BINARY_TYPES = frozenset({
+    "binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob", "geometry", "point", "linestring",
+    "polygon", "multipoint", "multilinestring", "multipolygon", "geometrycollection",
+})  # fmt: skip
+
+
 def render_value(data_type: str, column_type: str, fsp: int, value: Any) -> Any:
     """A value as PyMySQL returns it from SELECT -> the change event's JSON rendering of that type."""
     if value is None:
@@ -69,8 +75,7 @@ def render_value(data_type: str, column_type: str, fsp: int, value: Any) -> Any:
         h, rest = divmod(total, 3600)
         return f"{sign}{h:02d}:{rest // 60:02d}:{rest % 60:02d}" + _frac(micro, fsp)
     if isinstance(value, bytes):
-        if t in ("binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob", "geometry", "point",
-                 "linestring", "polygon", "multipoint", "multilinestring", "multipolygon", "geometrycollection"):  # fmt: skip
+        if t in _BINARY_TYPES:
             return base64.b64encode(value).decode("ascii")
         return value.decode("utf-8")
     return value

@@ -145,9 +145,11 @@ class MySqlWorkload:
             maybe(round(r.uniform(-1e6, 1e6), 3)),
             maybe(r.uniform(-1e12, 1e12)),
             maybe(r.randrange(2**64)),
-            maybe(f"{'-' if r.random() < 0.3 else ''}{r.randrange(839)}:{r.randrange(60):02d}:{r.randrange(60):02d}.{r.randrange(100):02d}"),
+            maybe(f"{'-' if r.random() < 0.3 else ''}{r.randrange(839)}:{r.randrange(60):02d}:"
+                  f"{r.randrange(60):02d}.{r.randrange(100):02d}"),
             maybe(r.choice([0, *range(1901, 2156)])),
-            maybe(f'{{"n": {r.randrange(1000)}, "tags": ["x", "y{r.randrange(9)}"], "ok": {str(r.random() < 0.5).lower()}}}'),
+            maybe(f'{{"n": {r.randrange(1000)}, "tags": ["x", "y{r.randrange(9)}"], '
+                  f'"ok": {str(r.random() < 0.5).lower()}}}'),
             maybe(bytes(r.randrange(256) for _ in range(r.randrange(0, 7)))),
             maybe(r.randrange(-128, 128)),
             maybe(r.randrange(65536)),
