@@ -24,15 +24,17 @@ import yaml
 from cdcflow.kafka import end_offsets, read_latest
 from cdcflow.kafka.client import consume
 from cdcflow.mysql.checkpoint import Checkpoint
-from cdcflow.mysql.sql import query
+from cdcflow.mysql.sql import execute, query
 from cdcflow.mysql.verify import compare_tables, rebuild, source_rows
 from cdcflow.testing import ServiceHarness, unique_name
 from cdcflow.testing.mysql import WORKLOAD_TABLES, MySqlWorkload, admin_endpoint, source_config
 
 
 class CaptureProcess:
-    def __init__(self, workdir: Path, mariadb: dict[str, Any], bootstrap: str, name: str, db: str) -> None:
-        self.cfg = source_config(name, [db])
+    def __init__(
+        self, workdir: Path, mariadb: dict[str, Any], bootstrap: str, name: str, db: str, **overrides: Any
+    ) -> None:
+        self.cfg = source_config(name, [db], **overrides)
         self.bootstrap = bootstrap
         self.log = workdir / f"{name}.log"
         self.config_path = workdir / f"{name}.yaml"
@@ -171,3 +173,38 @@ def test_randomized_workload_survives_sigkills_and_kafka_outage(
     assert workload.transactions > 500 and workload.rollbacks > 0 and all(sizes.values())
     print(f"faults: {workload.transactions} transactions ({workload.rollbacks} rolled back), {len(values)} events, "
           f"rows {sizes}, {checkpoints} checkpoints all on boundaries, restarts: {log.count('resuming')}")  # fmt: skip
+
+
+def peak_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmHWM")
+
+
+def test_one_large_transaction_in_bounded_memory(mariadb: dict[str, Any], kafka: dict[str, Any], tmp_path: Path) -> None:
+    """300k rows of ~600 bytes in one transaction (~200 MB of events): the capture streams them with
+    max_inflight_mb=16 and its peak memory stays far below the transaction's size."""
+    bootstrap = kafka["bootstrap_servers"]
+    admin = admin_endpoint(mariadb)
+    db = unique_name("bigtxn")
+    execute(admin, f"CREATE DATABASE {db}", f"CREATE TABLE {db}.big (id INT PRIMARY KEY, pad VARCHAR(600))")
+    capture = CaptureProcess(tmp_path, mariadb, bootstrap, unique_name("big"), db, max_inflight_mb=16)
+    capture.start()
+    rows = 300_000
+    execute(admin_endpoint(mariadb, database=db), f"INSERT INTO {db}.big SELECT seq, REPEAT(CHAR(65 + seq % 26), 550) FROM seq_1_to_{rows}")
+    (gtid_pos,) = query(admin, "SELECT @@gtid_binlog_pos")[0]
+    capture.wait_caught_up(gtid_pos, timeout_s=300)
+    assert capture.proc is not None
+    peak = peak_rss_mb(capture.proc.pid)
+    assert capture.stop() == 0
+    topic = f"{capture.cfg.topic_prefix}.{db}.big"
+    sizes = end_offsets(bootstrap, topic)
+    assert sum(sizes.values()) >= rows
+    values = read_topics(bootstrap, [topic])
+    event_mb = sum(len(v) for v in values) / 2**20
+    rebuilt, _ = rebuild(values)
+    report = compare_tables(source_rows(admin, db, "big"), rebuilt[(db, "big")])
+    assert report.clean, report.examples
+    print(f"large transaction: {rows} rows, {event_mb:.0f} MB of events, capture peak RSS {peak:.0f} MB")
+    assert peak < event_mb / 2, f"peak RSS {peak:.0f} MB for {event_mb:.0f} MB of events"
