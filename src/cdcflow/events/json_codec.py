@@ -103,7 +103,7 @@ def to_dict(event: ChangeEvent, hints: ValueHints | None = None) -> dict[str, An
         "schema": SCHEMA_ID,
         "op": event.op.value,
         # HBase: the row key bytes; MySQL: the primary-key columns as a JSON object.
-        "key": {"row": _b64(event.key)} if src.connector == "hbase" else json.loads(event.key),
+        "key": {"row": _b64(event.key)} if src.connector == "hbase" else orjson.loads(event.key),
         "before": event.before,
         "after": event.after,
         "source": {

@@ -257,8 +257,8 @@ class MySqlCapture:
     # -- publishing ------------------------------------------------------------------------------------
 
     def _send(self, topic: str, key: bytes | None, value: bytes, txn: PendingTxn, frontier: AckFrontier) -> None:
-        frontier.sending(txn)
-        self.producer.send(topic, key, value, lambda err: frontier.delivered(txn, err))
+        txn.outstanding += 1
+        self.producer.send(topic, key, value, txn.on_delivery)
 
     def _publish_rows(self, ev: RowsEvent, ctx: TxnContext, txn: PendingTxn, frontier: AckFrontier) -> None:
         schema = ev.schema
@@ -317,7 +317,7 @@ def _is_rows(event_type: int) -> bool:
     return event_type in (23, 24, 25, 30, 31, 32)
 
 
-def _ignore_ack(_err: str | None) -> None:
+def _ignore_ack(_err: object, _msg: object) -> None:
     """Checkpoint records: a lost one only means resuming from an earlier one (duplicates, no loss)."""
 
 

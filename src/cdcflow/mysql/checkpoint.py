@@ -45,17 +45,21 @@ class Checkpoint:
 
 
 class PendingTxn:
-    """Acknowledgements still owed for one source transaction."""
+    """Acknowledgements still owed for one source transaction. `on_delivery` is the producer callback
+    of all its records (librdkafka's shape: error or None, message)."""
 
-    __slots__ = ("checkpoint", "outstanding")
+    __slots__ = ("checkpoint", "frontier", "outstanding")
 
-    def __init__(self) -> None:
+    def __init__(self, frontier: AckFrontier) -> None:
         self.outstanding = 0
         self.checkpoint: Checkpoint | None = None  # set at its commit event
+        self.frontier = frontier
 
-    def ack(self, error: str | None) -> None:
-        if error is None:
+    def on_delivery(self, err: Any, _msg: Any) -> None:
+        if err is None:
             self.outstanding -= 1
+        elif self.frontier.failure is None:
+            self.frontier.failure = f"{err.str() if hasattr(err, 'str') else err}"
 
 
 class AckFrontier:
@@ -66,7 +70,7 @@ class AckFrontier:
         self.failure: str | None = None  # first delivery failure seen: the capture must resume from a checkpoint
 
     def begin(self) -> PendingTxn:
-        txn = PendingTxn()
+        txn = PendingTxn(self)
         self._txns.append(txn)
         return txn
 
@@ -74,9 +78,7 @@ class AckFrontier:
         txn.outstanding += 1
 
     def delivered(self, txn: PendingTxn, error: str | None) -> None:
-        if error is not None and self.failure is None:
-            self.failure = error
-        txn.ack(error)
+        txn.on_delivery(error, None)
 
     def commit(self, txn: PendingTxn, checkpoint: Checkpoint) -> None:
         txn.checkpoint = checkpoint

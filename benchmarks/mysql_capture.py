@@ -1,0 +1,184 @@
+"""Benchmark of the MySQL/MariaDB capture path (issue #5): binlog -> change events -> Kafka acknowledgements.
+
+Runs against the local stack's real MariaDB and Kafka (`cdcflow stack up kafka mariadb` first; the
+stack home is taken from CDCFLOW__STACK__HOME or the default). In one run, on one machine:
+
+1. a mixed-DML workload is written first (multi-row INSERTs, single-row UPDATEs in 500-row
+   transactions, a large DELETE), so the capture then reads a ready binlog at full speed;
+2. capture: `MySqlCapture` from the GTID before the workload until its checkpoint (every event
+   acknowledged by Kafka, acks=all) reaches the last GTID; rows/s = change events / seconds;
+3. baseline: the raw confluent-kafka producer sending the very same encoded events, same settings;
+4. decode only: cdcflow's decoder over the same binlog, and python-mysql-replication 1.0.17 over
+   the same binlog (touching every row), both without Kafka: why cdcflow has its own decoder.
+
+    .venv/bin/python benchmarks/mysql_capture.py [--inserts 100000 --updates 50000 --deletes 20000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import uuid
+from importlib.metadata import version
+from pathlib import Path
+
+import confluent_kafka
+from machine import machine_summary  # type: ignore[import-not-found]
+
+from cdcflow.kafka import end_offsets
+from cdcflow.kafka.client import consume
+from cdcflow.kafka.producer import ProducerSettings
+from cdcflow.mysql.binlog.events import BinlogDecoder, RowsEvent
+from cdcflow.mysql.sql import BinlogStream, StreamStart, connect, execute, query
+from cdcflow.stack import Stack
+from cdcflow.stack.paths import default_stack_home
+from cdcflow.testing.mysql import CaptureThread, admin_endpoint, repl_endpoint, source_config
+
+TABLE = """(id BIGINT PRIMARY KEY, n INT, name VARCHAR(64), amount DECIMAL(12,2), at DATETIME(6), body TEXT,
+            ratio DOUBLE, flag TINYINT UNSIGNED, day DATE, tag VARCHAR(32)) DEFAULT CHARSET=utf8mb4"""
+
+
+def write_workload(ep: object, db: str, inserts: int, updates: int, deletes: int) -> int:
+    conn = connect(ep, autocommit=False)  # type: ignore[arg-type]
+    rows = 0
+    with conn.cursor() as cur:
+        for start in range(0, inserts, 500):
+            values = [(i, i % 1000, f"name-{i}", f"{i % 100000}.{i % 100:02d}", "2026-01-02 03:04:05.123456",
+                       "body text " * 8, i / 7, i % 256, "2026-11-22", f"tag{i % 50}")
+                      for i in range(start, min(start + 500, inserts))]  # fmt: skip
+            cur.executemany(f"INSERT INTO {db}.t VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)", values)
+            conn.commit()
+            rows += len(values)
+        for start in range(0, updates, 500):
+            for i in range(start, min(start + 500, updates)):
+                cur.execute(f"UPDATE {db}.t SET n = n + 1, name = %s WHERE id = %s", (f"upd-{i}", (i * 7) % inserts))
+                rows += 1
+            conn.commit()
+        cur.execute(f"DELETE FROM {db}.t WHERE id < %s", (deletes,))
+        rows += cur.rowcount
+        conn.commit()
+    conn.close()
+    return rows
+
+
+def pymysqlreplication_only(repl: object, start: str, expected_rows: int, db: str) -> tuple[int, float]:
+    from pymysqlreplication import BinLogStreamReader
+    from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
+
+    stream = BinLogStreamReader(
+        connection_settings=repl.connection_settings(),  # type: ignore[attr-defined]
+        server_id=910_000 + os.getpid() % 1000, auto_position=start, is_mariadb=True, blocking=True,
+        only_events=[WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent], only_schemas=[db],
+    )  # fmt: skip
+    rows, t0 = 0, time.perf_counter()
+    for event in stream:
+        rows += sum(1 for r in event.rows if r)
+        if rows >= expected_rows:
+            break
+    elapsed = time.perf_counter() - t0
+    stream.close()
+    return rows, elapsed
+
+
+def raw_producer(bootstrap: str, values: list[tuple[bytes | None, bytes]], topic: str) -> float:
+    settings = ProducerSettings(bootstrap)
+    producer = confluent_kafka.Producer(settings.librdkafka_config())
+    errors: list[str] = []
+
+    def on_delivery(err: confluent_kafka.KafkaError | None, _msg: object) -> None:
+        if err is not None:
+            errors.append(err.str())
+
+    t0 = time.perf_counter()
+    for key, value in values:
+        while True:
+            try:
+                producer.produce(topic, value=value, key=key, on_delivery=on_delivery)
+                break
+            except BufferError:
+                producer.poll(0.05)
+    assert producer.flush(120) == 0 and not errors, errors[:3]
+    return time.perf_counter() - t0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--inserts", type=int, default=100_000)
+    parser.add_argument("--updates", type=int, default=50_000)
+    parser.add_argument("--deletes", type=int, default=20_000)
+    args = parser.parse_args()
+    home = Path(os.environ.get("CDCFLOW__STACK__HOME") or default_stack_home())
+    stack = Stack(home)
+    mariadb, bootstrap = stack.endpoints("mariadb"), str(stack.endpoints("kafka")["bootstrap_servers"])
+    admin, repl = admin_endpoint(mariadb), repl_endpoint(mariadb)
+    db = f"bench_{uuid.uuid4().hex[:8]}"
+    execute(admin, f"CREATE DATABASE {db}", f"CREATE TABLE {db}.t {TABLE}")
+    (start,) = query(admin, "SELECT @@gtid_binlog_pos")[0]
+    t0 = time.perf_counter()
+    rows = write_workload(admin, db, args.inserts, args.updates, args.deletes)
+    write_s = time.perf_counter() - t0
+    (end,) = query(admin, "SELECT @@gtid_binlog_pos")[0]
+    print(machine_summary())
+    print(f"MariaDB {query(admin, 'SELECT VERSION()')[0][0]}, Kafka broker of the stack, "
+          f"confluent-kafka {version('confluent-kafka')} (librdkafka {confluent_kafka.libversion()[0]})")  # fmt: skip
+    print(f"workload: {rows} row changes ({args.inserts} inserts in 500-row statements, {args.updates} single-row "
+          f"updates in 500-row transactions, one {args.deletes}-row DELETE), written in {write_s:.1f} s")  # fmt: skip
+
+    name = f"bench{uuid.uuid4().hex[:6]}"
+    cfg = source_config(name, [db], start="latest")
+    capture = CaptureThread(cfg, mariadb, bootstrap)
+    # start from the GTID before the workload: the checkpoint topic gets that position first
+    from cdcflow.kafka.client import produce_sync
+    from cdcflow.mysql.checkpoint import Checkpoint
+
+    produce_sync(bootstrap, cfg.offsets_topic, [(name.encode(), Checkpoint(start, "", 4).to_bytes())])
+    t0 = time.perf_counter()
+    capture.start()
+    while True:
+        cp = capture.capture.stats.checkpoint
+        if cp is not None and cp.gtid_state == end:
+            break
+        if capture.error is not None:
+            raise capture.error
+        time.sleep(0.05)
+    capture_s = time.perf_counter() - t0
+    stats = capture.stop()
+    topic = f"{cfg.topic_prefix}.{db}.t"
+    total = sum(end_offsets(bootstrap, topic).values())
+    records = consume(bootstrap, topic, expected=total, timeout_s=300)
+    pairs = [(r.key, r.value) for r in records if r.value is not None]
+    mb = sum(len(v) for _, v in pairs) / 2**20
+    base_s = raw_producer(bootstrap, pairs, f"{topic}.baseline")
+    print(f"capture : {stats.events} events ({mb:.0f} MB JSON) acknowledged in {capture_s:.1f} s = "
+          f"{stats.events / capture_s:,.0f} rows/s (includes connecting and preflight)")  # fmt: skip
+    print(f"baseline: raw producer, same {len(pairs)} encoded events, same settings: {base_s:.1f} s = "
+          f"{len(pairs) / base_s:,.0f} rows/s; capture/baseline = {base_s / capture_s:.2f}")  # fmt: skip
+
+    dec_rows, dec_s = decode_only_rows(repl, start, rows)
+    print(f"decode only, cdcflow decoder: {dec_rows} rows in {dec_s:.1f} s = {dec_rows / dec_s:,.0f} rows/s")
+    lib_rows, lib_s = pymysqlreplication_only(repl, start, rows, db)
+    print(f"decode only, python-mysql-replication {version('mysql-replication')}: {lib_rows} rows in {lib_s:.1f} s "
+          f"= {lib_rows / lib_s:,.0f} rows/s")  # fmt: skip
+    execute(admin, f"DROP DATABASE {db}")
+    sys.stdout.flush()
+
+
+def decode_only_rows(repl: object, start: str, expected_rows: int) -> tuple[int, float]:
+    stream = BinlogStream(repl, server_id=920_000 + os.getpid() % 1000)  # type: ignore[arg-type]
+    stream.open(StreamStart(gtid_state=start))
+    decoder = BinlogDecoder()
+    decoder.checksum = stream.checksum
+    rows, t0 = 0, time.perf_counter()
+    while rows < expected_rows:
+        ev = decoder.decode(stream.read())
+        if isinstance(ev, RowsEvent):
+            rows += len(ev.rows)
+    elapsed = time.perf_counter() - t0
+    stream.close()
+    return rows, elapsed
+
+
+if __name__ == "__main__":
+    main()
