@@ -182,7 +182,9 @@ def peak_rss_mb(pid: int) -> float:
     raise AssertionError("no VmHWM")
 
 
-def test_one_large_transaction_in_bounded_memory(mariadb: dict[str, Any], kafka: dict[str, Any], tmp_path: Path) -> None:
+def test_one_large_transaction_in_bounded_memory(
+    mariadb: dict[str, Any], kafka: dict[str, Any], tmp_path: Path
+) -> None:
     """300k rows of ~600 bytes in one transaction (~200 MB of events): the capture streams them with
     max_inflight_mb=16 and its peak memory stays far below the transaction's size."""
     bootstrap = kafka["bootstrap_servers"]
@@ -192,7 +194,10 @@ def test_one_large_transaction_in_bounded_memory(mariadb: dict[str, Any], kafka:
     capture = CaptureProcess(tmp_path, mariadb, bootstrap, unique_name("big"), db, max_inflight_mb=16)
     capture.start()
     rows = 300_000
-    execute(admin_endpoint(mariadb, database=db), f"INSERT INTO {db}.big SELECT seq, REPEAT(CHAR(65 + seq % 26), 550) FROM seq_1_to_{rows}")
+    execute(
+        admin_endpoint(mariadb, database=db),
+        f"INSERT INTO {db}.big SELECT seq, REPEAT(CHAR(65 + seq % 26), 550) FROM seq_1_to_{rows}",
+    )
     (gtid_pos,) = query(admin, "SELECT @@gtid_binlog_pos")[0]
     capture.wait_caught_up(gtid_pos, timeout_s=300)
     assert capture.proc is not None
@@ -208,3 +213,88 @@ def test_one_large_transaction_in_bounded_memory(mariadb: dict[str, Any], kafka:
     assert report.clean, report.examples
     print(f"large transaction: {rows} rows, {event_mb:.0f} MB of events, capture peak RSS {peak:.0f} MB")
     assert peak < event_mb / 2, f"peak RSS {peak:.0f} MB for {event_mb:.0f} MB of events"
+
+
+def test_snapshot_of_a_million_rows_while_writing_then_streaming(
+    mariadb: dict[str, Any], kafka: dict[str, Any], tmp_path: Path
+) -> None:
+    """1M rows snapshotted in chunks while random writes hit the same table; the capture is killed once
+    mid-snapshot and resumes from its last acknowledged chunk; streaming goes on after the snapshot."""
+    bootstrap = kafka["bootstrap_servers"]
+    admin = admin_endpoint(mariadb)
+    db = unique_name("snap")
+    total = 1_000_000
+    execute(
+        admin,
+        f"CREATE DATABASE {db}",
+        f"CREATE TABLE {db}.big (id INT PRIMARY KEY, n INT, name VARCHAR(40), amount DECIMAL(10,2), at DATETIME(3))",
+    )
+    execute(admin_endpoint(mariadb, database=db),
+            f"INSERT INTO {db}.big SELECT seq, seq % 1000, CONCAT('name-', seq), seq / 100, "
+            f"'2026-01-01 00:00:00.123' + INTERVAL seq SECOND FROM seq_1_to_{total}")  # fmt: skip
+    capture = CaptureProcess(tmp_path, mariadb, bootstrap, unique_name("snapsrc"), db,
+                             snapshot={"tables": [f"{db}.big"], "chunk_size": 10_000})  # fmt: skip
+    stop = threading.Event()
+    writes = {"n": 0}
+
+    def writer() -> None:
+        from cdcflow.mysql.sql import connect
+
+        rng = random.Random(3)
+        conn = connect(admin)
+        with conn.cursor() as cur:
+            while not stop.is_set():
+                k = rng.randrange(1, total + 5000)
+                op = rng.random()
+                if op < 0.5:
+                    cur.execute(f"UPDATE {db}.big SET n = n + 1, name = %s WHERE id = %s", (f"w{writes['n']}", k))
+                elif op < 0.7:
+                    cur.execute(f"DELETE FROM {db}.big WHERE id = %s", (k,))
+                elif op < 0.9:
+                    cur.execute(f"INSERT IGNORE INTO {db}.big VALUES (%s, 1, 'new', 1.5, '2026-06-01 00:00:00')", (k,))
+                else:  # move a row to another key
+                    cur.execute(
+                        f"UPDATE IGNORE {db}.big SET id = %s WHERE id = %s", (rng.randrange(1, total + 5000), k)
+                    )
+                writes["n"] += 1
+                time.sleep(0.002)
+        conn.close()
+
+    capture.start()
+    thread = threading.Thread(target=writer, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 300
+        while True:  # kill once a good part of the snapshot is acknowledged
+            cp = capture.checkpoint()
+            done_rows = cp.snapshot.get(f"{db}.big", {}).get("rows", 0) if cp else 0
+            if done_rows > 300_000:
+                break
+            assert time.monotonic() < deadline, f"snapshot too slow: {done_rows}\n{capture.log.read_text()[-3000:]}"
+            time.sleep(1)
+        capture.kill()
+        capture.start()
+        deadline = time.monotonic() + 600
+        while True:
+            cp = capture.checkpoint()
+            if cp is not None and cp.snapshot.get(f"{db}.big", {}).get("done"):
+                break
+            assert time.monotonic() < deadline, f"snapshot did not finish\n{capture.log.read_text()[-3000:]}"
+            time.sleep(2)
+        time.sleep(3)  # streaming goes on after the snapshot
+    finally:
+        stop.set()
+        thread.join(30)
+    (gtid_pos,) = query(admin, "SELECT @@gtid_binlog_pos")[0]
+    capture.wait_caught_up(gtid_pos)
+    assert capture.stop() == 0
+    values = read_topics(bootstrap, [capture.cfg.topic_prefix + f".{db}.big"])
+    rebuilt, malformed = rebuild(values)
+    assert malformed == 0
+    source = source_rows(admin, db, "big")
+    report = compare_tables(source, rebuilt[(db, "big")])
+    assert report.clean, report.summary() + "\n" + "\n".join(report.examples)
+    reads = sum(1 for v in values if b'"op":"r"' in v)
+    assert reads >= total * 0.9 and writes["n"] > 1000
+    print(f"snapshot: {len(source)} rows equal; {reads} snapshot reads, {len(values) - reads} stream events, "
+          f"{writes['n']} concurrent writes, one SIGKILL mid-snapshot")  # fmt: skip

@@ -15,6 +15,7 @@ the same `pos`, harmless downstream); nothing is skipped.
 from __future__ import annotations
 
 import base64
+import copy
 import fnmatch
 import logging
 import re
@@ -22,6 +23,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import orjson
 
@@ -46,6 +48,7 @@ from cdcflow.mysql.binlog.events import (
 from cdcflow.mysql.changes import TxnContext, key_columns, row_changes
 from cdcflow.mysql.checkpoint import AckFrontier, Checkpoint, PendingTxn
 from cdcflow.mysql.preflight import ServerInfo, preflight
+from cdcflow.mysql.snapshot import Snapshotter
 from cdcflow.mysql.sql import BinlogStream, MySqlEndpoint, StreamStart
 
 log = logging.getLogger(__name__)
@@ -61,6 +64,7 @@ class CaptureStats:
     ddl: int = 0
     dead_letters: int = 0
     restarts: int = 0
+    snapshot_rows: int = 0
     checkpoints: int = 0
     last_source_ts_ms: int = 0
     checkpoint: Checkpoint | None = None
@@ -98,6 +102,8 @@ class MySqlCapture:
         self._topics: set[str] = set()
         self._table_columns: dict[str, list[dict[str, object]]] = {}  # last schema published per table
         self.server: ServerInfo | None = None
+        self.snapshot: Snapshotter | None = None
+        self.progress: dict[str, Any] = {}  # snapshot progress, carried in every checkpoint
         self.streaming = threading.Event()  # set once the binlog stream is open (tests wait for it)
 
     # -- set-up ----------------------------------------------------------------------------------------
@@ -127,6 +133,7 @@ class MySqlCapture:
         for topic, compact in ((self.cfg.offsets_topic, True), (self.cfg.schema_history_topic, False)):
             create_store_topic(self.bootstrap, topic, compact=compact)
         checkpoint = self.load_checkpoint()
+        self._setup_snapshot(checkpoint)
         if checkpoint is None:
             checkpoint = self._initial_checkpoint(self.server)
             log.info(
@@ -157,11 +164,27 @@ class MySqlCapture:
             checkpoint = self.stats.checkpoint
         return self.stats
 
+    def _setup_snapshot(self, checkpoint: Checkpoint | None) -> None:
+        snap_cfg = self.cfg.snapshot
+        self.progress = copy.deepcopy(checkpoint.snapshot) if checkpoint else {}
+        self.snapshot = None
+        if not snap_cfg.tables:
+            return
+        self.filter.always = (snap_cfg.watermark_table,)
+        snapshot_ep = self.ep
+        self.snapshot = Snapshotter(snapshot_ep, self.cfg.name, snap_cfg.watermark_table, snap_cfg.chunk_size,
+                                    self.progress)  # fmt: skip
+
     def _stream(self, start: Checkpoint, stop: threading.Event) -> None:
         assert self.server is not None
         stream = BinlogStream(self.ep, self.cfg.server_id, heartbeat_s=self.cfg.heartbeat_s,
                               read_timeout_s=max(10.0, self.cfg.heartbeat_s * 5))  # fmt: skip
         self.producer.reset()  # anything unacknowledged from a previous attempt is re-sent from `start`
+        if self.snapshot is not None:  # snapshot progress goes back with the stream position
+            self.snapshot.chunk = None
+            self.progress.clear()
+            self.progress.update(copy.deepcopy(start.snapshot))
+            self.snapshot.prepare(self.cfg.snapshot.tables, TableFilter(self.cfg.include, self.cfg.exclude))
         frontier = AckFrontier()
         if self.server.mariadb:
             stream.open(StreamStart(gtid_state=start.gtid_state or ""))
@@ -178,7 +201,10 @@ class MySqlCapture:
         last_flush = time.monotonic()
         since_poll = 0
         try:
+            snapshot = self.snapshot
             while not stop.is_set():
+                if snapshot is not None and snapshot.chunk is None and snapshot.plans:
+                    snapshot.maybe_start_chunk()
                 raw = stream.read()
                 try:
                     ev = decoder.decode(raw)
@@ -220,6 +246,7 @@ class MySqlCapture:
                     frontier.commit(txn, Checkpoint(
                         gtid_state=_format_gtid_state(state), file=file, pos=h.log_pos,
                         server_id=h.server_id, ts_ms=h.timestamp * 1000,
+                        snapshot=copy.deepcopy(self.progress) if self.progress else {},
                     ))  # fmt: skip
                     self.stats.transactions += 1
                     self.stats.last_source_ts_ms = h.timestamp * 1000
@@ -247,9 +274,6 @@ class MySqlCapture:
         newest = frontier.advance()
         if newest is None:
             return
-        snapshot = self.stats.checkpoint.snapshot if self.stats.checkpoint else {}
-        if snapshot and not newest.snapshot:
-            newest = Checkpoint(**{**newest.__dict__, "snapshot": snapshot})
         self.producer.send(self.cfg.offsets_topic, self.cfg.name.encode(), newest.to_bytes(), _ignore_ack)
         self.stats.checkpoint = newest
         self.stats.checkpoints += 1
@@ -263,10 +287,26 @@ class MySqlCapture:
     def _publish_rows(self, ev: RowsEvent, ctx: TxnContext, txn: PendingTxn, frontier: AckFrontier) -> None:
         schema = ev.schema
         assert schema is not None
+        snapshot = self.snapshot
+        if snapshot is not None and snapshot.is_watermark_table(schema.qualified):
+            for _before, after in ev.rows:
+                chunk_table = snapshot.chunk.table if snapshot.chunk else ""
+                reads = snapshot.on_watermark(after or {}, ctx, ev.header.start_pos, ev.header.timestamp * 1000)
+                if reads:
+                    db, table = chunk_table.split(".", 1)
+                    topic = self.topic_for(db, table)
+                    self._ensure_topic(topic)
+                    for change in reads:
+                        self._send(topic, change.key, encode(change), txn, frontier)
+                    self.stats.snapshot_rows += len(reads)
+            return
         topic = self.topic_for(schema.db, schema.table)
         self._ensure_topic(topic)
         keys = key_columns(schema, self.cfg.key_columns)
+        watching = snapshot is not None and snapshot.chunk is not None and snapshot.chunk.in_window
         for change in row_changes(ev, ctx, self.cfg.name, keys):
+            if watching:
+                snapshot.observe(schema.qualified, change.key)  # type: ignore[union-attr]
             self._send(topic, change.key, encode(change), txn, frontier)
             self.stats.events += 1
 
@@ -346,8 +386,9 @@ def run_forever(capture: MySqlCapture, stop: threading.Event) -> CaptureStats:
             last = s.events
             lag = time.time() * 1000 - s.last_source_ts_ms if s.last_source_ts_ms else 0
             log.info(
-                "mysql: %d events (%.0f/s), %d transactions, %d DDL, %d dead letters, %d restarts, source lag %.1f s, "
-                "checkpoint %s", s.events, rate, s.transactions, s.ddl, s.dead_letters, s.restarts, lag / 1000,
+                "mysql: %d events (%.0f/s), %d snapshot rows, %d transactions, %d DDL, %d dead letters, %d restarts, "
+                "source lag %.1f s, checkpoint %s", s.events, rate, s.snapshot_rows, s.transactions, s.ddl,
+                s.dead_letters, s.restarts, lag / 1000,
                 s.checkpoint.gtid_state if s.checkpoint else None,
             )  # fmt: skip
 

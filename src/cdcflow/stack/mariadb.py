@@ -124,4 +124,6 @@ class MariaDBService(Service):
             f"GRANT ALL PRIVILEGES ON *.* TO '{a}'@'127.0.0.1' WITH GRANT OPTION",
             f"CREATE USER IF NOT EXISTS '{r}'@'127.0.0.1' IDENTIFIED BY '{endpoints['repl_password']}'",
             f"GRANT REPLICATION SLAVE, BINLOG MONITOR, SELECT, RELOAD ON *.* TO '{r}'@'127.0.0.1'",
+            # the snapshot's watermark table lives in the `cdcflow` database (mysql.snapshot.watermark_table)
+            f"GRANT ALL PRIVILEGES ON cdcflow.* TO '{r}'@'127.0.0.1'",
         )
