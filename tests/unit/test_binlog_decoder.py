@@ -235,3 +235,17 @@ def test_small_readers() -> None:
 def test_xid_and_gtid_events_are_recognised() -> None:
     decoded = decode_all(golden_events())
     assert any(isinstance(e, XidEvent) for e in decoded)
+
+
+def test_a_table_map_that_cannot_be_decoded_fails_its_rows_with_the_reason() -> None:
+    """An unknown character set (here: a collation map without utf8mb4) must not turn into skipped rows."""
+    decoder = BinlogDecoder(collations={63: "binary", 8: "latin1"})
+    decoder.checksum = True
+    failures = []
+    for e in golden_events():
+        try:
+            decoder.decode(e)
+        except BinlogDecodeError as exc:
+            failures.append((e[4], str(exc)))
+    assert failures and {t for t, _ in failures} == {19, 23, 24, 25}  # TABLE_MAP and its rows events
+    assert all("unknown collation id" in msg for _, msg in failures)

@@ -199,6 +199,7 @@ class BinlogDecoder:
     _post_header: bytes = b""
     _tables: dict[int, TableSchema | None] = field(default_factory=dict)
     _table_cache: dict[bytes, TableSchema | None] = field(default_factory=dict)
+    _broken: dict[int, str] = field(default_factory=dict)
 
     def decode(self, data: bytes) -> BinlogEvent:
         if len(data) < HEADER_LEN:
@@ -322,7 +323,13 @@ class BinlogDecoder:
         if not self.table_filter(db, table):
             self._remember(key, table_id, None)
             return TableMapEvent(header, table_id, db, table, None)
-        schema = self._parse_columns(body, p, table_id, db, table)
+        try:
+            schema = self._parse_columns(body, p, table_id, db, table)
+        except BinlogDecodeError as exc:
+            self._tables.pop(table_id, None)
+            self._broken[table_id] = f"{db}.{table}: {exc}"  # its rows events fail with this reason
+            raise
+        self._broken.pop(table_id, None)
         self._remember(key, table_id, schema)
         return TableMapEvent(header, table_id, db, table, schema)
 
@@ -485,6 +492,10 @@ class BinlogDecoder:
                 raise BinlogDecodeError("rows event too short for its extra data length")
             p += int.from_bytes(body[p : p + 2], "little")
         if table_id not in self._tables:
+            if table_id in self._broken:
+                raise BinlogDecodeError(
+                    f"rows of a table whose TABLE_MAP could not be decoded: {self._broken[table_id]}"
+                )
             raise BinlogDecodeError(f"rows event for table id {table_id} without a TABLE_MAP before it")
         schema = self._tables[table_id]
         end_of_statement = bool(flags & 1)

@@ -1,0 +1,43 @@
+"""An event the decoder cannot handle goes to the dead-letter topic with its raw bytes and position;
+the capture goes on with everything else."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import orjson
+
+from cdcflow.mysql.sql import execute
+from cdcflow.testing import unique_name
+from cdcflow.testing.mysql import CaptureThread, admin_endpoint, read_all, source_config
+
+
+def test_unsupported_column_is_dead_lettered_and_capture_continues(
+    mariadb: dict[str, Any], kafka: dict[str, Any]
+) -> None:
+    bootstrap = kafka["bootstrap_servers"]
+    admin = admin_endpoint(mariadb)
+    db = unique_name("dlq")
+    execute(admin, f"CREATE DATABASE {db}",
+            f"CREATE TABLE {db}.squeezed (id INT PRIMARY KEY, body VARCHAR(200) COMPRESSED)",
+            f"CREATE TABLE {db}.plain (id INT PRIMARY KEY, v VARCHAR(10))")  # fmt: skip
+    cfg = source_config(unique_name("dlqsrc"), [db])
+    capture = CaptureThread(cfg, mariadb, bootstrap).start()
+    try:
+        execute(admin, f"INSERT INTO {db}.squeezed VALUES (1, REPEAT('x', 150))",
+                f"INSERT INTO {db}.plain VALUES (1, 'after')")  # fmt: skip
+        plain = read_all(bootstrap, [f"{cfg.topic_prefix}.{db}.plain"], expected=1)
+        dead = read_all(bootstrap, [cfg.dead_letter_topic], expected=2)
+    finally:
+        stats = capture.stop()
+    assert len(plain) == 1 and orjson.loads(plain[0])["after"] == {"id": 1, "v": "after"}
+    records = [orjson.loads(d) for d in dead]
+    assert len(records) == 2 and stats.dead_letters == 2
+    assert "compressed columns are not supported" in records[0]["error"]
+    assert "could not be decoded" in records[1]["error"]
+    for r in records:
+        raw = base64.b64decode(r["raw_event"])
+        assert r["file"].startswith("binlog.") and r["gtid"] and r["end_pos"] == int.from_bytes(raw[13:17], "little")
+        assert len(raw) == int.from_bytes(raw[9:13], "little")  # the whole event, as read from the binlog
+    assert {base64.b64decode(r["raw_event"])[4] for r in records} == {19, 23}  # TABLE_MAP, WRITE_ROWS
