@@ -40,7 +40,18 @@ def connect(ep: MySqlEndpoint, timeout_s: float = 5.0, autocommit: bool = True) 
             charset="utf8mb4",
         )
     except pymysql.err.OperationalError as exc:
-        raise ServiceUnavailable(f"MariaDB at {ep.host}:{ep.port}: {exc}") from exc
+        raise _connect_error(ep, exc) from exc
+
+
+_ACCESS_DENIED = (1044, 1045, 1227, 1698)
+
+
+def _connect_error(ep: MySqlEndpoint, exc: Exception) -> Exception:
+    """Wrong credentials or missing privileges are terminal (fix the config); anything else may pass."""
+    code = exc.args[0] if exc.args else None
+    if code in _ACCESS_DENIED:
+        return TerminalError(f"MariaDB at {ep.host}:{ep.port} refused user {ep.user!r}: {exc.args[-1]}")
+    return ServiceUnavailable(f"MariaDB at {ep.host}:{ep.port}: {exc}")
 
 
 def query(ep: MySqlEndpoint, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -103,7 +114,7 @@ class BinlogStream:
                 autocommit=True, charset="utf8mb4",
             )  # fmt: skip
         except pymysql.err.OperationalError as exc:
-            raise ServiceUnavailable(f"MariaDB at {self.ep.host}:{self.ep.port}: {exc}") from exc
+            raise _connect_error(self.ep, exc) from exc
         self._conn = conn
         try:
             with conn.cursor() as cur:
@@ -176,6 +187,6 @@ def _stream_error(exc: Exception) -> Exception:
     if code in _TERMINAL_STREAM_ERRORS:
         detail = exc.args[1] if len(exc.args) > 1 else exc
         return TerminalError(f"binlog stream: {_TERMINAL_STREAM_ERRORS[code]}: {detail}")
-    if code in (1045, 1227, 1044):
+    if code in _ACCESS_DENIED:
         return TerminalError(f"binlog stream: access denied (needs REPLICATION SLAVE): {exc}")
     return ServiceUnavailable(f"binlog stream: {exc}")
