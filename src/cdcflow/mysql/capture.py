@@ -37,6 +37,7 @@ from cdcflow.mysql.binlog.events import (
     TABLE_MAP,
     BinlogDecoder,
     GtidEvent,
+    HeartbeatEvent,
     QueryEvent,
     RotateEvent,
     RowsEvent,
@@ -251,6 +252,8 @@ class MySqlCapture:
                     self.stats.transactions += 1
                     self.stats.last_source_ts_ms = h.timestamp * 1000
                     txn, ctx = None, None
+                elif isinstance(ev, HeartbeatEvent):  # sent only when there is nothing newer: caught up
+                    self.stats.last_source_ts_ms = int(time.time() * 1000)
                 elif isinstance(ev, RotateEvent):
                     file, findex = ev.next_file, file_index(ev.next_file)
                 elif isinstance(ev, UnsupportedEvent):
