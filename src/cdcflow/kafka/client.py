@@ -46,12 +46,14 @@ def list_topics(bootstrap: str, timeout_s: float = 10.0) -> list[str]:
         raise ServiceUnavailable(f"Kafka at {bootstrap}: {exc}") from exc
 
 
-def create_topic(bootstrap: str, name: str, partitions: int = 1, replication: int = 1, timeout_s: float = 30.0) -> None:
-    """Create `name`; an existing topic is fine (idempotent)."""
+def create_topic(
+    bootstrap: str, name: str, partitions: int = 1, replication: int = 1, timeout_s: float = 30.0,
+    config: dict[str, str] | None = None,
+) -> None:  # fmt: skip
+    """Create `name` (with topic-level `config`); an existing topic is fine (idempotent)."""
     admin = _admin(bootstrap)  # must outlive the future: a collected client cancels its requests
-    futures = admin.create_topics(
-        [NewTopic(name, num_partitions=partitions, replication_factor=replication)], request_timeout=timeout_s
-    )
+    topic = NewTopic(name, num_partitions=partitions, replication_factor=replication, config=config or {})
+    futures = admin.create_topics([topic], request_timeout=timeout_s)
     try:
         futures[name].result(timeout=timeout_s)
     except KafkaException as exc:
@@ -220,15 +222,5 @@ def read_latest(bootstrap: str, topic: str, key: bytes, timeout_s: float = 30.0)
 def create_store_topic(bootstrap: str, name: str, compact: bool, timeout_s: float = 30.0) -> None:
     """A single-partition topic that keeps its records: log-compacted (checkpoints: the newest value
     per key survives) or kept forever (schema history: every record matters). Existing is fine."""
-    admin = _admin(bootstrap)
     config = {"cleanup.policy": "compact"} if compact else {"retention.ms": "-1", "retention.bytes": "-1"}
-    topic = NewTopic(name, num_partitions=1, replication_factor=1, config=config)
-    futures = admin.create_topics([topic], request_timeout=timeout_s)
-    try:
-        futures[name].result(timeout=timeout_s)
-    except KafkaException as exc:
-        err: KafkaError = exc.args[0]
-        if err.code() == KafkaError.TOPIC_ALREADY_EXISTS:
-            return
-        cls = RetryableError if err.retriable() else TerminalError
-        raise cls(f"create topic {name}: {err.str()}") from exc
+    create_topic(bootstrap, name, partitions=1, timeout_s=timeout_s, config=config)
