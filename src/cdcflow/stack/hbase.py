@@ -1,4 +1,9 @@
-"""HBase 2.6 standalone: master, region server and embedded ZooKeeper in one JVM, local filesystem."""
+"""HBase 2.6 standalone: master, region server and embedded ZooKeeper in one JVM, local filesystem.
+
+Phoenix's server side (its coprocessors) is always on the classpath: it stays passive until a
+Phoenix client first connects, and having it there means `cdcflow stack up phoenix` never has to
+restart a running HBase.
+"""
 
 from __future__ import annotations
 
@@ -65,11 +70,18 @@ class HBaseService(Service):
     def __init__(self, heap_mb: int = 3072) -> None:
         self.heap_mb = heap_mb
         self._lib: Path | None = None
+        self._phoenix: list[Path] = []
 
     def install(self) -> None:
         self._lib = maven.resolve_classpath(
             "hbase.xml", {"hbase.version": versions.HBASE_VERSION, "log4j.version": versions.LOG4J_VERSION}
         )
+        phoenix = maven.resolve_classpath(
+            "phoenix-server.xml",
+            {"phoenix.version": versions.PHOENIX_VERSION, "phoenix.hbase.compat": versions.PHOENIX_HBASE_COMPAT},
+        )
+        # Only the jars HBase does not already have (in any version): HBase's own versions win.
+        self._phoenix = maven.jars_not_in(phoenix, self._lib)
 
     def start(self, home: Path, ports: dict[str, int], log: Path) -> tuple[int, dict[str, Any]]:
         assert self._lib is not None, "install() first"
@@ -103,7 +115,7 @@ class HBaseService(Service):
         cmd = [
             "java", f"-Xmx{self.heap_mb}m", *JDK17_FLAGS,
             f"-Dlog4j2.configurationFile=file:{conf / 'log4j2.properties'}",
-            "-cp", maven.classpath(conf, self._lib),
+            "-cp", ":".join([maven.classpath(conf, self._lib), *map(str, self._phoenix)]),
             "org.apache.hadoop.hbase.master.HMaster", "start",
         ]  # fmt: skip
         pid = process.spawn(cmd, log, cwd=home)
@@ -112,6 +124,7 @@ class HBaseService(Service):
             "znode_parent": "/hbase",
             "master": f"127.0.0.1:{ports['master']}",
             "regionserver": f"127.0.0.1:{ports['regionserver']}",
+            "phoenix_server": versions.PHOENIX_VERSION,
         }
 
     def check(self, endpoints: dict[str, Any]) -> str:

@@ -14,12 +14,13 @@ from cdcflow.stack import ports, process, state
 from cdcflow.stack.hbase import HBaseService
 from cdcflow.stack.kafka import KafkaService
 from cdcflow.stack.mariadb import MariaDBService
+from cdcflow.stack.phoenix import PhoenixService
 from cdcflow.stack.service import Service
 
 log = logging.getLogger(__name__)
 
 # Start order; `down` stops in reverse.
-COMPONENTS: tuple[str, ...] = ("mariadb", "kafka", "hbase")
+COMPONENTS: tuple[str, ...] = ("mariadb", "kafka", "hbase", "phoenix")
 
 
 def make_service(name: str) -> Service:
@@ -27,6 +28,7 @@ def make_service(name: str) -> Service:
         "kafka": KafkaService,
         "hbase": HBaseService,
         "mariadb": MariaDBService,
+        "phoenix": PhoenixService,
     }
     if name not in factories:
         raise StackError(f"unknown component {name!r}; choose from {', '.join(COMPONENTS)}")
@@ -48,10 +50,12 @@ class Stack:
     def __init__(self, home: Path) -> None:
         self.home = home.resolve()
 
-    def _names(self, names: Sequence[str] | None) -> list[str]:
+    def _names(self, names: Sequence[str] | None, with_hosts: bool = False) -> list[str]:
         wanted = list(names) if names else list(COMPONENTS)
-        for n in wanted:
-            make_service(n)  # validates the name
+        for n in list(wanted):
+            host = make_service(n).runs_in  # also validates the name
+            if with_hosts and host and host not in wanted:
+                wanted.append(host)
         return [n for n in COMPONENTS if n in wanted]
 
     def log_path(self, name: str) -> Path:
@@ -59,7 +63,7 @@ class Stack:
 
     def up(self, names: Sequence[str] | None = None) -> list[ServiceStatus]:
         """Start what is not running (idempotent) and return once each answers a real call."""
-        chosen = self._names(names)
+        chosen = self._names(names, with_hosts=True)
         services = {n: make_service(n) for n in chosen}
         for svc in services.values():
             svc.install()
@@ -68,6 +72,13 @@ class Stack:
             old = current.get(name)
             if old and process.is_ours(old.pid, old.start_ticks):
                 log.info("%s already running (pid %s)", name, old.pid)
+                continue
+            if svc.runs_in:  # no process of its own: it shares its (already started) host's
+                host = current[svc.runs_in]
+                current[name] = state.ServiceState(
+                    name, host.pid, host.start_ticks, {}, svc.endpoints_in(host.endpoints), host.log, time.time()
+                )
+                state.save(self.home, current)
                 continue
             svc_home = self.home / name
             svc_home.mkdir(parents=True, exist_ok=True)
@@ -111,7 +122,9 @@ class Stack:
             st = current.get(name)
             if st is None:
                 continue
-            if st.pid and process.is_ours(st.pid, st.start_ticks):
+            if make_service(name).runs_in:
+                pass  # its host's process is stopped with the host
+            elif st.pid and process.is_ours(st.pid, st.start_ticks):
                 log.info("stopping %s (pid %s)", name, st.pid)
                 process.stop_group(st.pid, make_service(name).stop_grace_s)
                 stopped.append(name)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 import shutil
 import subprocess
 import tempfile
@@ -52,6 +53,21 @@ def resolve_classpath(pom_name: str, properties: dict[str, str]) -> Path:
     else:
         staging.rename(target)
     return target
+
+
+_VERSIONED = re.compile(r"^(?P<name>.+?)-\d[\w.\-]*\.jar$")
+
+
+def artifact_name(jar: Path) -> str:
+    """ "guava-27.0.1-jre.jar" → "guava"."""
+    m = _VERSIONED.match(jar.name)
+    return m.group("name") if m else jar.stem
+
+
+def jars_not_in(lib: Path, base: Path) -> list[Path]:
+    """The jars of `lib` whose artifact is not in `base` in any version (so `base`'s versions win)."""
+    have = {artifact_name(j) for j in base.glob("*.jar")}
+    return [j for j in sorted(lib.glob("*.jar")) if artifact_name(j) not in have]
 
 
 def classpath(*entries: Path) -> str:

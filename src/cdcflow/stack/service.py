@@ -15,6 +15,13 @@ class Service(ABC):
     start_timeout_s: ClassVar[float] = 120.0
     # How long SIGTERM may take before SIGKILL.
     stop_grace_s: ClassVar[float] = 30.0
+    # A component without a process of its own lives in this one's (Phoenix in HBase): the
+    # manager starts the host instead and takes the endpoints from `endpoints_in`.
+    runs_in: ClassVar[str | None] = None
+
+    def endpoints_in(self, host: dict[str, Any]) -> dict[str, Any]:
+        """The endpoints of a `runs_in` component, from its host's."""
+        raise NotImplementedError
 
     @abstractmethod
     def install(self) -> None:

@@ -22,3 +22,13 @@ MARIADB_SERIES = "10.11"
 SPARK_VERSION = "4.0.0"
 DELTA_VERSION = "4.0.0"
 DELTA_ARTIFACT = "delta-spark_2.13"  # Delta 4.0.x has no Spark-version suffix
+
+# Apache Phoenix, on the same HBase. 5.2.1 is the newest Phoenix whose jars are on Maven Central
+# as reachable from here (checked 2026-11-22: the 5.3.x modules and the shaded
+# phoenix-server-hbase-* jars are not). Its HBase 2.6 compatibility module (2.6.0) serves 2.6.4:
+# the 2.6.4 module added later (PHOENIX-7731) differs only in local-index half-file reading,
+# which cdcflow does not use. The thick JDBC client is published for the HBase 2.5 profile only;
+# HBase 2.5 clients talk to 2.6 servers.
+PHOENIX_VERSION = "5.2.1"
+PHOENIX_HBASE_COMPAT = "2.6.0"
+PHOENIX_CLIENT_HBASE = "2.5"

@@ -86,6 +86,20 @@ class Column:
                 base = "TEXT"
         return base + (" UNSIGNED" if self.unsigned else "")
 
+    @property
+    def sql_type(self) -> str:
+        """The type with what TABLE_MAP tells of its size: "DECIMAL(10,2)", "DATETIME(6)", "BIT(12)".
+        Sinks that create typed tables (Phoenix) need the exact precision; CHAR/VARCHAR lengths
+        are in bytes in TABLE_MAP, so they are left out rather than guessed."""
+        t, meta = self.type, self.metadata
+        if t == NEWDECIMAL:
+            return f"DECIMAL({meta >> 8},{meta & 0xFF})" + (" UNSIGNED" if self.unsigned else "")
+        if t in (TIME2, DATETIME2, TIMESTAMP2):
+            return f"{TYPE_NAMES[t]}({meta})"
+        if t == BIT:
+            return f"BIT({(meta >> 8) * 8 + (meta & 0xFF)})"
+        return self.type_name
+
 
 @dataclass(frozen=True)
 class TableSchema:
@@ -104,7 +118,12 @@ class TableSchema:
     def describe(self) -> list[dict[str, object]]:
         """The schema as plain data, for the schema-history topic and error messages."""
         return [
-            {"name": c.name, "type": c.type_name, "nullable": c.nullable, "key": i in self.primary_key}
+            {
+                "name": c.name, "type": c.type_name, "sql_type": c.sql_type, "nullable": c.nullable,
+                "key": i in self.primary_key,
+                # position in the primary key (its order is the row-key order a sink should keep)
+                "key_order": self.primary_key.index(i) if i in self.primary_key else None,
+            }  # fmt: skip
             for i, c in enumerate(self.columns)
         ]
 
