@@ -430,6 +430,18 @@ def _checkpoint_root(cfg: CdcflowConfig) -> Path:
     return cfg.pipeline.checkpoint_dir or _data_dir(cfg) / "checkpoints"
 
 
+def _pipeline_context(cfg: CdcflowConfig) -> dict[str, Any]:
+    """Endpoints sinks may default to: Kafka, the source HBase, the local stack's Phoenix (when the
+    config has a phoenix sink without a url), the MySQL schema history, the local data folder."""
+    context: dict[str, Any] = {
+        "bootstrap_servers": _bootstrap(cfg), "zk_quorum": _source_zk(cfg), "data_dir": str(_data_dir(cfg)),
+        "mysql_schema_history_topic": cfg.mysql.schema_history_topic,
+    }  # fmt: skip
+    if any(s.type == "phoenix" and not s.options.get("url") for s in cfg.pipeline.sinks):
+        context["phoenix_url"] = Stack(cfg.stack.resolved_home()).endpoints("phoenix")["jdbc_url"]
+    return context
+
+
 @main.group()
 def pipeline() -> None:
     """The Spark pipeline that applies change events to the configured sinks."""
@@ -449,7 +461,7 @@ def pipeline_run(config_path: Path | None, available_now: bool, metrics_port: in
     cfg = _load(config_path)
     if not cfg.pipeline.sinks:
         raise click.UsageError("no sinks configured (pipeline.sinks)")
-    context = {"bootstrap_servers": _bootstrap(cfg), "zk_quorum": _source_zk(cfg), "data_dir": str(_data_dir(cfg))}
+    context = _pipeline_context(cfg)
     if metrics_port is not None:
         from prometheus_client import start_http_server
 
@@ -482,9 +494,14 @@ def pipeline_submit(
     from cdcflow.pipeline import app
     from cdcflow.pipeline.session import SESSION_CONF, extra_jars
 
+    from cdcflow.pipeline.sinks.registry import make_sink
+
     cfg = _load(config_path)
+    context = _pipeline_context(cfg)
+    sink_jars = sorted({j for s in cfg.pipeline.sinks for j in make_sink(s, context).jars()})
+    jars = ",".join([*(str(j) for j in extra_jars()), *sink_jars])
     cmd = [str(Path(pyspark.__file__).parent / "bin" / "spark-submit"), "--name", "cdcflow-pipeline"]
-    cmd += ["--master", master or cfg.pipeline.master or "local[2]", "--jars", ",".join(str(j) for j in extra_jars())]
+    cmd += ["--master", master or cfg.pipeline.master or "local[2]", "--jars", jars]
     for key, value in SESSION_CONF.items():
         cmd += ["--conf", f"{key}={value}"]
     cmd += ["--conf", f"spark.pyspark.python={sys.executable}", *spark_args, app.__file__]

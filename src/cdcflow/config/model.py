@@ -138,7 +138,7 @@ class SinkConfig(_Strict):
     """One sink of the pipeline; its own streaming query, checkpoint and failure handling."""
 
     name: str = Field(pattern=r"^[A-Za-z0-9_\-]+$")
-    type: Literal["hbase", "delta", "delta_changelog", "console", "parquet"]
+    type: Literal["hbase", "delta", "delta_changelog", "console", "parquet", "phoenix"]
     # hbase: zk_quorum (default: the source's), table_suffix ("_copy"), table_map {"ns:src": "ns:dst"}
     # delta: path (current-state tables at <path>/<db>/<table>), max_versions (1), typed_columns {"cf:q": "long"}
     # delta_changelog: path (each change exactly once); parquet: path (per-batch folders, debugging)

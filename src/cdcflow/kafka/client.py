@@ -137,6 +137,47 @@ def end_offsets(bootstrap: str, topic: str, timeout_s: float = 10.0) -> dict[int
         consumer.close()
 
 
+def read_to_end(bootstrap: str, topic: str, timeout_s: float = 30.0) -> list[KafkaRecord]:
+    """Every record of `topic` from its start to its end now ([] if the topic does not exist)."""
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": f"cdcflow-scan-{time.time_ns()}", "enable.auto.commit": False}
+    )
+    out: list[KafkaRecord] = []
+    try:
+        meta = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
+        if meta is None or meta.error is not None:
+            return []
+        ends: dict[int, int] = {}
+        starts = []
+        for p in meta.partitions:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s)
+            if high > low:
+                ends[p] = high
+                starts.append(TopicPartition(topic, p, low))
+        if not starts:
+            return []
+        consumer.assign(starts)
+        deadline = time.monotonic() + timeout_s
+        while ends:
+            if time.monotonic() > deadline:
+                raise ServiceUnavailable(f"reading {topic} to its end took more than {timeout_s:.0f} s")
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            err = msg.error()
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:
+                    continue
+                raise ServiceUnavailable(f"read {topic}: {err.str()}")
+            part, offset = msg.partition() or 0, msg.offset() or 0
+            out.append(KafkaRecord(topic, part, offset, msg.key(), msg.value()))
+            if part in ends and offset + 1 >= ends[part]:
+                del ends[part]
+    finally:
+        consumer.close()
+    return out
+
+
 class TopicReader:
     """Reads topics from the beginning, incrementally: each `poll` returns what arrived since."""
 

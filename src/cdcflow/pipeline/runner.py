@@ -194,7 +194,8 @@ class Pipeline:
         leaves the dead-letter query out (benchmarks measuring one sink alone).
         """
         stop = stop or threading.Event()
-        self.spark = build_session("cdcflow-pipeline", self.cfg.master)
+        jars = sorted({j for s in self.sinks for j in s.jars()})
+        self.spark = build_session("cdcflow-pipeline", self.cfg.master, sink_jars=jars)
         self.spark.sparkContext.setLogLevel("WARN")
         runners = [_Runner(s.name, s) for s in self.sinks]
         if dead_letters:

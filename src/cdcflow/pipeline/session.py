@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import pyspark
@@ -42,15 +43,20 @@ SESSION_CONF = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
     "spark.sql.session.timeZone": "UTC",
+    # JDBC sinks bind DATE/TIMESTAMP through java.sql types, which use the JVM's zone.
+    "spark.driver.extraJavaOptions": "-Duser.timezone=UTC",
+    "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
 }
 
 
-def build_session(app_name: str, master: str | None = "local[2]", shuffle_partitions: int = 2) -> SparkSession:
+def build_session(
+    app_name: str, master: str | None = "local[2]", shuffle_partitions: int = 2, sink_jars: Sequence[str] = ()
+) -> SparkSession:
     """A session for the pipeline. With `master=None` it runs under spark-submit, which already
     gave the master, the jars and any cluster settings; only cdcflow's required settings are added."""
     builder = SparkSession.builder.appName(app_name)
     if master:
-        jars = ",".join(str(j) for j in extra_jars())
+        jars = ",".join([*(str(j) for j in extra_jars()), *sink_jars])
         builder = builder.master(master)
         # Local Python workers must run this interpreter (the venv that has cdcflow), not whatever
         # "python3" is; PySpark reads the worker interpreter from this variable.

@@ -21,5 +21,9 @@ class Sink(ABC):
         self.options = options
         self.context = context  # endpoints resolved by the runner (zk_quorum, bootstrap_servers, ...)
 
+    def jars(self) -> list[str]:
+        """Extra jars the sink needs in Spark's JVM (a JDBC driver, ...); added to the session."""
+        return []
+
     @abstractmethod
     def apply_batch(self, events: DataFrame, batch_id: int) -> None: ...

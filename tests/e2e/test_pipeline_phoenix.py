@@ -1,0 +1,161 @@
+"""The phoenix sink on real Phoenix (in the test HBase), fed crafted MySQL-shaped events through Kafka.
+
+The randomized MariaDB → Kafka → pipeline → Phoenix test is in test_mysql_phoenix.py; this one pins
+the sink's rules with literal expectations: exact types, position guard against stale replays
+(deletes included), primary-key changes, table creation from the schema history, clear errors.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cdcflow.config import PipelineConfig, SinkConfig
+from cdcflow.events.json_codec import SCHEMA_ID
+from cdcflow.kafka import client as k
+from cdcflow.phoenix.jdbc import PhoenixJvm
+from cdcflow.pipeline.runner import Pipeline
+
+COLUMNS = [
+    {"name": "id", "type": "BIGINT UNSIGNED", "sql_type": "BIGINT UNSIGNED", "nullable": False, "key": True,
+     "key_order": 1},
+    {"name": "Region", "type": "VARCHAR", "sql_type": "VARCHAR", "nullable": False, "key": True, "key_order": 0},
+    {"name": "price", "type": "DECIMAL", "sql_type": "DECIMAL(12,4)", "nullable": True, "key": False, "key_order": None},
+    {"name": "qty", "type": "INT UNSIGNED", "sql_type": "INT UNSIGNED", "nullable": True, "key": False,
+     "key_order": None},
+    {"name": "ratio", "type": "FLOAT", "sql_type": "FLOAT", "nullable": True, "key": False, "key_order": None},
+    {"name": "seen", "type": "DATETIME", "sql_type": "DATETIME(6)", "nullable": True, "key": False, "key_order": None},
+    {"name": "stamp", "type": "TIMESTAMP", "sql_type": "TIMESTAMP(3)", "nullable": True, "key": False,
+     "key_order": None},
+    {"name": "born", "type": "DATE", "sql_type": "DATE", "nullable": True, "key": False, "key_order": None},
+    {"name": "t", "type": "TIME", "sql_type": "TIME(2)", "nullable": True, "key": False, "key_order": None},
+    {"name": "blob", "type": "BLOB", "sql_type": "BLOB", "nullable": True, "key": False, "key_order": None},
+    {"name": "code", "type": "BINARY", "sql_type": "BINARY(4)", "nullable": True, "key": False, "key_order": None},
+    {"name": "doc", "type": "TEXT", "sql_type": "TEXT", "nullable": True, "key": False, "key_order": None},
+    {"name": "select", "type": "BIT", "sql_type": "BIT(64)", "nullable": True, "key": False, "key_order": None},
+]  # fmt: skip
+
+
+def event(db: str, table: str, op: str, key: dict[str, Any], pos: list[int], after: dict[str, Any] | None) -> bytes:
+    return json.dumps(
+        {
+            "schema": SCHEMA_ID, "op": op, "key": key, "before": None, "after": after,
+            "source": {"connector": "mysql", "name": "db1", "db": db, "table": table, "ts_ms": 1_700_000_000_000,
+                       "snapshot": False, "pos": pos},
+            "ts_ms": 1_700_000_000_000,
+        }
+    ).encode()  # fmt: skip
+
+
+def row(id_: int, region: str, **values: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {c["name"]: None for c in COLUMNS}
+    return {**base, "id": id_, "Region": region, **values}
+
+
+@pytest.fixture(scope="module")
+def phoenix_url(services: Any) -> str:
+    return str(services.endpoints("phoenix")["jdbc_url"])
+
+
+def run_pipeline(kafka: dict[str, Any], url: str, prefix: str, checkpoints: Path, **options: Any) -> dict[str, str]:
+    cfg = PipelineConfig(
+        topics=f"{prefix}\\..*", dead_letter_topic=f"{prefix}-dead", max_offsets_per_trigger=4,
+        sinks=(SinkConfig(name="phoenix", type="phoenix", options={"url": url, **options}),),
+    )  # fmt: skip
+    context = {"bootstrap_servers": kafka["bootstrap_servers"], "zk_quorum": "unused"}
+    return Pipeline(cfg, context, checkpoints).run(available_now=True, max_failures=1)
+
+
+def test_exact_types_position_guard_and_table_creation(
+    kafka: dict[str, Any], phoenix_url: str, tmp_path: Path
+) -> None:
+    prefix = f"px{uuid.uuid4().hex[:8]}"
+    db, table = f"shop_{prefix}", "Orders"
+    history = f"{prefix}-history"
+    bootstrap = kafka["bootstrap_servers"]
+    k.create_topic(bootstrap, history, partitions=1)
+    record = {"kind": "table", "source": "db1", "db": db, "table": table, "columns": COLUMNS, "pos": [1, 4, 0]}
+    k.produce_sync(bootstrap, history, [(b"db1", json.dumps(record).encode())])
+    topic = f"{prefix}.{db}.{table}"
+    k.create_topic(bootstrap, topic, partitions=2)
+    key = lambda i, r: {"Region": r, "id": i}  # noqa: E731
+    full = row(
+        18446744073709551615, "eu", price="12345678.0100", qty=4294967295, ratio=1.1, seen="2024-02-29 23:59:59.123456",
+        stamp="2024-01-02T03:04:05.678Z", born="1000-01-01", t="-838:59:59.00", blob="AAEC/w==", code="YWIAAA==",
+        doc='{"a": [1, "é"]}', select=18446744073709551615,
+    )  # fmt: skip
+    events = [
+        event(db, table, "c", key(1, "eu"), [1, 100, 0], row(1, "eu", qty=1, doc="first")),
+        event(db, table, "c", key(2, "eu"), [1, 110, 0], row(2, "eu", qty=5)),
+        event(db, table, "u", key(1, "eu"), [1, 120, 0], row(1, "eu", qty=2)),
+        event(db, table, "u", key(1, "eu"), [1, 120, 1], row(1, "eu", qty=3, seen="0000-00-00 00:00:00")),
+        event(db, table, "d", key(2, "eu"), [2, 4, 0], None),
+        event(db, table, "c", key(full["id"], "eu"), [2, 9, 0], full),
+        # a primary-key change: delete the old key, create the new one
+        event(db, table, "d", key(3, "us"), [2, 20, 0], None),
+        event(db, table, "c", key(3, "apac"), [2, 20, 1], row(3, "apac", qty=9)),
+    ]
+    k.produce_sync(bootstrap, topic, [(json.dumps(key(0, "x")).encode(), e) for e in events])
+    # Stale replays in later batches (to the other partition too): none may win.
+    stale = [events[0], events[1], event(db, table, "u", key(3, "apac"), [1, 999, 0], row(3, "apac", qty=0))]
+    k.produce_sync(bootstrap, topic, [(b"other", e) for e in stale])
+
+    # Without create_tables, a missing table is a clear failure and nothing is applied.
+    failed = run_pipeline(kafka, phoenix_url, prefix, tmp_path / "cp-fail")
+    assert "does not exist" in failed["phoenix"] and "create_tables" in failed["phoenix"], failed
+
+    assert run_pipeline(kafka, phoenix_url, prefix, tmp_path / "cp", create_tables=True,
+                        schema_history_topic=history)["phoenix"] == "done"  # fmt: skip
+    schema_name = db.upper()
+    with PhoenixJvm.launch(phoenix_url) as phoenix:
+        types = phoenix.query(
+            f"SELECT COLUMN_NAME, DATA_TYPE, COLUMN_SIZE, DECIMAL_DIGITS, KEY_SEQ FROM SYSTEM.CATALOG "
+            f"WHERE TABLE_SCHEM = '{schema_name}' AND TABLE_NAME = 'ORDERS' AND COLUMN_NAME IS NOT NULL "
+            f"ORDER BY ORDINAL_POSITION"
+        )
+        got = phoenix.query(f'SELECT * FROM "{schema_name}"."ORDERS" ORDER BY "REGION", "ID"')
+    # key columns first, in MySQL key order (Phoenix's rule), then the others in MySQL order
+    assert [t[0] for t in types] == ["REGION", "ID"] + [c["name"].upper() for c in COLUMNS[2:]]
+    assert {t[0]: t[4] for t in types if t[4] is not None} == {"REGION": 1, "ID": 2}  # MySQL key order
+    assert {t[0]: (t[1], t[2], t[3]) for t in types}["ID"] == (3, 20, 0)  # DECIMAL(20,0)
+    assert {t[0]: (t[1], t[2], t[3]) for t in types}["PRICE"] == (3, 12, 4)
+    as_dict = [dict(zip([t[0] for t in types], r, strict=True)) for r in got]
+    by_key = {(d["REGION"], d["ID"]): d for d in as_dict}
+    assert set(by_key) == {("apac", "3"), ("eu", "1"), ("eu", "18446744073709551615")}
+    assert by_key[("apac", "3")]["QTY"] == 9  # the stale [1, 999, 0] update lost
+    one = by_key[("eu", "1")]
+    assert one["QTY"] == 3 and one["SEEN"] is None and one["DOC"] is None  # zero date → NULL; full row image
+    big = by_key[("eu", "18446744073709551615")]
+    assert big == {
+        # Phoenix stores DECIMALs without trailing zeros: 12345678.0100 reads back as 12345678.01
+        "REGION": "eu", "ID": "18446744073709551615", "PRICE": "12345678.01", "QTY": 4294967295, "RATIO": "1.1",
+        "SEEN": "2024-02-29 23:59:59.123456", "STAMP": "2024-01-02 03:04:05.678", "BORN": "1000-01-01",
+        "T": "-838:59:59.00", "BLOB": "AAEC/w==", "CODE": "YWIAAA==", "DOC": '{"a": [1, "é"]}',
+        "SELECT": "18446744073709551615",
+    }  # fmt: skip
+
+
+def test_incompatible_table_is_refused_with_the_reason(kafka: dict[str, Any], phoenix_url: str, tmp_path: Path) -> None:
+    prefix = f"px{uuid.uuid4().hex[:8]}"
+    db, table = f"shop_{prefix}", "items"
+    history = f"{prefix}-history"
+    bootstrap = kafka["bootstrap_servers"]
+    cols = [
+        {"name": "id", "sql_type": "INT", "nullable": False, "key": True, "key_order": 0},
+        {"name": "amount", "sql_type": "DECIMAL(30,10)", "nullable": True, "key": False, "key_order": None},
+    ]
+    k.create_topic(bootstrap, history, partitions=1)
+    k.produce_sync(bootstrap, history, [(b"db1", json.dumps({"kind": "table", "db": db, "table": table,
+                                                              "columns": cols}).encode())])  # fmt: skip
+    with PhoenixJvm.launch(phoenix_url) as phoenix:
+        phoenix.execute(f'CREATE TABLE "{db.upper()}"."ITEMS" ("ID" INTEGER NOT NULL PRIMARY KEY, "AMOUNT" DOUBLE)')
+    topic = f"{prefix}.{db}.{table}"
+    k.create_topic(bootstrap, topic, partitions=1)
+    ev = event(db, table, "c", {"id": 1}, [1, 5, 0], {"id": 1, "amount": "1.0000000001"})
+    k.produce_sync(bootstrap, topic, [(b"1", ev)])
+    result = run_pipeline(kafka, phoenix_url, prefix, tmp_path / "cp", schema_history_topic=history)
+    assert "AMOUNT is DOUBLE; it needs DECIMAL(30,10)" in result["phoenix"], result
