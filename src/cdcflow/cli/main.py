@@ -613,6 +613,32 @@ def verify_hbase_delta_cmd(config_path: Path | None, source: str, delta_path: st
     _report(report)
 
 
+@verify.command("mysql-phoenix")
+@_config_option
+@click.argument("table", metavar="DB.TABLE")
+@click.option("--url", default=None, help="Phoenix JDBC URL (default: the phoenix sink's, else the local stack's).")
+def verify_mysql_phoenix_cmd(config_path: Path | None, table: str, url: str | None) -> None:
+    """Compare MySQL table DB.TABLE with its Phoenix copy (names and table_map from the phoenix sink's
+    options). Exit 1 on differences."""
+    from cdcflow.phoenix.jdbc import PhoenixJvm
+    from cdcflow.phoenix.verify import verify_mysql_phoenix
+
+    cfg = _load(config_path)
+    db, dot, name = table.partition(".")
+    if not dot:
+        raise click.UsageError("TABLE must be DB.TABLE")
+    sink = next((s for s in cfg.pipeline.sinks if s.type == "phoenix"), None)
+    options = dict(sink.options) if sink else {}
+    url = url or options.get("url") or Stack(cfg.stack.resolved_home()).endpoints("phoenix")["jdbc_url"]
+    keys = tuple(cfg.mysql.key_columns.get(table, ()))
+    with PhoenixJvm.launch(str(url)) as phoenix:
+        report = verify_mysql_phoenix(
+            _mysql_endpoint(cfg, admin=True), db, name, phoenix, options.get("table_map", {}),
+            str(options.get("name_case", "upper")), keys,
+        )  # fmt: skip
+    _report(report)
+
+
 def _report(report: VerifyReport) -> None:
     click.echo(report.summary())
     for example in report.examples:

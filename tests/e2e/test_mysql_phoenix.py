@@ -1,0 +1,145 @@
+"""MariaDB → `cdcflow mysql` capture → Kafka → `cdcflow pipeline run` (a real process) → Phoenix.
+
+A randomized workload (every supported column type, multi-row statements, primary-key changes
+including composite keys, deletes, rolled-back transactions) runs while the pipeline process is
+killed with SIGKILL three times and restarted. Afterwards `cdcflow verify mysql-phoenix` (the
+CLI, as a user runs it) must report zero differences for every table.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from cdcflow.kafka import read_latest
+from cdcflow.mysql.checkpoint import Checkpoint
+from cdcflow.mysql.sql import query
+from cdcflow.testing import ServiceHarness, unique_name
+from cdcflow.testing.mysql import WORKLOAD_TABLES, CaptureThread, MySqlWorkload, admin_endpoint, source_config
+
+
+class PipelineProcess:
+    def __init__(self, config_path: Path, log: Path) -> None:
+        self.config_path, self.log = config_path, log
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, *args: str) -> None:
+        out = open(self.log, "ab")  # noqa: SIM115 - owned by the process
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "cdcflow.cli.main", "pipeline", "run", "--config", str(self.config_path), *args],
+            stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+
+    def wait(self, timeout_s: float) -> int:
+        assert self.proc is not None
+        return self.proc.wait(timeout=timeout_s)
+
+    def wait_for_batches(self, count: int, timeout_s: float = 240) -> None:
+        """Until this run has applied `count` more batches (so a kill lands mid-stream, not at start-up)."""
+        start = self.log.read_text().count(" applied ")
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.log.read_text().count(" applied ") - start >= count:
+                return
+            assert self.proc is not None and self.proc.poll() is None, self.log.read_text()[-4000:]
+            time.sleep(0.5)
+        raise AssertionError(f"no progress:\n{self.log.read_text()[-4000:]}")
+
+
+def cli(config_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "cdcflow.cli.main", *args, "--config", str(config_path)],
+        capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+
+
+def test_randomized_workload_into_phoenix_survives_pipeline_sigkills(
+    mariadb: dict[str, Any], kafka: dict[str, Any], hbase: dict[str, Any], services: ServiceHarness, tmp_path: Path
+) -> None:
+    phoenix_url = services.endpoints("phoenix")["jdbc_url"]
+    bootstrap = kafka["bootstrap_servers"]
+    admin = admin_endpoint(mariadb)
+    db = unique_name("e2e_phx")
+    workload = MySqlWorkload(admin, db, seed=23, account_ids=800)
+    workload.create()
+    source = source_config(unique_name("phx"), [db])
+    capture = CaptureThread(source, mariadb, bootstrap).start()
+
+    config_path = tmp_path / "cdcflow.yaml"
+    config_path.write_text(yaml.safe_dump({
+        "kafka": {"bootstrap_servers": bootstrap},
+        "hbase": {"zk_quorum": hbase["zk_quorum"]},
+        "mysql": {"host": mariadb["host"], "port": mariadb["port"], "user": mariadb["user"],
+                  "password": mariadb["password"], "schema_history_topic": source.schema_history_topic},
+        "pipeline": {
+            "topics": source.topic_prefix.replace(".", "\\.") + "\\..*",
+            "checkpoint_dir": str(tmp_path / "checkpoints"),
+            "dead_letter_topic": f"{source.name}-pipeline-dead",
+            "trigger_seconds": 1, "max_offsets_per_trigger": 3000,
+            "sinks": [{"name": "phoenix", "type": "phoenix",
+                       "options": {"url": phoenix_url, "create_tables": True}}],
+        },
+    }))  # fmt: skip
+    pipeline = PipelineProcess(config_path, tmp_path / "pipeline.log")
+    stop = threading.Event()
+
+    def write() -> None:
+        while not stop.is_set():
+            workload.transaction()
+            time.sleep(1 / 40)
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    rng = random.Random(7)
+    try:
+        pipeline.start()
+        for _ in range(3):
+            pipeline.wait_for_batches(rng.randint(1, 4))
+            time.sleep(rng.uniform(0, 3))
+            pipeline.kill()
+            time.sleep(rng.uniform(0, 2))
+            pipeline.start()
+        pipeline.wait_for_batches(2)
+    finally:
+        stop.set()
+        writer.join(60)
+        workload.close()
+    # Let the capture catch up with the last transaction, then apply what is left and stop.
+    (gtid_pos,) = query(admin, "SELECT @@gtid_binlog_pos")[0]
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        raw = read_latest(bootstrap, source.offsets_topic, source.name.encode())
+        if raw and Checkpoint.from_bytes(raw).gtid_state == gtid_pos:
+            break
+        time.sleep(1)
+    else:
+        raise AssertionError("capture did not catch up")
+    capture.stop()
+    pipeline.kill()
+    pipeline.start("--available-now")
+    assert pipeline.wait(600) == 0, pipeline.log.read_text()[-4000:]
+
+    sizes = {}
+    for table in WORKLOAD_TABLES:
+        result = cli(config_path, "verify", "mysql-phoenix", f"{db}.{table}")
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "no differences" in result.stdout
+        sizes[table] = result.stdout.split(":")[1].split("rows compared")[0].strip()
+    log = pipeline.log.read_text()
+    assert workload.transactions > 300 and workload.rollbacks > 0
+    print(f"phoenix e2e: {workload.transactions} transactions ({workload.rollbacks} rolled back), rows compared "
+          f"{sizes}, pipeline runs {log.count('started query phoenix')}")  # fmt: skip
