@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
+from cdcflow.errors import ConfigError
 from cdcflow.mysql.sql import MySqlEndpoint
 from cdcflow.mysql.verify import Row, compare_tables, key_json, render_value, source_rows, table_columns
 from cdcflow.phoenix import schema as ps
@@ -87,7 +88,7 @@ def verify_mysql_phoenix(
 ) -> VerifyReport:  # fmt: skip
     columns = table_columns(ep, db, table)
     if not columns:
-        raise ValueError(f"MySQL table {db}.{table} does not exist")
+        raise ConfigError(f"MySQL table {db}.{table} does not exist (or this user cannot see it)")
     keys = key_columns or tuple(n for n, *_, pk in columns if pk) or tuple(c[0] for c in columns)
     types = {name: d for name, d, *_ in columns}
     source = {
