@@ -24,7 +24,8 @@ COLUMNS = [
     {"name": "id", "type": "BIGINT UNSIGNED", "sql_type": "BIGINT UNSIGNED", "nullable": False, "key": True,
      "key_order": 1},
     {"name": "Region", "type": "VARCHAR", "sql_type": "VARCHAR", "nullable": False, "key": True, "key_order": 0},
-    {"name": "price", "type": "DECIMAL", "sql_type": "DECIMAL(12,4)", "nullable": True, "key": False, "key_order": None},
+    {"name": "price", "type": "DECIMAL", "sql_type": "DECIMAL(12,4)", "nullable": True, "key": False,
+     "key_order": None},
     {"name": "qty", "type": "INT UNSIGNED", "sql_type": "INT UNSIGNED", "nullable": True, "key": False,
      "key_order": None},
     {"name": "ratio", "type": "FLOAT", "sql_type": "FLOAT", "nullable": True, "key": False, "key_order": None},
@@ -70,9 +71,7 @@ def run_pipeline(kafka: dict[str, Any], url: str, prefix: str, checkpoints: Path
     return Pipeline(cfg, context, checkpoints).run(available_now=True, max_failures=1)
 
 
-def test_exact_types_position_guard_and_table_creation(
-    kafka: dict[str, Any], phoenix_url: str, tmp_path: Path
-) -> None:
+def test_exact_types_position_guard_and_table_creation(kafka: dict[str, Any], phoenix_url: str, tmp_path: Path) -> None:
     prefix = f"px{uuid.uuid4().hex[:8]}"
     db, table = f"shop_{prefix}", "Orders"
     history = f"{prefix}-history"

@@ -118,8 +118,8 @@ def stack_logs(component: str, lines: int, home: Path | None) -> None:
     help=f"Config file. Default: the bundled {DEFAULT_CONFIG.name}.",
 )  # fmt: skip
 def run(config_path: Path | None) -> None:
-    """The whole chain on the local stack until Ctrl-C: demo workload → HBase → peer → Kafka →
-    pipeline → HBase copies + Delta tables, with a live progress view."""
+    """The whole chain on the local stack until Ctrl-C: demo workloads → HBase and MariaDB → captures →
+    Kafka → pipeline → HBase copies, Delta tables and Phoenix tables, with a live progress view."""
     from cdcflow.hbase import admin
 
     cfg = _load(config_path)
@@ -145,9 +145,12 @@ def run(config_path: Path | None) -> None:
         client.close()
     from cdcflow.chain import run_chain
 
+    mysql_admin = (
+        _mysql_endpoint(cfg, admin=True) if "mariadb" in cfg.stack.components and cfg.mysql.host is None else None
+    )
     client = _client(cfg)
     try:
-        run_chain(cfg, config_path, client, st.home, lambda: _progress_lines(cfg))
+        run_chain(cfg, config_path, client, st.home, lambda: _progress_lines(cfg), mysql_admin=mysql_admin)
     finally:
         client.close()
 
@@ -493,7 +496,6 @@ def pipeline_submit(
 
     from cdcflow.pipeline import app
     from cdcflow.pipeline.session import SESSION_CONF, extra_jars
-
     from cdcflow.pipeline.sinks.registry import make_sink
 
     cfg = _load(config_path)

@@ -157,13 +157,16 @@ class PipelineConfig(_Strict):
 
 
 class DemoConfig(_Strict):
-    """The demo workload `cdcflow run` writes into the local HBase (cdcflow.demo)."""
+    """The demo workloads `cdcflow run` writes: into the local HBase (cdcflow.demo) and, when the
+    stack has MariaDB, random transactions into `mysql_database` (cdcflow.testing.mysql)."""
 
     enabled: bool = True
     tables: tuple[str, ...] = ("demo_users", "demo_orders", "demo_events")
     rows_per_table: int = Field(default=2000, ge=1)
     mutations_per_second: float = Field(default=200, gt=0)
     max_mutations: int | None = Field(default=None, ge=1)  # null: until Ctrl-C
+    mysql_database: str | None = Field(default="cdcflow_demo", pattern=r"^[A-Za-z0-9_]+$")  # null: no MySQL demo
+    mysql_transactions_per_second: float = Field(default=20, gt=0)
 
 
 class CdcflowConfig(_Strict):

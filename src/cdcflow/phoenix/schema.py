@@ -208,9 +208,7 @@ def holds(actual: str, expected: str) -> bool:
     exp_dec, act_dec = _decimal_args(expected), _decimal_args(actual)
     if exp_dec and act_dec:
         return act_dec[1] >= exp_dec[1] and act_dec[0] - act_dec[1] >= exp_dec[0] - exp_dec[1]
-    if expected.startswith("BINARY(") and actual == "VARBINARY":
-        return True
-    return False
+    return expected.startswith("BINARY(") and actual == "VARBINARY"
 
 
 def spark_type(phoenix: str) -> str:

@@ -75,9 +75,7 @@ def phoenix_rows(
     select = ", ".join(ps.quote(m) for m in mapped)
     out: dict[str, Row] = {}
     for values in phoenix.iter_rows(f"SELECT {select} FROM {target.qualified}"):
-        row = {
-            name: render_phoenix_value(d, c, f, v) for (name, d, c, f, _), v in zip(columns, values, strict=True)
-        }
+        row = {name: render_phoenix_value(d, c, f, v) for (name, d, c, f, _), v in zip(columns, values, strict=True)}
         out[key_json(row, keys)] = row
     return out
 

@@ -105,8 +105,7 @@ def check(url: str) -> str:
 
     with PhoenixJvm.launch(url) as phoenix:
         rows = phoenix.query(
-            "SELECT COUNT(DISTINCT TABLE_SCHEM || '.' || TABLE_NAME) FROM SYSTEM.CATALOG "
-            "WHERE TABLE_TYPE = 'u'"
+            "SELECT COUNT(DISTINCT TABLE_SCHEM || '.' || TABLE_NAME) FROM SYSTEM.CATALOG WHERE TABLE_TYPE = 'u'"
         )
     return f"Phoenix {versions.PHOENIX_VERSION} answers; {rows[0][0]} table(s)"
 

@@ -120,8 +120,8 @@ class MySqlWorkload:
     def create(self) -> None:
         from cdcflow.mysql.sql import execute
 
-        execute(self.ep, f"CREATE DATABASE IF NOT EXISTS {self.db}",
-                *(f"CREATE TABLE {self.db}.{name} {ddl}" for name, ddl in WORKLOAD_TABLES.items()))  # fmt: skip
+        tables = (f"CREATE TABLE IF NOT EXISTS {self.db}.{name} {ddl}" for name, ddl in WORKLOAD_TABLES.items())
+        execute(self.ep, f"CREATE DATABASE IF NOT EXISTS {self.db}", *tables)
 
     def _account_values(self) -> tuple[object, ...]:
         r = self.rng

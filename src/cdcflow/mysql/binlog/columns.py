@@ -98,6 +98,8 @@ class Column:
             return f"{TYPE_NAMES[t]}({meta})"
         if t == BIT:
             return f"BIT({(meta >> 8) * 8 + (meta & 0xFF)})"
+        if t == STRING and self.collation == BINARY_COLLATION:
+            return f"BINARY({meta})"  # binary "characters" are bytes, so the byte length is exact
         return self.type_name
 
 
@@ -119,11 +121,14 @@ class TableSchema:
         """The schema as plain data, for the schema-history topic and error messages."""
         return [
             {
-                "name": c.name, "type": c.type_name, "sql_type": c.sql_type, "nullable": c.nullable,
+                "name": c.name,
+                "type": c.type_name,
+                "sql_type": c.sql_type,
+                "nullable": c.nullable,
                 "key": i in self.primary_key,
                 # position in the primary key (its order is the row-key order a sink should keep)
                 "key_order": self.primary_key.index(i) if i in self.primary_key else None,
-            }  # fmt: skip
+            }
             for i, c in enumerate(self.columns)
         ]
 

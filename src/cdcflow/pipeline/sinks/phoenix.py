@@ -179,7 +179,8 @@ class PhoenixSink(Sink):
 
     def apply_batch(self, events: DataFrame, batch_id: int) -> None:
         spark = events.sparkSession
-        values = F.from_json(F.coalesce(F.col("after"), F.col("key")), MapType(StringType(), StringType()))
+        as_map = MapType(StringType(), StringType())
+        values = F.from_json(F.coalesce(F.col("after"), F.col("key")), as_map)  # type: ignore[arg-type]
         if self.case == "upper":
             values = F.transform_keys(values, lambda k, _v: F.upper(k))
         pos = F.array_join(F.transform("source.pos", lambda p: F.lpad(p.cast("string"), 20, "0")), ".")

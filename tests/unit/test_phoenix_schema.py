@@ -1,0 +1,143 @@
+"""MySQL → Phoenix mapping, DDL, compatibility and verify's value rendering (pure functions)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from cdcflow.errors import ConfigError
+from cdcflow.phoenix import schema as ps
+from cdcflow.phoenix.verify import phoenix_representable, render_phoenix_value
+
+
+@pytest.mark.parametrize(
+    ("mysql", "phoenix"),
+    [
+        ("TINYINT", "TINYINT"), ("TINYINT UNSIGNED", "SMALLINT"), ("SMALLINT UNSIGNED", "INTEGER"),
+        ("MEDIUMINT", "INTEGER"), ("MEDIUMINT UNSIGNED", "INTEGER"), ("INT", "INTEGER"), ("INT UNSIGNED", "BIGINT"),
+        ("BIGINT", "BIGINT"), ("BIGINT UNSIGNED", "DECIMAL(20,0)"), ("DECIMAL(10,2)", "DECIMAL(10,2)"),
+        ("DECIMAL(38,0) UNSIGNED", "DECIMAL(38,0)"), ("DECIMAL(65,30)", "VARCHAR"), ("FLOAT", "FLOAT"),
+        ("DOUBLE", "DOUBLE"), ("YEAR", "SMALLINT"), ("BIT(1)", "BIGINT"), ("BIT(63)", "BIGINT"),
+        ("BIT(64)", "DECIMAL(20,0)"), ("DATE", "DATE"), ("DATETIME(6)", "TIMESTAMP"), ("TIMESTAMP(0)", "TIMESTAMP"),
+        ("TIME(2)", "VARCHAR"), ("CHAR", "VARCHAR"), ("TEXT", "VARCHAR"), ("ENUM", "VARCHAR"), ("SET", "VARCHAR"),
+        ("BINARY(6)", "BINARY(6)"), ("VARBINARY", "VARBINARY"), ("BLOB", "VARBINARY"), ("GEOMETRY", "VARBINARY"),
+    ],
+)  # fmt: skip
+def test_every_mysql_type_maps_to_a_phoenix_type_that_holds_it(mysql: str, phoenix: str) -> None:
+    assert ps.phoenix_type(mysql) == phoenix
+
+
+def test_unmappable_types_are_clear_errors() -> None:
+    with pytest.raises(ConfigError, match="precision and scale"):
+        ps.phoenix_type("DECIMAL")
+    with pytest.raises(ConfigError, match="no Phoenix mapping"):
+        ps.phoenix_type("JSON(binary)".replace("(binary)", "X"))
+
+
+def test_holds_accepts_only_lossless_targets() -> None:
+    assert ps.holds("BIGINT", "INTEGER") and ps.holds("DECIMAL(20,0)", "BIGINT")
+    assert not ps.holds("INTEGER", "BIGINT") and not ps.holds("DECIMAL(18,0)", "BIGINT")
+    assert ps.holds("DECIMAL(14,4)", "DECIMAL(12,2)") and not ps.holds("DECIMAL(12,4)", "DECIMAL(12,2)")
+    assert not ps.holds("DOUBLE", "DECIMAL(30,10)") and not ps.holds("VARCHAR(10)", "VARCHAR")
+    assert ps.holds("VARBINARY", "BINARY(6)") and not ps.holds("DATE", "TIMESTAMP")
+
+
+def cols(*spec: tuple[str, str, int | None]) -> list[ps.MySqlColumn]:
+    return [ps.MySqlColumn(n, t, True, k) for n, t, k in spec]
+
+
+def test_create_table_declares_key_columns_first_in_mysql_key_order_and_quotes_names() -> None:
+    table = ps.expected_table(
+        "SHOP", "ORDER", cols(("id", "INT", 1), ("select", "TEXT", None), ("Region", "CHAR", 0)), "upper"
+    )
+    assert table.primary_key == ("REGION", "ID")
+    assert ps.create_table_sql(table) == (
+        'CREATE TABLE IF NOT EXISTS "SHOP"."ORDER" ("REGION" VARCHAR NOT NULL, "ID" INTEGER NOT NULL, '
+        '"SELECT" VARCHAR, CONSTRAINT PK PRIMARY KEY ("REGION", "ID"))'
+    )
+    preserved = ps.expected_table("shop", "Order", cols(("Id", "INT", 0)), "preserve")
+    assert preserved.qualified == '"shop"."Order"' and preserved.primary_key == ("Id",)
+
+
+def test_a_table_without_primary_key_cannot_be_created() -> None:
+    with pytest.raises(ConfigError, match="no primary key"):
+        ps.expected_table("S", "T", cols(("a", "INT", None)), "upper")
+
+
+def test_quote_refuses_what_cannot_be_quoted() -> None:
+    with pytest.raises(ConfigError):
+        ps.quote('a"b')
+    with pytest.raises(ConfigError):
+        ps.map_name("x", "lower")
+
+
+def test_table_map_and_internal_table_names() -> None:
+    assert ps.target_name("shop", "orders", {"shop.orders": "SALES.ORDERS_V2"}, "upper") == ("SALES", "ORDERS_V2")
+    assert ps.target_name("shop", "orders", {"shop.orders": "ORDERS"}, "upper") == ("", "ORDERS")
+    assert ps.target_name("shop", "orders", {}, "preserve") == ("shop", "orders")
+    target = ps.PhoenixTable("my-db", "t", (ps.PhoenixColumn("ID", "INTEGER"),), ("ID",))
+    other = ps.PhoenixTable("my_db", "t", (ps.PhoenixColumn("ID", "INTEGER"),), ("ID",))
+    assert ps.stage_table(target).schema == ps.STATE_SCHEMA
+    assert ps.position_table(target).name != ps.position_table(other).name  # '-' → '_' must not collide
+    assert all(c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_" for c in ps.position_table(target).name)
+
+
+def test_compatibility_problems_name_each_problem() -> None:
+    expected = ps.expected_table("S", "T", cols(("id", "INT", 0), ("amount", "DECIMAL(30,10)", None)), "upper")
+    actual = ps.PhoenixTable(
+        "S", "T",
+        (ps.PhoenixColumn("ID", "BIGINT", False), ps.PhoenixColumn("AMOUNT", "DOUBLE"),
+         ps.PhoenixColumn("EXTRA", "VARCHAR", False), ps.PhoenixColumn("CDCFLOW_POS", "VARCHAR")),
+        ("ID",),
+    )  # fmt: skip
+    problems = ps.compatibility_problems(expected, actual)
+    assert problems == [
+        "column AMOUNT is DOUBLE; it needs DECIMAL(30,10) to hold the MySQL values exactly",
+        "column EXTRA is NOT NULL but has no MySQL column to fill it",
+        "column CDCFLOW_POS clashes with a cdcflow column name",
+    ]
+    wrong_key = ps.PhoenixTable("S", "T", (ps.PhoenixColumn("ID", "INTEGER"), ps.PhoenixColumn("AMOUNT", "VARCHAR")),
+                                ("AMOUNT",))  # fmt: skip
+    assert any("primary key is (AMOUNT)" in p for p in ps.compatibility_problems(expected, wrong_key))
+
+
+def test_table_from_catalog_rows() -> None:
+    rows = [
+        [None, None, None, None, None, None, None],  # the table's header row
+        ["AMOUNT", 3, 12, 4, 1, None, 3],
+        ["ID", -5, None, None, 0, 2, 2],
+        ["REGION", 12, None, None, 0, 1, 1],
+        ["CODE", -2, 6, None, 1, None, 4],
+    ]
+    table = ps.table_from_catalog("S", "T", rows)
+    assert table is not None
+    assert [(c.name, c.type) for c in table.columns] == [
+        ("REGION", "VARCHAR"), ("ID", "BIGINT"), ("AMOUNT", "DECIMAL(12,4)"), ("CODE", "BINARY(6)"),
+    ]  # fmt: skip
+    assert table.primary_key == ("REGION", "ID")
+    assert ps.table_from_catalog("S", "T", [[None] * 7]) is None
+
+
+@given(st.lists(st.integers(0, 2**63 - 1), min_size=3, max_size=3), st.lists(st.integers(0, 2**63 - 1), min_size=3,
+                                                                                max_size=3))  # fmt: skip
+def test_sortable_position_sorts_like_the_position(a: list[int], b: list[int]) -> None:
+    assert (ps.sortable_position(a) < ps.sortable_position(b)) == (a < b)
+
+
+def test_verify_renders_phoenix_values_like_change_events() -> None:
+    assert render_phoenix_value("decimal", "decimal(12,4)", 0, "12345678.01") == "12345678.0100"
+    assert render_phoenix_value("bigint", "bigint(20) unsigned", 0, "18446744073709551615") == 18446744073709551615
+    assert render_phoenix_value("float", "float", 0, "1.1") == 1.1
+    assert (
+        render_phoenix_value("datetime", "datetime(6)", 6, "2024-02-29 23:59:59.1234") == "2024-02-29 23:59:59.123400"
+    )
+    assert render_phoenix_value("datetime", "datetime", 0, "2024-02-29 23:59:59.0") == "2024-02-29 23:59:59"
+    assert render_phoenix_value("timestamp", "timestamp(3)", 3, "2024-01-02 03:04:05.678") == "2024-01-02T03:04:05.678Z"
+    assert render_phoenix_value("time", "time(2)", 2, "-838:59:59.00") == "-838:59:59.00"
+    assert render_phoenix_value("varchar", "varchar(3)", 0, None) is None
+    assert (
+        phoenix_representable("date", "0000-00-00") is None
+        and phoenix_representable("datetime", "2024-00-01 x") is None
+    )
+    assert phoenix_representable("varchar", "") is None and phoenix_representable("date", "2024-01-01") == "2024-01-01"
