@@ -1,0 +1,142 @@
+"""Benchmark: MySQL change events into Phoenix, next to the Delta sink on the same events (issue #6).
+
+Against the local stack's real MariaDB, Kafka and HBase + Phoenix (`cdcflow stack up mariadb kafka
+phoenix` first):
+
+1. fill: a table with 12 typed columns (BIGINT UNSIGNED, DECIMAL, DATETIME(6), TIMESTAMP(3), TIME,
+   VARCHAR, BLOB, ...) gets N inserted rows, then updates of a third of them and deletes of a tenth,
+   in transactions of 1,000 rows; the MySQL capture (in this process) puts every change into Kafka.
+2. baseline: a plain Spark Structured Streaming job, Kafka → Parquet append of the raw records.
+3. each sink alone, in the same Spark session, on a fresh checkpoint, over the same records:
+   parse + dedupe + the sink's apply. rows/s = change events / wall time.
+4. `verify mysql-phoenix` must find no difference (a fast wrong sink is no result).
+
+Usage: .venv/bin/python benchmarks/pipeline_phoenix.py [--rows 100000] [--max-offsets 200000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from machine import machine_summary  # type: ignore[import-not-found]
+
+from cdcflow import kafka as k
+from cdcflow.config import PipelineConfig, SinkConfig
+from cdcflow.kafka import read_latest
+from cdcflow.mysql.checkpoint import Checkpoint
+from cdcflow.mysql.sql import execute, query
+from cdcflow.phoenix.jdbc import PhoenixJvm
+from cdcflow.phoenix.verify import verify_mysql_phoenix
+from cdcflow.pipeline.runner import Pipeline
+from cdcflow.pipeline.session import build_session
+from cdcflow.pipeline.sinks.registry import make_sink
+from cdcflow.stack import Stack, versions
+from cdcflow.stack.paths import default_stack_home
+from cdcflow.testing.mysql import CaptureThread, admin_endpoint, source_config
+
+TABLE = """(
+    id BIGINT UNSIGNED NOT NULL PRIMARY KEY, name VARCHAR(60), amount DECIMAL(14,2), qty INT, ratio DOUBLE,
+    created DATETIME(6), stamp TIMESTAMP(3) NULL, day DATE, dur TIME, note TEXT, data BLOB, flag TINYINT
+)"""
+
+
+def fill(mariadb: dict[str, str], bootstrap: str, db: str, rows: int) -> tuple[str, str, int]:
+    """Write the workload and wait until the capture acknowledged all of it. Returns (topic, history, events)."""
+    admin = admin_endpoint(mariadb)  # type: ignore[arg-type]
+    execute(admin, f"CREATE DATABASE {db}", f"CREATE TABLE {db}.items {TABLE}")
+    source = source_config(f"bench_{db}", [db])
+    capture = CaptureThread(source, mariadb, bootstrap).start()  # type: ignore[arg-type]
+    started = time.perf_counter()
+    step = 1000
+    for lo in range(1, rows + 1, step):
+        hi = min(rows, lo + step - 1)
+        execute(
+            admin,
+            f"INSERT INTO {db}.items SELECT seq, CONCAT('name-', seq, '-é'), seq * 1.25, seq % 1000, seq / 7, "
+            f"TIMESTAMP('2024-01-01') + INTERVAL seq * 1000 MICROSECOND, "
+            f"FROM_UNIXTIME(1700000000 + seq), DATE('2000-01-01') + INTERVAL seq % 9000 DAY, SEC_TO_TIME(seq % 86400), "
+            f"REPEAT('note ', seq % 20), UNHEX(SHA1(seq)), seq % 100 FROM seq_{lo}_to_{hi}",
+        )
+    for lo in range(1, rows + 1, step * 3):
+        execute(admin, f"UPDATE {db}.items SET amount = amount + 1, note = 'updated' "
+                       f"WHERE id BETWEEN {lo} AND {lo + step * 3 - 1} AND id % 3 = 0")  # fmt: skip
+    execute(admin, f"DELETE FROM {db}.items WHERE id % 10 = 0")
+    (gtid,) = query(admin, "SELECT @@gtid_binlog_pos")[0]
+    while True:
+        raw = read_latest(bootstrap, source.offsets_topic, source.name.encode())
+        if raw and Checkpoint.from_bytes(raw).gtid_state == gtid:
+            break
+        time.sleep(0.5)
+    capture.stop()
+    topic = f"{source.topic_prefix}.{db}.items"
+    events = sum(k.end_offsets(bootstrap, topic).values())
+    print(f"fill        : {events} change events in Kafka after {time.perf_counter() - started:.1f} s")
+    return topic, source.schema_history_topic, events
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rows", type=int, default=100_000)
+    ap.add_argument("--max-offsets", type=int, default=200_000, help="maxOffsetsPerTrigger for every query")
+    ap.add_argument("--stack-home", type=Path, default=None, help="the running stack (default: cdcflow's default)")
+    args = ap.parse_args()
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
+    stack = Stack(args.stack_home or default_stack_home())
+    bootstrap = stack.endpoints("kafka")["bootstrap_servers"]
+    mariadb = stack.endpoints("mariadb")
+    url = stack.endpoints("phoenix")["jdbc_url"]
+    zk = stack.endpoints("hbase")["zk_quorum"]
+    db = f"bench_{uuid.uuid4().hex[:8]}"
+    workdir = Path(tempfile.mkdtemp(prefix="cdcflow-bench-"))
+    topic, history, events = fill(mariadb, bootstrap, db, args.rows)
+
+    context = {"bootstrap_servers": bootstrap, "zk_quorum": zk}
+    sinks = {
+        "phoenix": SinkConfig(name="phoenix", type="phoenix", options={
+            "url": url, "create_tables": True, "schema_history_topic": history}),
+        "delta": SinkConfig(name="delta", type="delta", options={"path": str(workdir / "delta")}),
+    }  # fmt: skip
+    # One session for everything, with the Phoenix jars in it from the start.
+    spark = build_session("cdcflow-bench", sink_jars=make_sink(sinks["phoenix"], context).jars())
+    spark.sparkContext.setLogLevel("ERROR")
+    started = time.perf_counter()
+    (
+        spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic).option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", str(args.max_offsets)).load()
+        .writeStream.format("parquet").option("path", str(workdir / "baseline"))
+        .option("checkpointLocation", str(workdir / "baseline-checkpoint"))
+        .trigger(availableNow=True).start().awaitTermination()
+    )  # fmt: skip
+    baseline = time.perf_counter() - started
+    results = [("baseline: Kafka → Parquet, raw", baseline)]
+    for name, sink in sinks.items():
+        cfg = PipelineConfig(topics=topic.replace(".", "\\."), max_offsets_per_trigger=args.max_offsets, sinks=(sink,))
+        started = time.perf_counter()
+        result = Pipeline(cfg, context, workdir / "checkpoints").run(available_now=True, dead_letters=False)
+        assert result[name] == "done", result
+        results.append((f"sink {name}", time.perf_counter() - started))
+
+    with PhoenixJvm.launch(url) as phoenix:
+        report = verify_mysql_phoenix(admin_endpoint(mariadb), db, "items", phoenix)  # type: ignore[arg-type]
+    assert report.clean, report.summary() + "\n" + "\n".join(report.examples)
+
+    print(f"machine: {machine_summary()}; Spark {versions.SPARK_VERSION} (local[2]), Delta {versions.DELTA_VERSION}; "
+          f"Kafka {versions.KAFKA_VERSION}; HBase {versions.HBASE_VERSION}; Phoenix {versions.PHOENIX_VERSION}; "
+          f"MariaDB {mariadb.get('version', versions.MARIADB_SERIES)}")  # fmt: skip
+    print(f"records: {events} MySQL change events (1 table, 12 typed columns; inserts, updates, deletes); "
+          f"maxOffsetsPerTrigger {args.max_offsets}; verify mysql-phoenix: {report.summary()}")  # fmt: skip
+    for label, seconds in results:
+        print(
+            f"{label:34} {seconds:7.1f} s {events / seconds:9.0f} rows/s   ratio to baseline {baseline / seconds:5.2f}"
+        )
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()
