@@ -53,10 +53,11 @@ def fill(mariadb: dict[str, str], bootstrap: str, db: str, rows: int) -> tuple[s
     capture = CaptureThread(source, mariadb, bootstrap).start()  # type: ignore[arg-type]
     started = time.perf_counter()
     step = 1000
+    in_db = admin_endpoint(mariadb, database=db)  # type: ignore[arg-type]  # seq_* tables need a database
     for lo in range(1, rows + 1, step):
         hi = min(rows, lo + step - 1)
         execute(
-            admin,
+            in_db,
             f"INSERT INTO {db}.items SELECT seq, CONCAT('name-', seq, '-é'), seq * 1.25, seq % 1000, seq / 7, "
             f"TIMESTAMP('2024-01-01') + INTERVAL seq * 1000 MICROSECOND, "
             f"FROM_UNIXTIME(1700000000 + seq), DATE('2000-01-01') + INTERVAL seq % 9000 DAY, SEC_TO_TIME(seq % 86400), "

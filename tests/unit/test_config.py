@@ -12,7 +12,8 @@ BUNDLED = Path(__file__).resolve().parents[2] / "config" / "cdcflow.yaml"
 
 def test_bundled_default_config_is_valid() -> None:
     cfg = load_config(BUNDLED, environ={})
-    assert set(cfg.stack.components) == {"kafka", "hbase", "mariadb"}
+    assert set(cfg.stack.components) == {"kafka", "hbase", "mariadb", "phoenix"}
+    assert [s.type for s in cfg.pipeline.sinks] == ["hbase", "delta", "phoenix"]
 
 
 def test_env_overrides_file(tmp_path: Path) -> None:
