@@ -32,6 +32,9 @@ OLD_POS_COLUMN = "CDCFLOW_OLD_POS"
 DELETED_COLUMN = "CDCFLOW_DELETED"
 INTERNAL_COLUMNS = frozenset({OP_COLUMN, POS_COLUMN, OLD_POS_COLUMN, DELETED_COLUMN})
 STATE_SCHEMA = "CDCFLOW"
+# MySQL zero and partial-zero dates ('0000-00-00', '2024-00-10', '2024-05-00 12:00:00'): no Phoenix
+# DATE/TIMESTAMP value exists for them, so they are written as NULL (docs/phoenix.md).
+ZERO_DATE_PATTERN = r"^(0000-\d\d-\d\d|\d{4}-00-\d\d|\d{4}-\d\d-00)"
 
 _INTEGERS = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT")
 _SIGNED = {"TINYINT": "TINYINT", "SMALLINT": "SMALLINT", "MEDIUMINT": "INTEGER", "INT": "INTEGER", "BIGINT": "BIGINT"}

@@ -21,7 +21,7 @@ from cdcflow.phoenix import schema as ps
 from cdcflow.phoenix.jdbc import PhoenixConnection, PhoenixJvm
 from cdcflow.verify import VerifyReport
 
-_ZERO_DATE = re.compile(r"^(0000-\d\d-\d\d|\d{4}-00-\d\d|\d{4}-\d\d-00)")
+_ZERO_DATE = re.compile(ps.ZERO_DATE_PATTERN)
 _INTEGERS = frozenset({"tinyint", "smallint", "mediumint", "int", "bigint", "year", "bit"})
 
 

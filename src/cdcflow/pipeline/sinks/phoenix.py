@@ -44,7 +44,7 @@ from cdcflow.stack import phoenix as stack_phoenix
 
 log = logging.getLogger(__name__)
 DIALECT_CLASS = "io.cdcflow.spark.PhoenixUpsertDialect"
-_ZERO_DATE = r"^(0000-\d\d-\d\d|\d{4}-00-\d\d|\d{4}-\d\d-00)"
+_ZERO_DATE = ps.ZERO_DATE_PATTERN
 _CATALOG = (
     "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_SIZE, DECIMAL_DIGITS, NULLABLE, KEY_SEQ, ORDINAL_POSITION "
     "FROM SYSTEM.CATALOG WHERE {schema} AND TABLE_NAME = '{name}' AND COLUMN_NAME IS NOT NULL"
@@ -241,6 +241,11 @@ class PhoenixSink(Sink):
                 .option("driver", DRIVER)
                 .option("dbtable", stage.qualified)
                 .option("batchsize", "2000")
+                # No Spark transaction: Phoenix would buffer a whole partition in memory until the
+                # commit (100 MB at most). Auto-commit instead commits every JDBC batch; a partial
+                # stage is harmless, the statements below run only after the whole write succeeded.
+                .option("isolationLevel", "NONE")
+                .option("phoenix.connection.autoCommit", "true")
                 .mode("append")
                 .save()
             )
