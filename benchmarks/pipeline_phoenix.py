@@ -87,6 +87,7 @@ def main() -> None:
     ap.add_argument("--stack-home", type=Path, default=None, help="the running stack (default: cdcflow's default)")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
+    logging.getLogger("cdcflow.pipeline.sinks.phoenix").setLevel(logging.INFO)  # per-batch stage/apply times
     stack = Stack(args.stack_home or default_stack_home())
     bootstrap = stack.endpoints("kafka")["bootstrap_servers"]
     mariadb = stack.endpoints("mariadb")

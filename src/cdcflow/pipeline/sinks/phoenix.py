@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import fnmatch
 import logging
+import time
 from typing import Any
 
 import orjson
@@ -207,6 +208,7 @@ class PhoenixSink(Sink):
     def _apply_table(
         self, spark: SparkSession, latest: DataFrame, db: str, table: str, columns: set[str], batch_id: int
     ) -> None:
+        started = time.perf_counter()
         target = self._target(spark, db, table, columns)
         conn = self._connection(spark)
         stage, positions = ps.stage_table(target), ps.position_table(target)
@@ -251,12 +253,15 @@ class PhoenixSink(Sink):
             )
         finally:
             staged.unpersist()
-        self._apply_stage(conn, target, stage, positions)
+        written = time.perf_counter()
+        upserted, deleted = self._apply_stage(conn, target, stage, positions)
+        log.info("phoenix %s: batch %d: %d upserted, %d deleted (stage write %.1f s, apply %.1f s)", target.display,
+                 batch_id, upserted, deleted, written - started, time.perf_counter() - written)  # fmt: skip
 
     @staticmethod
     def _apply_stage(
         conn: PhoenixConnection, target: ps.PhoenixTable, stage: ps.PhoenixTable, positions: ps.PhoenixTable
-    ) -> None:
+    ) -> tuple[int, int]:
         q = ps.quote
         keys = ", ".join(q(k) for k in target.primary_key)
         join = " AND ".join(f"p.{q(k)} = s.{q(k)}" for k in target.primary_key)
@@ -282,7 +287,7 @@ class PhoenixSink(Sink):
             f"SELECT {keys}, {q(ps.POS_COLUMN)}, {q(ps.OP_COLUMN)} = 'd' FROM {stage.qualified} WHERE {newer}"
         )
         conn.execute(f"DELETE FROM {stage.qualified}")
-        log.info("phoenix %s: %d upserted, %d deleted", target.display, upserted, deleted)
+        return upserted, deleted
 
 
 def _convert(raw: Column, spark_type: str) -> Column:
