@@ -40,7 +40,7 @@ def test_up_status_down_up(tmp_path: Path) -> None:
         cli("stack", "up", "--home", str(home))
         rc, services = status(home)
         assert rc == 0, services
-        assert {s["name"] for s in services if s["healthy"]} == {"kafka", "hbase", "mariadb"}
+        assert {s["name"] for s in services if s["healthy"]} == {"kafka", "hbase", "mariadb", "phoenix"}
         pids = [s["pid"] for s in services]
         ports = [int(p) for s in services for k, p in s["endpoints"].items() if k in ("port",)] + [
             int(s["endpoints"][k].rsplit(":", 1)[1])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import sys
@@ -11,7 +12,10 @@ from pathlib import Path
 import pyspark
 from pyspark.sql import SparkSession
 
+from cdcflow.errors import ConfigError
 from cdcflow.stack import maven, versions
+
+log = logging.getLogger(__name__)
 
 _VERSIONED = re.compile(r"^(?P<name>.+?)-\d[\w.\-]*\.jar$")
 
@@ -65,4 +69,33 @@ def build_session(
         builder = builder.config("spark.sql.shuffle.partitions", str(shuffle_partitions))
     for key, value in SESSION_CONF.items():
         builder = builder.config(key, value)
-    return builder.config("spark.ui.showConsoleProgress", "false").getOrCreate()
+    spark = builder.config("spark.ui.showConsoleProgress", "false").getOrCreate()
+    add_missing_jars(spark, sink_jars)
+    return spark
+
+
+def add_missing_jars(spark: SparkSession, jars: Sequence[str]) -> list[str]:
+    """Give a session that already existed (getOrCreate ignores `spark.jars` then) the jars it lacks.
+
+    Happens when the pipeline runs in a process that made a session before (tests, notebooks).
+    Executors get the jars through `addJar`; the driver through its context class loader, which
+    Py4J and the JDBC writer load classes from. Returns the jars added."""
+    sc = spark.sparkContext
+    jsc = sc._jsc
+    assert jsc is not None and sc._jvm is not None
+    listed = str(jsc.sc().listJars().mkString("\n"))  # a Scala Seq of URLs
+    present = {url.rsplit("/", 1)[-1] for url in listed.splitlines()}
+    missing = [j for j in jars if Path(j).name not in present]
+    if not missing:
+        return []
+    loader = sc._jvm.java.lang.Thread.currentThread().getContextClassLoader()
+    if loader.getClass().getName() != "org.apache.spark.util.MutableURLClassLoader":
+        raise ConfigError(
+            f"the Spark session was created before without {', '.join(Path(j).name for j in missing)}; "
+            "start the pipeline in a fresh process or pass these jars with --jars"
+        )
+    for jar in missing:
+        jsc.addJar(jar)
+        loader.addURL(sc._jvm.java.io.File(jar).toURI().toURL())
+    log.warning("added %d jar(s) to the Spark session that already existed: %s", len(missing), missing)
+    return missing
