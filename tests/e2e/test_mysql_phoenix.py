@@ -23,6 +23,7 @@ import yaml
 from cdcflow.kafka import read_latest
 from cdcflow.mysql.checkpoint import Checkpoint
 from cdcflow.mysql.sql import query
+from cdcflow.stack import Stack
 from cdcflow.testing import ServiceHarness, unique_name
 from cdcflow.testing.mysql import WORKLOAD_TABLES, CaptureThread, MySqlWorkload, admin_endpoint, source_config
 
@@ -143,3 +144,81 @@ def test_randomized_workload_into_phoenix_survives_pipeline_sigkills(
     assert workload.transactions > 300 and workload.rollbacks > 0
     print(f"phoenix e2e: {workload.transactions} transactions ({workload.rollbacks} rolled back), rows compared "
           f"{sizes}, pipeline runs {log.count('started query phoenix')}")  # fmt: skip
+
+
+def test_phoenix_sink_rides_out_an_hbase_restart(
+    mariadb: dict[str, Any], kafka: dict[str, Any], tmp_path: Path
+) -> None:
+    """HBase (with Phoenix) restarted under a running pipeline: the sink's batches fail or wait while
+    it is down, the pipeline retries, and afterwards Phoenix equals MariaDB row for row.
+
+    HBase here is a private stack of this test, so the restart cannot disturb the other tests."""
+    private = Stack(tmp_path / "hbase-stack")
+    try:
+        private.up(["phoenix"])
+        phoenix_url = private.endpoints("phoenix")["jdbc_url"]
+        bootstrap = kafka["bootstrap_servers"]
+        admin = admin_endpoint(mariadb)
+        db = unique_name("e2e_phx_rs")
+        workload = MySqlWorkload(admin, db, seed=29, account_ids=300)
+        workload.create()
+        source = source_config(unique_name("phxrs"), [db])
+        capture = CaptureThread(source, mariadb, bootstrap).start()
+        config_path = tmp_path / "cdcflow.yaml"
+        config_path.write_text(yaml.safe_dump({
+            "kafka": {"bootstrap_servers": bootstrap},
+            "hbase": {"zk_quorum": private.endpoints("hbase")["zk_quorum"]},
+            "mysql": {"host": mariadb["host"], "port": mariadb["port"], "user": mariadb["user"],
+                      "password": mariadb["password"], "schema_history_topic": source.schema_history_topic},
+            "pipeline": {
+                "topics": source.topic_prefix.replace(".", "\\.") + "\\..*",
+                "checkpoint_dir": str(tmp_path / "checkpoints"),
+                "dead_letter_topic": f"{source.name}-pipeline-dead",
+                "trigger_seconds": 1, "max_offsets_per_trigger": 2000, "retry_backoff_max_s": 8,
+                "sinks": [{"name": "phoenix", "type": "phoenix",
+                           "options": {"url": phoenix_url, "create_tables": True}}],
+            },
+        }))  # fmt: skip
+        pipeline = PipelineProcess(config_path, tmp_path / "pipeline.log")
+        stop = threading.Event()
+
+        def write() -> None:
+            while not stop.is_set():
+                workload.transaction()
+                time.sleep(1 / 30)
+
+        writer = threading.Thread(target=write, daemon=True)
+        writer.start()
+        try:
+            pipeline.start()
+            pipeline.wait_for_batches(3)
+            private.down(["hbase"])
+            time.sleep(15)  # batches meet a dead HBase meanwhile
+            private.up(["phoenix"])
+            pipeline.wait_for_batches(3, timeout_s=600)  # applying again after the restart
+        finally:
+            stop.set()
+            writer.join(60)
+            workload.close()
+        (gtid_pos,) = query(admin, "SELECT @@gtid_binlog_pos")[0]
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            raw = read_latest(bootstrap, source.offsets_topic, source.name.encode())
+            if raw and Checkpoint.from_bytes(raw).gtid_state == gtid_pos:
+                break
+            time.sleep(1)
+        else:
+            raise AssertionError("capture did not catch up")
+        capture.stop()
+        pipeline.kill()
+        pipeline.start("--available-now")
+        assert pipeline.wait(600) == 0, pipeline.log.read_text()[-4000:]
+        for table in WORKLOAD_TABLES:
+            result = cli(config_path, "verify", "mysql-phoenix", f"{db}.{table}")
+            assert result.returncode == 0, result.stdout + result.stderr
+            assert "no differences" in result.stdout
+        log = pipeline.log.read_text()
+        print(f"phoenix across an HBase restart: {workload.transactions} transactions, "
+              f"{log.count('query phoenix failed')} failed batch attempts")  # fmt: skip
+    finally:
+        private.down()

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,12 @@ def test_env_overrides_file(tmp_path: Path) -> None:
         ("- a\n- b\n", "mapping at the top level"),
         ("stack:\n  components: [kafka, oracle]\n", "unknown component"),
         ("stack:\n  colour: blue\n", "stack.colour"),
+        ("pipeline:\n  topics: 'cdcflow\\.(x'\n", "not a valid topic pattern"),
+        ("pipeline:\n  sinks: [{name: a, type: console, topics: '['}]\n", "not a valid topic pattern"),
+        ("pipeline:\n  sinks: [{name: a, type: console}, {name: a, type: parquet}]\n", "must be unique"),
+        ("pipeline:\n  sinks: [{name: dead-letters, type: console}]\n", "dead-letter query's name"),
+        ("pipeline:\n  topics: '.*'\n", "matches the dead-letter topic"),
+        ("pipeline:\n  sinks: [{name: a, type: console, topics: 'cdcflow-dead.*'}]\n", "dead letters would be"),
     ],
 )
 def test_bad_config_gets_one_clear_error(tmp_path: Path, text: str, message: str) -> None:
@@ -40,3 +47,19 @@ def test_bad_config_gets_one_clear_error(tmp_path: Path, text: str, message: str
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read config"):
         load_config(tmp_path / "nope.yaml", environ={})
+
+
+def test_dead_letter_query_reads_every_sinks_topics(tmp_path: Path) -> None:
+    from cdcflow.pipeline.runner import dead_letter_pattern
+
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "pipeline:\n  topics: 'a\\..*'\n  sinks:\n    - {name: one, type: console}\n"
+        "    - {name: two, type: console, topics: 'b\\..*'}\n"
+    )
+    pattern = dead_letter_pattern(load_config(path, environ={}).pipeline)
+    assert pattern == r"(?:a\..*)|(?:b\..*)"
+    matched = [t for t in ("a.x", "b.y", "c.z", "ab.x") if re.fullmatch(pattern, t)]
+    assert matched == ["a.x", "b.y"]
+    only_default = load_config(BUNDLED, environ={}).pipeline.model_copy(update={"sinks": ()})
+    assert dead_letter_pattern(only_default) == only_default.topics

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from cdcflow.errors import ConfigError
 from cdcflow.stack.manager import COMPONENTS
 from cdcflow.stack.paths import default_stack_home
 
 ENV_PREFIX = "CDCFLOW__"
+DEAD_LETTER_QUERY = "dead-letters"  # the pipeline's query (and checkpoint folder) for malformed records
 
 
 class _Strict(BaseModel):
@@ -134,6 +136,18 @@ class MySqlSourceConfig(_Strict):
     snapshot: MySqlSnapshotConfig = MySqlSnapshotConfig()
 
 
+def _check_topic_pattern(value: str) -> str:
+    """Kafka takes a Java regex; Python's `re` accepts the same common syntax, so it catches typos
+    here instead of in Spark's stack trace."""
+    if not value.strip():
+        raise ValueError("a topic pattern must not be empty")
+    try:
+        re.compile(value)
+    except re.error as exc:
+        raise ValueError(f"{value!r} is not a valid topic pattern: {exc}") from exc
+    return value
+
+
 class SinkConfig(_Strict):
     """One sink of the pipeline; its own streaming query, checkpoint and failure handling."""
 
@@ -143,6 +157,14 @@ class SinkConfig(_Strict):
     # delta: path (current-state tables at <path>/<db>/<table>), max_versions (1), typed_columns {"cf:q": "long"}
     # delta_changelog: path (each change exactly once); parquet: path (per-batch folders, debugging)
     options: dict[str, Any] = {}
+    # This sink's own subscribePattern (a Java regex); null: the pipeline's `topics`. The dead-letter
+    # query reads the union of all patterns, so malformed records on any of them are kept.
+    topics: str | None = None
+
+    @field_validator("topics")
+    @classmethod
+    def _topics_regex(cls, value: str | None) -> str | None:
+        return None if value is None else _check_topic_pattern(value)
 
 
 class PipelineConfig(_Strict):
@@ -154,6 +176,28 @@ class PipelineConfig(_Strict):
     master: str | None = "local[2]"  # null: taken from spark-submit (see `cdcflow pipeline submit`)
     retry_backoff_max_s: float = Field(default=60.0, gt=0)
     sinks: tuple[SinkConfig, ...] = ()
+
+    @field_validator("topics")
+    @classmethod
+    def _topics_regex(cls, value: str) -> str:
+        return _check_topic_pattern(value)
+
+    @model_validator(mode="after")
+    def _sinks_apart(self) -> PipelineConfig:
+        names = [s.name for s in self.sinks]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"sink names must be unique (each has its own checkpoint): {', '.join(twice)}")
+        if DEAD_LETTER_QUERY in names:
+            raise ValueError(f"{DEAD_LETTER_QUERY!r} is the dead-letter query's name; choose another sink name")
+        # Kafka matches the whole topic name against the pattern (Java's Matcher.matches).
+        for pattern in {self.topics, *(s.topics for s in self.sinks if s.topics)}:
+            if re.fullmatch(pattern, self.dead_letter_topic):
+                raise ValueError(
+                    f"topic pattern {pattern!r} matches the dead-letter topic {self.dead_letter_topic!r}: "
+                    "dead letters would be read back as events"
+                )
+        return self
 
 
 class DemoConfig(_Strict):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
@@ -139,14 +139,18 @@ def end_offsets(bootstrap: str, topic: str, timeout_s: float = 10.0) -> dict[int
 
 def read_to_end(bootstrap: str, topic: str, timeout_s: float = 30.0) -> list[KafkaRecord]:
     """Every record of `topic` from its start to its end now ([] if the topic does not exist)."""
+    return list(iter_to_end(bootstrap, topic, timeout_s))
+
+
+def iter_to_end(bootstrap: str, topic: str, timeout_s: float = 30.0) -> Iterator[KafkaRecord]:
+    """`read_to_end` one record at a time (a store topic may hold many records before compaction)."""
     consumer = Consumer(
         {"bootstrap.servers": bootstrap, "group.id": f"cdcflow-scan-{time.time_ns()}", "enable.auto.commit": False}
     )
-    out: list[KafkaRecord] = []
     try:
         meta = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
         if meta is None or meta.error is not None:
-            return []
+            return
         ends: dict[int, int] = {}
         starts = []
         for p in meta.partitions:
@@ -155,7 +159,7 @@ def read_to_end(bootstrap: str, topic: str, timeout_s: float = 30.0) -> list[Kaf
                 ends[p] = high
                 starts.append(TopicPartition(topic, p, low))
         if not starts:
-            return []
+            return
         consumer.assign(starts)
         deadline = time.monotonic() + timeout_s
         while ends:
@@ -170,12 +174,11 @@ def read_to_end(bootstrap: str, topic: str, timeout_s: float = 30.0) -> list[Kaf
                     continue
                 raise ServiceUnavailable(f"read {topic}: {err.str()}")
             part, offset = msg.partition() or 0, msg.offset() or 0
-            out.append(KafkaRecord(topic, part, offset, msg.key(), msg.value()))
+            yield KafkaRecord(topic, part, offset, msg.key(), msg.value())
             if part in ends and offset + 1 >= ends[part]:
                 del ends[part]
     finally:
         consumer.close()
-    return out
 
 
 class TopicReader:
@@ -223,40 +226,10 @@ def read_latest(bootstrap: str, topic: str, key: bytes, timeout_s: float = 30.0)
 
     None if the topic or the key does not exist. A tombstone (null value) also reads as None.
     """
-    ends = end_offsets(bootstrap, topic, timeout_s)
-    if not any(ends.values()):
-        return None
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"cdcflow-store-{time.time_ns()}",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-        }
-    )
     latest: bytes | None = None
-    try:
-        consumer.assign([TopicPartition(topic, p, 0) for p, end in ends.items() if end > 0])
-        done = {p for p, end in ends.items() if end == 0}
-        deadline = time.monotonic() + timeout_s
-        while len(done) < len(ends):
-            if time.monotonic() > deadline:
-                raise ServiceUnavailable(f"reading {topic}: not at its end after {timeout_s:.0f} s")
-            msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            err = msg.error()
-            if err is not None:
-                if err.code() == KafkaError._PARTITION_EOF:
-                    done.add(msg.partition() or 0)
-                    continue
-                raise ServiceUnavailable(f"reading {topic}: {err.str()}")
-            if msg.key() == key:
-                latest = msg.value()
-            if (msg.offset() or 0) + 1 >= ends[msg.partition() or 0]:
-                done.add(msg.partition() or 0)
-    finally:
-        consumer.close()
+    for rec in iter_to_end(bootstrap, topic, timeout_s):
+        if rec.key == key:
+            latest = rec.value
     return latest
 
 

@@ -22,6 +22,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
 from cdcflow.config import PipelineConfig
+from cdcflow.config.model import DEAD_LETTER_QUERY as DEAD_LETTER_QUERY  # re-exported
 from cdcflow.pipeline import metrics
 from cdcflow.pipeline.envelope import dedupe, split
 from cdcflow.pipeline.session import build_session
@@ -29,7 +30,6 @@ from cdcflow.pipeline.sinks.base import Sink
 from cdcflow.pipeline.sinks.registry import make_sink
 
 log = logging.getLogger(__name__)
-DEAD_LETTER_QUERY = "dead-letters"
 PROGRESS_FILE = "cdcflow-progress.json"
 
 
@@ -37,6 +37,7 @@ PROGRESS_FILE = "cdcflow-progress.json"
 class _Runner:
     name: str
     sink: Sink | None  # None: the dead-letter query
+    topics: str  # the query's subscribePattern
     query: StreamingQuery | None = None
     failures: int = 0
     next_start: float = 0.0
@@ -61,6 +62,12 @@ def read_progress(checkpoint_root: Path) -> dict[str, dict[str, Any]]:
     return out
 
 
+def dead_letter_pattern(cfg: PipelineConfig) -> str:
+    """Every topic some query reads: malformed records are dead-lettered wherever they are."""
+    patterns = sorted({cfg.topics, *(s.topics for s in cfg.sinks if s.topics)})
+    return patterns[0] if len(patterns) == 1 else "|".join(f"(?:{p})" for p in patterns)
+
+
 class Pipeline:
     def __init__(self, cfg: PipelineConfig, context: dict[str, Any], checkpoint_root: Path) -> None:
         self.cfg = cfg
@@ -70,11 +77,11 @@ class Pipeline:
         self.spark: SparkSession | None = None
         self._progress_lock = threading.Lock()
 
-    def _source(self, spark: SparkSession) -> DataFrame:
+    def _source(self, spark: SparkSession, topics: str) -> DataFrame:
         return (
             spark.readStream.format("kafka")
             .option("kafka.bootstrap.servers", self.context["bootstrap_servers"])
-            .option("subscribePattern", self.cfg.topics)
+            .option("subscribePattern", topics)
             .option("startingOffsets", "earliest")
             .option("maxOffsetsPerTrigger", str(self.cfg.max_offsets_per_trigger))
             .option("kafka.metadata.max.age.ms", "5000")
@@ -168,7 +175,7 @@ class Pipeline:
         assert self.spark is not None
         batch_fn = self._dead_letter_fn() if runner.sink is None else self._sink_fn(runner)
         writer = (
-            self._source(self.spark)
+            self._source(self.spark, runner.topics)
             .writeStream.queryName(runner.name)
             .foreachBatch(batch_fn)
             .option("checkpointLocation", str(self.checkpoint_root / runner.name))
@@ -197,9 +204,10 @@ class Pipeline:
         jars = sorted({j for s in self.sinks for j in s.jars()})
         self.spark = build_session("cdcflow-pipeline", self.cfg.master, sink_jars=jars)
         self.spark.sparkContext.setLogLevel("WARN")
-        runners = [_Runner(s.name, s) for s in self.sinks]
+        patterns = {c.name: c.topics or self.cfg.topics for c in self.cfg.sinks}
+        runners = [_Runner(s.name, s, patterns[s.name]) for s in self.sinks]
         if dead_letters:
-            runners.append(_Runner(DEAD_LETTER_QUERY, None))
+            runners.append(_Runner(DEAD_LETTER_QUERY, None, dead_letter_pattern(self.cfg)))
         for r in runners:  # carry totals across restarts of the pipeline
             path = self.checkpoint_root / r.name / PROGRESS_FILE
             if path.exists():

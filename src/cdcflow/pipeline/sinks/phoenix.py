@@ -37,7 +37,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import MapType, StringType
 
 from cdcflow.errors import ConfigError, TerminalError
-from cdcflow.kafka.client import read_to_end
+from cdcflow.kafka.client import iter_to_end
 from cdcflow.phoenix import schema as ps
 from cdcflow.phoenix.jdbc import DRIVER, PhoenixConnection, PhoenixError
 from cdcflow.pipeline.sinks.base import Sink
@@ -112,7 +112,7 @@ class PhoenixSink(Sink):
         if not self.history_topic:
             return None
         latest = None
-        for rec in read_to_end(self.context["bootstrap_servers"], str(self.history_topic)):
+        for rec in iter_to_end(self.context["bootstrap_servers"], str(self.history_topic)):
             try:
                 doc = orjson.loads(rec.value or b"")
             except orjson.JSONDecodeError:

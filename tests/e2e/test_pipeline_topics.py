@@ -1,0 +1,55 @@
+"""A sink's own `topics` pattern on the real Kafka and Spark: it reads only its topics, the others
+read `pipeline.topics`, and malformed records on any of them reach the dead-letter topic."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+from cdcflow import kafka as k
+from cdcflow.config import PipelineConfig, SinkConfig
+from cdcflow.events.json_codec import SCHEMA_ID
+from cdcflow.pipeline.runner import DEAD_LETTER_QUERY, Pipeline
+
+
+def mysql_event(db: str, table: str, id_: int) -> bytes:
+    return json.dumps(
+        {
+            "schema": SCHEMA_ID, "op": "c", "key": {"id": id_}, "before": None, "after": {"id": id_},
+            "source": {"connector": "mysql", "name": "db1", "db": db, "table": table, "ts_ms": 1_700_000_000_000,
+                       "snapshot": False, "pos": [1, 100 + id_, 0]},
+            "ts_ms": 1_700_000_000_000,
+        }
+    ).encode()  # fmt: skip
+
+
+def test_a_sink_reads_only_its_own_topics_and_dead_letters_cover_all(kafka: dict[str, Any], tmp_path: Path) -> None:
+    prefix = f"tp{uuid.uuid4().hex[:8]}"
+    bootstrap = kafka["bootstrap_servers"]
+    main_topic, own_topic = f"{prefix}.main.t", f"{prefix}.own.t"
+    for topic in (main_topic, own_topic):
+        k.create_topic(bootstrap, topic, partitions=1)
+    k.produce_sync(bootstrap, main_topic, [(b"k", mysql_event("main", "t", i)) for i in range(3)])
+    own = [(b"k", mysql_event("own", "t", i)) for i in range(2)] + [(b"bad", b"\x00 not json")]
+    k.produce_sync(bootstrap, own_topic, own)
+
+    cfg = PipelineConfig(
+        topics=f"{prefix}\\.main\\..*", dead_letter_topic=f"{prefix}-dead",
+        sinks=(
+            SinkConfig(name="default_topics", type="parquet", options={"path": str(tmp_path / "default")}),
+            SinkConfig(name="own_topics", type="parquet", topics=f"{prefix}\\.own\\..*",
+                       options={"path": str(tmp_path / "own")}),
+        ),
+    )  # fmt: skip
+    pipeline = Pipeline(cfg, {"bootstrap_servers": bootstrap, "zk_quorum": "unused"}, tmp_path / "checkpoints")
+    result = pipeline.run(available_now=True)
+    assert result == {"default_topics": "done", "own_topics": "done", DEAD_LETTER_QUERY: "done"}
+
+    assert pipeline.spark is not None
+    read = pipeline.spark.read.parquet
+    assert sorted(r["db"] for r in read(str(tmp_path / "default")).select("source.db").collect()) == ["main"] * 3
+    assert sorted(r["db"] for r in read(str(tmp_path / "own")).select("source.db").collect()) == ["own"] * 2
+    letters = [json.loads(r.value or b"{}") for r in k.consume(bootstrap, f"{prefix}-dead", expected=1, timeout_s=60)]
+    assert [(d["topic"], d["error"]) for d in letters] == [(own_topic, "not a JSON object")]
