@@ -8,8 +8,11 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from cdcflow import kafka as k
 from cdcflow.config import PipelineConfig, SinkConfig
+from cdcflow.errors import ConfigError
 from cdcflow.events.json_codec import SCHEMA_ID
 from cdcflow.pipeline.runner import DEAD_LETTER_QUERY, Pipeline
 
@@ -53,3 +56,12 @@ def test_a_sink_reads_only_its_own_topics_and_dead_letters_cover_all(kafka: dict
     assert sorted(r["db"] for r in read(str(tmp_path / "own")).select("source.db").collect()) == ["own"] * 2
     letters = [json.loads(r.value or b"{}") for r in k.consume(bootstrap, f"{prefix}-dead", expected=1, timeout_s=60)]
     assert [(d["topic"], d["error"]) for d in letters] == [(own_topic, "not a JSON object")]
+
+    # Narrowing a sink's pattern on the same checkpoint: refused up front with the way out, not
+    # Spark's "Some data may have been lost" on every start.
+    narrowed = cfg.model_copy(update={"sinks": (cfg.sinks[0].model_copy(update={"topics": f"{prefix}\\.x"}),
+                                                cfg.sinks[1])})  # fmt: skip
+    with pytest.raises(ConfigError, match=r"default_topics: .* move the checkpoint folder"):
+        Pipeline(narrowed, {"bootstrap_servers": bootstrap, "zk_quorum": "unused"}, tmp_path / "checkpoints").run(
+            available_now=True
+        )

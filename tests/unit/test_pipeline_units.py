@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import re
 import struct
+from pathlib import Path
 
 import pytest
 from pyspark.sql import Row
 
 from cdcflow.cli.main import format_progress
-from cdcflow.config import SinkConfig
+from cdcflow.config import PipelineConfig, SinkConfig
 from cdcflow.errors import ConfigError
-from cdcflow.pipeline.runner import _first_line
+from cdcflow.pipeline.runner import TOPICS_FILE, _first_line, check_topic_patterns
 from cdcflow.pipeline.sinks.delta.state import DeltaStateSink, merge_hbase_rows
 from cdcflow.pipeline.sinks.registry import make_sink
 
@@ -88,3 +90,20 @@ def test_status_line() -> None:
     )
     failing = format_progress("copy", {"state": "failing", "failures": 2, "error": "boom"}, 0)
     assert "FAILING (2x" in failing and "boom" in failing
+
+
+def test_a_checkpoint_is_not_continued_under_another_topic_pattern(tmp_path: Path) -> None:
+    cfg = PipelineConfig(topics=r"cdcflow\..*")
+    check_topic_patterns(cfg, tmp_path, {"a": r"cdcflow\..*", "b": r"cdcflow\.mysql\..*"})  # new: recorded
+    assert (tmp_path / "b" / TOPICS_FILE).read_text() == r"cdcflow\.mysql\..*"
+    check_topic_patterns(cfg, tmp_path, {"a": r"cdcflow\..*", "b": r"cdcflow\.mysql\..*"})  # same: fine
+    with pytest.raises(ConfigError, match=re.escape(r"b: cdcflow\.mysql\..* → x\.*")) as err:
+        check_topic_patterns(cfg, tmp_path, {"a": r"cdcflow\..*", "b": r"x\.*"})
+    assert "a:" not in str(err.value) and "move the checkpoint folder" in str(err.value)
+    assert (tmp_path / "b" / TOPICS_FILE).read_text() == r"cdcflow\.mysql\..*"  # nothing rewritten
+    # A checkpoint from before patterns were recorded was made with pipeline.topics.
+    (tmp_path / "old" / "offsets").mkdir(parents=True)
+    check_topic_patterns(cfg, tmp_path, {"old": r"cdcflow\..*"})
+    (tmp_path / "older" / "offsets").mkdir(parents=True)
+    with pytest.raises(ConfigError, match="older"):
+        check_topic_patterns(cfg, tmp_path, {"older": r"cdcflow\.mysql\..*"})

@@ -23,6 +23,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from cdcflow.config import PipelineConfig
 from cdcflow.config.model import DEAD_LETTER_QUERY as DEAD_LETTER_QUERY  # re-exported
+from cdcflow.errors import ConfigError
 from cdcflow.pipeline import metrics
 from cdcflow.pipeline.envelope import dedupe, split
 from cdcflow.pipeline.session import build_session
@@ -31,6 +32,7 @@ from cdcflow.pipeline.sinks.registry import make_sink
 
 log = logging.getLogger(__name__)
 PROGRESS_FILE = "cdcflow-progress.json"
+TOPICS_FILE = "cdcflow-topics"  # the subscribePattern a query's checkpoint was made with
 
 
 @dataclass
@@ -66,6 +68,34 @@ def dead_letter_pattern(cfg: PipelineConfig) -> str:
     """Every topic some query reads: malformed records are dead-lettered wherever they are."""
     patterns = sorted({cfg.topics, *(s.topics for s in cfg.sinks if s.topics)})
     return patterns[0] if len(patterns) == 1 else "|".join(f"(?:{p})" for p in patterns)
+
+
+def check_topic_patterns(cfg: PipelineConfig, checkpoint_root: Path, patterns: dict[str, str]) -> None:
+    """Refuse to continue a checkpoint under another topic pattern, then record each query's pattern.
+
+    Spark's Kafka source cannot: partitions that left the subscription read as lost data
+    ("Some data may have been lost"), and the query fails on every start. Checkpoints from before
+    cdcflow recorded patterns were all made with `pipeline.topics`."""
+    changed = []
+    for name, pattern in patterns.items():
+        folder = checkpoint_root / name
+        recorded = folder / TOPICS_FILE
+        if recorded.exists():
+            before: str | None = recorded.read_text()
+        else:
+            before = cfg.topics if (folder / "offsets").is_dir() else None
+        if before is not None and before != pattern:
+            changed.append(f"{name}: {before} → {pattern} (checkpoint {folder})")
+    if changed:
+        raise ConfigError(
+            "the topic pattern of a query changed since its checkpoint was made, which Spark's Kafka source "
+            "cannot continue: " + "; ".join(changed) + ". Restore the old pattern, or move the checkpoint folder "
+            "away: the query then reads its topics from the start again, which cdcflow's sinks apply "
+            "idempotently (the parquet debugging sink excepted)."
+        )
+    for name, pattern in patterns.items():
+        (checkpoint_root / name).mkdir(parents=True, exist_ok=True)
+        (checkpoint_root / name / TOPICS_FILE).write_text(pattern)
 
 
 class Pipeline:
@@ -201,13 +231,14 @@ class Pipeline:
         leaves the dead-letter query out (benchmarks measuring one sink alone).
         """
         stop = stop or threading.Event()
-        jars = sorted({j for s in self.sinks for j in s.jars()})
-        self.spark = build_session("cdcflow-pipeline", self.cfg.master, sink_jars=jars)
-        self.spark.sparkContext.setLogLevel("WARN")
         patterns = {c.name: c.topics or self.cfg.topics for c in self.cfg.sinks}
         runners = [_Runner(s.name, s, patterns[s.name]) for s in self.sinks]
         if dead_letters:
             runners.append(_Runner(DEAD_LETTER_QUERY, None, dead_letter_pattern(self.cfg)))
+        check_topic_patterns(self.cfg, self.checkpoint_root, {r.name: r.topics for r in runners})
+        jars = sorted({j for s in self.sinks for j in s.jars()})
+        self.spark = build_session("cdcflow-pipeline", self.cfg.master, sink_jars=jars)
+        self.spark.sparkContext.setLogLevel("WARN")
         for r in runners:  # carry totals across restarts of the pipeline
             path = self.checkpoint_root / r.name / PROGRESS_FILE
             if path.exists():

@@ -235,6 +235,7 @@ class PhoenixSink(Sink):
                     f"{db}.{table}: values that do not fit the Phoenix column types of {target.display} "
                     f"(nothing of this batch was applied; the events stay in Kafka): {examples}"
                 )
+            checked = time.perf_counter()
             conn.execute(f"DELETE FROM {stage.qualified}")  # leftovers of a batch that crashed
             (
                 staged.drop("_problem", "_key")
@@ -254,40 +255,43 @@ class PhoenixSink(Sink):
         finally:
             staged.unpersist()
         written = time.perf_counter()
-        upserted, deleted = self._apply_stage(conn, target, stage, positions)
-        log.info("phoenix %s: batch %d: %d upserted, %d deleted (stage write %.1f s, apply %.1f s)", target.display,
-                 batch_id, upserted, deleted, written - started, time.perf_counter() - written)  # fmt: skip
+        upserted, deleted, steps = self._apply_stage(conn, target, stage, positions)
+        log.info("phoenix %s: batch %d: %d upserted, %d deleted (convert %.1f s, stage write %.1f s, apply %.1f s: %s)",
+                 target.display, batch_id, upserted, deleted, checked - started, written - checked,
+                 time.perf_counter() - written, steps)  # fmt: skip
 
     @staticmethod
     def _apply_stage(
         conn: PhoenixConnection, target: ps.PhoenixTable, stage: ps.PhoenixTable, positions: ps.PhoenixTable
-    ) -> tuple[int, int]:
+    ) -> tuple[int, int, str]:
+        """Steps 2-4 of docs/phoenix.md. Returns (upserted, deleted, seconds per step for the log)."""
         q = ps.quote
         keys = ", ".join(q(k) for k in target.primary_key)
         join = " AND ".join(f"p.{q(k)} = s.{q(k)}" for k in target.primary_key)
         newer = f"({q(ps.OLD_POS_COLUMN)} IS NULL OR {q(ps.POS_COLUMN)} > {q(ps.OLD_POS_COLUMN)})"
         cols = ", ".join(q(c.name) for c in target.columns)
         p_keys = ", ".join(f"p.{q(k)}" for k in target.primary_key)
-        conn.execute(
-            f"UPSERT INTO {stage.qualified} ({keys}, {q(ps.OLD_POS_COLUMN)}) "
-            f"SELECT {p_keys}, p.{q(ps.POS_COLUMN)} FROM {positions.qualified} p JOIN {stage.qualified} s ON {join}"
-        )
-        upserted = conn.execute(
-            f"UPSERT INTO {target.qualified} ({cols}) SELECT {cols} FROM {stage.qualified} "
-            f"WHERE {q(ps.OP_COLUMN)} <> 'd' AND {newer}"
-        )
-        deleted = conn.execute(
-            f"DELETE FROM {target.qualified} WHERE ({keys}) IN "
-            f"(SELECT {keys} FROM {stage.qualified} WHERE {q(ps.OP_COLUMN)} = 'd' AND {newer})"
-        )
-        # Positions last: if this process dies before here, the replay finds the old positions
-        # and applies the same changes again.
-        conn.execute(
-            f"UPSERT INTO {positions.qualified} ({keys}, {q(ps.POS_COLUMN)}, {q(ps.DELETED_COLUMN)}) "
-            f"SELECT {keys}, {q(ps.POS_COLUMN)}, {q(ps.OP_COLUMN)} = 'd' FROM {stage.qualified} WHERE {newer}"
-        )
-        conn.execute(f"DELETE FROM {stage.qualified}")
-        return upserted, deleted
+        steps: list[tuple[str, str]] = [
+            ("positions", f"UPSERT INTO {stage.qualified} ({keys}, {q(ps.OLD_POS_COLUMN)}) "
+                          f"SELECT {p_keys}, p.{q(ps.POS_COLUMN)} FROM {positions.qualified} p "
+                          f"JOIN {stage.qualified} s ON {join}"),
+            ("upsert", f"UPSERT INTO {target.qualified} ({cols}) SELECT {cols} FROM {stage.qualified} "
+                       f"WHERE {q(ps.OP_COLUMN)} <> 'd' AND {newer}"),
+            ("delete", f"DELETE FROM {target.qualified} WHERE ({keys}) IN "
+                       f"(SELECT {keys} FROM {stage.qualified} WHERE {q(ps.OP_COLUMN)} = 'd' AND {newer})"),
+            # Positions last: if this process dies before here, the replay finds the old positions
+            # and applies the same changes again.
+            ("record", f"UPSERT INTO {positions.qualified} ({keys}, {q(ps.POS_COLUMN)}, {q(ps.DELETED_COLUMN)}) "
+                       f"SELECT {keys}, {q(ps.POS_COLUMN)}, {q(ps.OP_COLUMN)} = 'd' FROM {stage.qualified} "
+                       f"WHERE {newer}"),
+            ("clear", f"DELETE FROM {stage.qualified}"),
+        ]  # fmt: skip
+        counts, times = {}, []
+        for name, sql in steps:
+            began = time.perf_counter()
+            counts[name] = conn.execute(sql)
+            times.append(f"{name} {time.perf_counter() - began:.1f}")
+        return counts["upsert"], counts["delete"], ", ".join(times)
 
 
 def _convert(raw: Column, spark_type: str) -> Column:
