@@ -25,6 +25,7 @@ from pathlib import Path
 
 import yaml
 from machine import machine_summary  # type: ignore[import-not-found]
+from spark_baseline import raw_kafka_to_parquet_seconds  # type: ignore[import-not-found]
 
 from cdcflow import kafka as k
 from cdcflow.config import PipelineConfig, SinkConfig
@@ -96,16 +97,7 @@ def main() -> None:
 
     spark = build_session("cdcflow-bench")
     spark.sparkContext.setLogLevel("ERROR")
-    started = time.perf_counter()
-    (
-        spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
-        .option("subscribePattern", f"{name}\\..*").option("startingOffsets", "earliest")
-        .option("maxOffsetsPerTrigger", str(args.max_offsets)).load()
-        .writeStream.format("parquet").option("path", str(workdir / "baseline"))
-        .option("checkpointLocation", str(workdir / "baseline-checkpoint"))
-        .trigger(availableNow=True).start().awaitTermination()
-    )  # fmt: skip
-    baseline = time.perf_counter() - started
+    baseline = raw_kafka_to_parquet_seconds(spark, bootstrap, f"{name}\\..*", args.max_offsets, workdir)
     results = [("baseline: Kafka → Parquet, raw", baseline)]
 
     options = {

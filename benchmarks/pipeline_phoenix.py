@@ -24,6 +24,7 @@ import uuid
 from pathlib import Path
 
 from machine import machine_summary  # type: ignore[import-not-found]
+from spark_baseline import raw_kafka_to_parquet_seconds  # type: ignore[import-not-found]
 
 from cdcflow import kafka as k
 from cdcflow.config import PipelineConfig, SinkConfig
@@ -106,16 +107,7 @@ def main() -> None:
     # One session for everything, with the Phoenix jars in it from the start.
     spark = build_session("cdcflow-bench", sink_jars=make_sink(sinks["phoenix"], context).jars())
     spark.sparkContext.setLogLevel("ERROR")
-    started = time.perf_counter()
-    (
-        spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
-        .option("subscribe", topic).option("startingOffsets", "earliest")
-        .option("maxOffsetsPerTrigger", str(args.max_offsets)).load()
-        .writeStream.format("parquet").option("path", str(workdir / "baseline"))
-        .option("checkpointLocation", str(workdir / "baseline-checkpoint"))
-        .trigger(availableNow=True).start().awaitTermination()
-    )  # fmt: skip
-    baseline = time.perf_counter() - started
+    baseline = raw_kafka_to_parquet_seconds(spark, bootstrap, topic.replace(".", "\\."), args.max_offsets, workdir)
     results = [("baseline: Kafka → Parquet, raw", baseline)]
     for name, sink in sinks.items():
         cfg = PipelineConfig(topics=topic.replace(".", "\\."), max_offsets_per_trigger=args.max_offsets, sinks=(sink,))

@@ -68,59 +68,70 @@ def cli(config_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
-def test_randomized_workload_into_phoenix_survives_pipeline_sigkills(
-    mariadb: dict[str, Any], kafka: dict[str, Any], hbase: dict[str, Any], services: ServiceHarness, tmp_path: Path
-) -> None:
-    phoenix_url = services.endpoints("phoenix")["jdbc_url"]
-    bootstrap = kafka["bootstrap_servers"]
-    admin = admin_endpoint(mariadb)
-    db = unique_name("e2e_phx")
-    workload = MySqlWorkload(admin, db, seed=23, account_ids=800)
-    workload.create()
-    source = source_config(unique_name("phx"), [db])
-    capture = CaptureThread(source, mariadb, bootstrap).start()
-
+def write_config(
+    tmp_path: Path,
+    bootstrap: str,
+    zk_quorum: str,
+    mariadb: dict[str, Any],
+    source: Any,
+    phoenix_url: str,
+    **pipeline: Any,
+) -> Path:
+    """A cdcflow config whose pipeline reads this source's topics into Phoenix."""
     config_path = tmp_path / "cdcflow.yaml"
     config_path.write_text(yaml.safe_dump({
         "kafka": {"bootstrap_servers": bootstrap},
-        "hbase": {"zk_quorum": hbase["zk_quorum"]},
+        "hbase": {"zk_quorum": zk_quorum},
         "mysql": {"host": mariadb["host"], "port": mariadb["port"], "user": mariadb["user"],
                   "password": mariadb["password"], "schema_history_topic": source.schema_history_topic},
         "pipeline": {
             "topics": source.topic_prefix.replace(".", "\\.") + "\\..*",
             "checkpoint_dir": str(tmp_path / "checkpoints"),
             "dead_letter_topic": f"{source.name}-pipeline-dead",
-            "trigger_seconds": 1, "max_offsets_per_trigger": 3000,
+            "trigger_seconds": 1,
             "sinks": [{"name": "phoenix", "type": "phoenix",
                        "options": {"url": phoenix_url, "create_tables": True}}],
+            **pipeline,
         },
     }))  # fmt: skip
-    pipeline = PipelineProcess(config_path, tmp_path / "pipeline.log")
-    stop = threading.Event()
+    return config_path
 
-    def write() -> None:
-        while not stop.is_set():
-            workload.transaction()
-            time.sleep(1 / 40)
 
-    writer = threading.Thread(target=write, daemon=True)
-    writer.start()
-    rng = random.Random(7)
-    try:
-        pipeline.start()
-        for _ in range(3):
-            pipeline.wait_for_batches(rng.randint(1, 4))
-            time.sleep(rng.uniform(0, 3))
-            pipeline.kill()
-            time.sleep(rng.uniform(0, 2))
-            pipeline.start()
-        pipeline.wait_for_batches(2)
-    finally:
-        stop.set()
-        writer.join(60)
-        workload.close()
-    # Let the capture catch up with the last transaction, then apply what is left and stop.
-    (gtid_pos,) = query(admin, "SELECT @@gtid_binlog_pos")[0]
+class Writer:
+    """The randomized workload's transactions, `per_second`, in a thread while the block runs."""
+
+    def __init__(self, workload: MySqlWorkload, per_second: float) -> None:
+        self.workload, self.pause = workload, 1 / per_second
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            self.workload.transaction()
+            time.sleep(self.pause)
+
+    def __enter__(self) -> Writer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join(60)
+        self.workload.close()
+
+
+def finish_and_verify(
+    mariadb: dict[str, Any],
+    bootstrap: str,
+    source: Any,
+    capture: CaptureThread,
+    pipeline: PipelineProcess,
+    config_path: Path,
+    db: str,
+) -> dict[str, str]:
+    """Let the capture catch up with the last transaction, apply what is left, then `cdcflow verify
+    mysql-phoenix` (the CLI) must report no differences for every table. Returns rows compared per table."""
+    (gtid_pos,) = query(admin_endpoint(mariadb), "SELECT @@gtid_binlog_pos")[0]
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
         raw = read_latest(bootstrap, source.offsets_topic, source.name.encode())
@@ -133,13 +144,40 @@ def test_randomized_workload_into_phoenix_survives_pipeline_sigkills(
     pipeline.kill()
     pipeline.start("--available-now")
     assert pipeline.wait(600) == 0, pipeline.log.read_text()[-4000:]
-
     sizes = {}
     for table in WORKLOAD_TABLES:
         result = cli(config_path, "verify", "mysql-phoenix", f"{db}.{table}")
         assert result.returncode == 0, result.stdout + result.stderr
         assert "no differences" in result.stdout
         sizes[table] = result.stdout.split(":")[1].split("rows compared")[0].strip()
+    return sizes
+
+
+def test_randomized_workload_into_phoenix_survives_pipeline_sigkills(
+    mariadb: dict[str, Any], kafka: dict[str, Any], hbase: dict[str, Any], services: ServiceHarness, tmp_path: Path
+) -> None:
+    phoenix_url = services.endpoints("phoenix")["jdbc_url"]
+    bootstrap = kafka["bootstrap_servers"]
+    db = unique_name("e2e_phx")
+    workload = MySqlWorkload(admin_endpoint(mariadb), db, seed=23, account_ids=800)
+    workload.create()
+    source = source_config(unique_name("phx"), [db])
+    capture = CaptureThread(source, mariadb, bootstrap).start()
+    config_path = write_config(
+        tmp_path, bootstrap, hbase["zk_quorum"], mariadb, source, phoenix_url, max_offsets_per_trigger=3000
+    )
+    pipeline = PipelineProcess(config_path, tmp_path / "pipeline.log")
+    rng = random.Random(7)
+    with Writer(workload, per_second=40):
+        pipeline.start()
+        for _ in range(3):
+            pipeline.wait_for_batches(rng.randint(1, 4))
+            time.sleep(rng.uniform(0, 3))
+            pipeline.kill()
+            time.sleep(rng.uniform(0, 2))
+            pipeline.start()
+        pipeline.wait_for_batches(2)
+    sizes = finish_and_verify(mariadb, bootstrap, source, capture, pipeline, config_path, db)
     log = pipeline.log.read_text()
     assert workload.transactions > 300 and workload.rollbacks > 0
     print(f"phoenix e2e: {workload.transactions} transactions ({workload.rollbacks} rolled back), rows compared "
@@ -156,67 +194,25 @@ def test_phoenix_sink_rides_out_an_hbase_restart(
     private = Stack(tmp_path / "hbase-stack")
     try:
         private.up(["phoenix"])
-        phoenix_url = private.endpoints("phoenix")["jdbc_url"]
         bootstrap = kafka["bootstrap_servers"]
-        admin = admin_endpoint(mariadb)
         db = unique_name("e2e_phx_rs")
-        workload = MySqlWorkload(admin, db, seed=29, account_ids=300)
+        workload = MySqlWorkload(admin_endpoint(mariadb), db, seed=29, account_ids=300)
         workload.create()
         source = source_config(unique_name("phxrs"), [db])
         capture = CaptureThread(source, mariadb, bootstrap).start()
-        config_path = tmp_path / "cdcflow.yaml"
-        config_path.write_text(yaml.safe_dump({
-            "kafka": {"bootstrap_servers": bootstrap},
-            "hbase": {"zk_quorum": private.endpoints("hbase")["zk_quorum"]},
-            "mysql": {"host": mariadb["host"], "port": mariadb["port"], "user": mariadb["user"],
-                      "password": mariadb["password"], "schema_history_topic": source.schema_history_topic},
-            "pipeline": {
-                "topics": source.topic_prefix.replace(".", "\\.") + "\\..*",
-                "checkpoint_dir": str(tmp_path / "checkpoints"),
-                "dead_letter_topic": f"{source.name}-pipeline-dead",
-                "trigger_seconds": 1, "max_offsets_per_trigger": 2000, "retry_backoff_max_s": 8,
-                "sinks": [{"name": "phoenix", "type": "phoenix",
-                           "options": {"url": phoenix_url, "create_tables": True}}],
-            },
-        }))  # fmt: skip
+        config_path = write_config(
+            tmp_path, bootstrap, private.endpoints("hbase")["zk_quorum"], mariadb, source,
+            private.endpoints("phoenix")["jdbc_url"], max_offsets_per_trigger=2000, retry_backoff_max_s=8,
+        )  # fmt: skip
         pipeline = PipelineProcess(config_path, tmp_path / "pipeline.log")
-        stop = threading.Event()
-
-        def write() -> None:
-            while not stop.is_set():
-                workload.transaction()
-                time.sleep(1 / 30)
-
-        writer = threading.Thread(target=write, daemon=True)
-        writer.start()
-        try:
+        with Writer(workload, per_second=30):
             pipeline.start()
             pipeline.wait_for_batches(3)
             private.down(["hbase"])
             time.sleep(15)  # batches meet a dead HBase meanwhile
             private.up(["phoenix"])
             pipeline.wait_for_batches(3, timeout_s=600)  # applying again after the restart
-        finally:
-            stop.set()
-            writer.join(60)
-            workload.close()
-        (gtid_pos,) = query(admin, "SELECT @@gtid_binlog_pos")[0]
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline:
-            raw = read_latest(bootstrap, source.offsets_topic, source.name.encode())
-            if raw and Checkpoint.from_bytes(raw).gtid_state == gtid_pos:
-                break
-            time.sleep(1)
-        else:
-            raise AssertionError("capture did not catch up")
-        capture.stop()
-        pipeline.kill()
-        pipeline.start("--available-now")
-        assert pipeline.wait(600) == 0, pipeline.log.read_text()[-4000:]
-        for table in WORKLOAD_TABLES:
-            result = cli(config_path, "verify", "mysql-phoenix", f"{db}.{table}")
-            assert result.returncode == 0, result.stdout + result.stderr
-            assert "no differences" in result.stdout
+        finish_and_verify(mariadb, bootstrap, source, capture, pipeline, config_path, db)
         log = pipeline.log.read_text()
         print(f"phoenix across an HBase restart: {workload.transactions} transactions, "
               f"{log.count('query phoenix failed')} failed batch attempts")  # fmt: skip
