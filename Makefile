@@ -60,8 +60,8 @@ stack-down: install ## Stop the dev stack
 stack-status: install ## Where each service listens, and whether it answers
 	$(BIN)/cdcflow stack status
 
-protos: install ## Regenerate the hbase.pb Python modules from src/cdcflow/hbase/wire/pb/*.proto
-	$(BIN)/python -m grpc_tools.protoc -Isrc --python_out=src --pyi_out=src src/cdcflow/hbase/wire/pb/*.proto
+protos: install ## Regenerate the hbase.pb Python modules from src/cdcflow/sources/hbase/wire/pb/*.proto
+	$(BIN)/python -m grpc_tools.protoc -Isrc --python_out=src --pyi_out=src src/cdcflow/sources/hbase/wire/pb/*.proto
 
 clean: ## Remove the virtualenvs and caches of this checkout (not the download cache)
 	rm -rf .venv .tools .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -30,19 +30,20 @@ from pathlib import Path
 import confluent_kafka
 from machine import machine_summary  # type: ignore[import-not-found]
 
+from cdcflow.clients.hbase.model import Cell, CellType
+from cdcflow.clients.kafka.producer import AsyncProducer, ProducerSettings
+from cdcflow.config.paths import default_stack_home
 from cdcflow.events.json_codec import encode
-from cdcflow.hbase.changes import row_changes
-from cdcflow.hbase.model import Cell, CellType
-from cdcflow.hbase.peer.server import PeerServer
-from cdcflow.hbase.peer.sink import ReplicationSink
-from cdcflow.hbase.routing import Router
-from cdcflow.hbase.wire import framing
-from cdcflow.hbase.wire.cellblock import KEY_VALUE_CODEC_WITH_TAGS, encode_cells
-from cdcflow.hbase.wire.pb import rpc_pb2, wal_pb2
-from cdcflow.hbase.wire.wal import decode_replicate_call
-from cdcflow.kafka.producer import AsyncProducer, ProducerSettings
-from cdcflow.stack import Stack, versions
-from cdcflow.stack.paths import default_stack_home
+from cdcflow.jars import versions
+from cdcflow.sources.hbase.changes import row_changes
+from cdcflow.sources.hbase.peer.handler import ReplicationSink
+from cdcflow.sources.hbase.peer.server import PeerServer
+from cdcflow.sources.hbase.routing import Router
+from cdcflow.sources.hbase.wire import framing
+from cdcflow.sources.hbase.wire.cellblock import KEY_VALUE_CODEC_WITH_TAGS, encode_cells
+from cdcflow.sources.hbase.wire.pb import rpc_pb2, wal_pb2
+from cdcflow.sources.hbase.wire.wal import decode_replicate_call
+from cdcflow.stack import Stack
 
 
 def build_calls(
@@ -219,7 +220,7 @@ def main() -> None:
     cells = rows * args.cells
     settings = ProducerSettings(bootstrap)
     # Topics exist before timing starts (auto-creation would be timed otherwise).
-    from cdcflow.kafka import create_topic
+    from cdcflow.clients.kafka import create_topic
 
     create_topic(bootstrap, f"{prefix}.bench.events", partitions=4)
     create_topic(bootstrap, f"{prefix}-base.bench.events", partitions=4)
@@ -247,9 +248,9 @@ def e2e(n_rows: int, bootstrap: str) -> None:
 
     import yaml
 
-    from cdcflow.hbase.client import connect
-    from cdcflow.hbase.model import ColumnFamily, Put
-    from cdcflow.kafka import TopicReader
+    from cdcflow.clients.hbase import connect
+    from cdcflow.clients.hbase.model import ColumnFamily, Put
+    from cdcflow.clients.kafka import TopicReader
 
     hb = Stack(default_stack_home()).endpoints("hbase")
     name = f"bench{uuid.uuid4().hex[:8]}"

@@ -27,13 +27,13 @@ from pathlib import Path
 import confluent_kafka
 from machine import machine_summary  # type: ignore[import-not-found]
 
-from cdcflow.kafka import end_offsets
-from cdcflow.kafka.client import consume
-from cdcflow.kafka.producer import ProducerSettings
-from cdcflow.mysql.binlog.events import BinlogDecoder, RowsEvent
-from cdcflow.mysql.sql import BinlogStream, StreamStart, connect, execute, query
+from cdcflow.clients.kafka import end_offsets
+from cdcflow.clients.kafka.client import consume
+from cdcflow.clients.kafka.producer import ProducerSettings
+from cdcflow.clients.mysql import BinlogStream, StreamStart, connect, execute, query
+from cdcflow.config.paths import default_stack_home
+from cdcflow.sources.mysql.binlog.events import BinlogDecoder, RowsEvent
 from cdcflow.stack import Stack
-from cdcflow.stack.paths import default_stack_home
 from cdcflow.testing.mysql import CaptureThread, admin_endpoint, repl_endpoint, source_config
 
 TABLE = """(id BIGINT PRIMARY KEY, n INT, name VARCHAR(64), amount DECIMAL(12,2), at DATETIME(6), body TEXT,
@@ -130,8 +130,8 @@ def main() -> None:
     cfg = source_config(name, [db], start="latest")
     capture = CaptureThread(cfg, mariadb, bootstrap)
     # start from the GTID before the workload: the checkpoint topic gets that position first
-    from cdcflow.kafka.client import produce_sync
-    from cdcflow.mysql.checkpoint import Checkpoint
+    from cdcflow.clients.kafka.client import produce_sync
+    from cdcflow.sources.mysql.checkpoint import Checkpoint
 
     produce_sync(bootstrap, cfg.offsets_topic, [(name.encode(), Checkpoint(start, "", 4).to_bytes())])
     t0 = time.perf_counter()

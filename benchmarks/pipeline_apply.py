@@ -2,7 +2,7 @@
 
 Against the local stack's real HBase and Kafka (`make stack-up` first):
 
-1. fill: the demo workload (`cdcflow.demo`: puts of 1-4 columns, every delete type, versions
+1. fill: the demo workload (`cdcflow.demo.hbase_workload`: puts of 1-4 columns, every delete type, versions
    out of order) writes N mutations to 3 HBase tables; the cdcflow peer captures them into Kafka.
 2. baseline: a plain Spark Structured Streaming job, Kafka → Parquet append of the raw records
    (no parsing), over the same topics, with an availableNow trigger.
@@ -27,14 +27,15 @@ import yaml
 from machine import machine_summary  # type: ignore[import-not-found]
 from spark_baseline import raw_kafka_to_parquet_seconds  # type: ignore[import-not-found]
 
-from cdcflow import kafka as k
+from cdcflow.clients import kafka as k
+from cdcflow.clients.hbase import connect
 from cdcflow.config import PipelineConfig, SinkConfig
-from cdcflow.demo import TYPED_COLUMNS, HBaseWorkload
-from cdcflow.hbase.client import connect
+from cdcflow.config.paths import default_stack_home
+from cdcflow.demo.hbase_workload import TYPED_COLUMNS, HBaseWorkload
+from cdcflow.jars import versions
 from cdcflow.pipeline.runner import Pipeline
 from cdcflow.pipeline.session import build_session
-from cdcflow.stack import Stack, versions
-from cdcflow.stack.paths import default_stack_home
+from cdcflow.stack import Stack
 
 CLI = [sys.executable, "-m", "cdcflow.cli.main"]
 

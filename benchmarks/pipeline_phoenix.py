@@ -26,19 +26,20 @@ from pathlib import Path
 from machine import machine_summary  # type: ignore[import-not-found]
 from spark_baseline import raw_kafka_to_parquet_seconds  # type: ignore[import-not-found]
 
-from cdcflow import kafka as k
+from cdcflow.clients import kafka as k
+from cdcflow.clients.kafka import read_latest
+from cdcflow.clients.mysql import execute, query
+from cdcflow.clients.phoenix import PhoenixJvm
 from cdcflow.config import PipelineConfig, SinkConfig
-from cdcflow.kafka import read_latest
-from cdcflow.mysql.checkpoint import Checkpoint
-from cdcflow.mysql.sql import execute, query
-from cdcflow.phoenix.jdbc import PhoenixJvm
-from cdcflow.phoenix.verify import verify_mysql_phoenix
+from cdcflow.config.paths import default_stack_home
+from cdcflow.jars import versions
 from cdcflow.pipeline.runner import Pipeline
 from cdcflow.pipeline.session import build_session
 from cdcflow.pipeline.sinks.registry import make_sink
-from cdcflow.stack import Stack, versions
-from cdcflow.stack.paths import default_stack_home
+from cdcflow.sources.mysql.checkpoint import Checkpoint
+from cdcflow.stack import Stack
 from cdcflow.testing.mysql import CaptureThread, admin_endpoint, source_config
+from cdcflow.verify.phoenix import verify_mysql_phoenix
 
 TABLE = """(
     id BIGINT UNSIGNED NOT NULL PRIMARY KEY, name VARCHAR(60), amount DECIMAL(14,2), qty INT, ratio DOUBLE,
@@ -88,7 +89,7 @@ def main() -> None:
     ap.add_argument("--stack-home", type=Path, default=None, help="the running stack (default: cdcflow's default)")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
-    logging.getLogger("cdcflow.pipeline.sinks.phoenix").setLevel(logging.INFO)  # per-batch stage/apply times
+    logging.getLogger("cdcflow.pipeline.sinks.phoenix.sink").setLevel(logging.INFO)  # per-batch stage/apply times
     stack = Stack(args.stack_home or default_stack_home())
     bootstrap = stack.endpoints("kafka")["bootstrap_servers"]
     mariadb = stack.endpoints("mariadb")

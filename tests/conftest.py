@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from cdcflow.hbase.client import HBaseClient, connect
+from cdcflow.clients.hbase import HBaseClient, connect
 from cdcflow.testing import ServiceHarness
 
 _harness: ServiceHarness | None = None

@@ -15,10 +15,10 @@ from typing import Any
 
 import yaml
 
+from cdcflow.clients.hbase import HBaseClient
+from cdcflow.clients.kafka import KafkaRecord, TopicReader
 from cdcflow.events.json_codec import decode
-from cdcflow.hbase.apply import event_mutations
-from cdcflow.hbase.client import HBaseClient
-from cdcflow.kafka import KafkaRecord, TopicReader
+from cdcflow.pipeline.sinks.hbase.mutations import event_mutations
 
 CellTuple = tuple[bytes, bytes, bytes, int, bytes]
 
@@ -78,7 +78,7 @@ class PeerSetup:
         return proc
 
     def wait_registered(self, count: int, timeout_s: float = 30) -> None:
-        from cdcflow.hbase.zk import ZooKeeper
+        from cdcflow.clients.zookeeper import ZooKeeper
 
         zk = ZooKeeper(self.hbase["zk_quorum"])
         try:

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from cdcflow.hbase.client import HBaseClient
-from cdcflow.hbase.model import Append, ColumnFamily, Delete, Increment, Put
-from cdcflow.kafka import TopicReader
+from cdcflow.clients.hbase import HBaseClient
+from cdcflow.clients.hbase.model import Append, ColumnFamily, Delete, Increment, Put
+from cdcflow.clients.kafka import TopicReader
 
 from .hbase_capture import PeerSetup, Rebuilder, scan_cells
 

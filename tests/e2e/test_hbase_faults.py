@@ -13,11 +13,11 @@ import struct
 import time
 from typing import Any
 
-from cdcflow.hbase.client import HBaseClient
-from cdcflow.hbase.model import ColumnFamily, Delete, Put
-from cdcflow.hbase.wire import framing
-from cdcflow.hbase.wire.pb import rpc_pb2, wal_pb2
-from cdcflow.hbase.zk import ZooKeeper
+from cdcflow.clients.hbase import HBaseClient
+from cdcflow.clients.hbase.model import ColumnFamily, Delete, Put
+from cdcflow.clients.zookeeper import ZooKeeper
+from cdcflow.sources.hbase.wire import framing
+from cdcflow.sources.hbase.wire.pb import rpc_pb2, wal_pb2
 from cdcflow.testing import ServiceHarness
 
 from .hbase_capture import PeerSetup, Rebuilder

@@ -21,13 +21,13 @@ from typing import Any
 import orjson
 import yaml
 
-from cdcflow.kafka import end_offsets, read_latest
-from cdcflow.kafka.client import consume
-from cdcflow.mysql.checkpoint import Checkpoint
-from cdcflow.mysql.sql import execute, query
-from cdcflow.mysql.verify import compare_tables, rebuild, source_rows
+from cdcflow.clients.kafka import end_offsets, read_latest
+from cdcflow.clients.kafka.client import consume
+from cdcflow.clients.mysql import execute, query
+from cdcflow.sources.mysql.checkpoint import Checkpoint
 from cdcflow.testing import ServiceHarness, unique_name
 from cdcflow.testing.mysql import WORKLOAD_TABLES, MySqlWorkload, admin_endpoint, source_config
+from cdcflow.verify.mysql import compare_tables, rebuild, source_rows
 
 
 class CaptureProcess:
@@ -238,7 +238,7 @@ def test_snapshot_of_a_million_rows_while_writing_then_streaming(
     writes = {"n": 0}
 
     def writer() -> None:
-        from cdcflow.mysql.sql import connect
+        from cdcflow.clients.mysql import connect
 
         rng = random.Random(3)
         conn = connect(admin)

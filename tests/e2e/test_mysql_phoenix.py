@@ -20,9 +20,9 @@ from typing import Any
 
 import yaml
 
-from cdcflow.kafka import read_latest
-from cdcflow.mysql.checkpoint import Checkpoint
-from cdcflow.mysql.sql import query
+from cdcflow.clients.kafka import read_latest
+from cdcflow.clients.mysql import query
+from cdcflow.sources.mysql.checkpoint import Checkpoint
 from cdcflow.stack import Stack
 from cdcflow.testing import ServiceHarness, unique_name
 from cdcflow.testing.mysql import WORKLOAD_TABLES, CaptureThread, MySqlWorkload, admin_endpoint, source_config

@@ -21,13 +21,13 @@ from typing import Any
 
 import yaml
 
-from cdcflow import kafka as k
-from cdcflow.demo import TYPED_COLUMNS, HBaseWorkload
-from cdcflow.hbase.client import HBaseClient
+from cdcflow.clients import kafka as k
+from cdcflow.clients.hbase import HBaseClient
+from cdcflow.demo.hbase_workload import TYPED_COLUMNS, HBaseWorkload
 from cdcflow.pipeline.runner import read_progress
 from cdcflow.pipeline.session import build_session
 from cdcflow.pipeline.sinks.delta.state import hbase_state_rows
-from cdcflow.verify import compare_rows, rows_of, verify_hbase
+from cdcflow.verify.hbase import compare_rows, rows_of, verify_hbase
 
 from .hbase_capture import PeerSetup
 

@@ -8,13 +8,13 @@ import struct
 from pathlib import Path
 from typing import Any
 
-from cdcflow import kafka as k
+from cdcflow.clients import kafka as k
+from cdcflow.clients.hbase import HBaseClient
 from cdcflow.config import SinkConfig
 from cdcflow.events.json_codec import SCHEMA_ID
-from cdcflow.hbase.client import HBaseClient
 from cdcflow.pipeline.runner import Pipeline
 from cdcflow.pipeline.sinks.delta.state import hbase_state_rows
-from cdcflow.verify import compare_rows, rows_of
+from cdcflow.verify.hbase import compare_rows, rows_of
 
 from .hbase_capture import PeerSetup
 from .test_hbase_capture import FAMILIES, SPLITS, workload

@@ -7,12 +7,12 @@ import random
 from pathlib import Path
 from typing import Any
 
-from cdcflow import kafka as k
+from cdcflow.clients import kafka as k
+from cdcflow.clients.hbase import HBaseClient
+from cdcflow.clients.hbase.model import ColumnFamily, Delete, Put
 from cdcflow.config import PipelineConfig, SinkConfig
-from cdcflow.hbase.client import HBaseClient
-from cdcflow.hbase.model import ColumnFamily, Delete, Put
 from cdcflow.pipeline.runner import DEAD_LETTER_QUERY, Pipeline, read_progress
-from cdcflow.verify import verify_hbase
+from cdcflow.verify.hbase import verify_hbase
 
 from .hbase_capture import PeerSetup, scan_cells
 from .test_hbase_capture import workload

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
+from cdcflow.clients.kafka import client as k
+from cdcflow.clients.phoenix import PhoenixJvm
 from cdcflow.config import PipelineConfig, SinkConfig
 from cdcflow.events.json_codec import SCHEMA_ID
-from cdcflow.kafka import client as k
-from cdcflow.phoenix.jdbc import PhoenixJvm
 from cdcflow.pipeline.runner import Pipeline
 
 COLUMNS = [
@@ -66,7 +66,7 @@ def test_a_session_made_without_the_phoenix_jars_gets_them(phoenix_url: str) -> 
     """In one process the first session wins (getOrCreate ignores spark.jars later): the pipeline
     must add its sinks' jars to it, or the sink's classes are missing (as in a full test run)."""
     from cdcflow.pipeline.session import build_session
-    from cdcflow.pipeline.sinks.phoenix import PhoenixSink
+    from cdcflow.pipeline.sinks.phoenix.sink import PhoenixSink
 
     spark = build_session("cdcflow-test-no-phoenix")  # exists already, or is made without them
     wanted = PhoenixSink("phoenix", {"url": phoenix_url}, {}).jars()

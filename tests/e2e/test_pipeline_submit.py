@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from cdcflow import kafka as k
+from cdcflow.clients import kafka as k
 
 from .hbase_capture import PeerSetup
 from .test_pipeline_delta import mysql_event

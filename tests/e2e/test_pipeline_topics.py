@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from cdcflow import kafka as k
+from cdcflow.clients import kafka as k
 from cdcflow.config import PipelineConfig, SinkConfig
 from cdcflow.errors import ConfigError
 from cdcflow.events.json_codec import SCHEMA_ID

@@ -8,11 +8,10 @@ from typing import Any
 
 import pytest
 
+from cdcflow.clients.hbase import NativeHBaseClient, admin
+from cdcflow.clients.hbase.model import ColumnFamily
 from cdcflow.errors import ConfigError
-from cdcflow.hbase import admin
-from cdcflow.hbase.client import NativeHBaseClient
-from cdcflow.hbase.model import ColumnFamily
-from cdcflow.hbase.peer.registry import PeerRegistry
+from cdcflow.sources.hbase.peer.registry import PeerRegistry
 from cdcflow.testing import unique_name
 
 

@@ -6,9 +6,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from cdcflow.clients.hbase import HBaseClient
+from cdcflow.clients.hbase.model import Append, CellType, ColumnFamily, Delete, Increment, Put
 from cdcflow.errors import HBaseTerminalError
-from cdcflow.hbase.client import HBaseClient
-from cdcflow.hbase.model import Append, CellType, ColumnFamily, Delete, Increment, Put
 from cdcflow.testing import unique_name
 
 

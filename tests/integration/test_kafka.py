@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cdcflow import kafka as k
+from cdcflow.clients import kafka as k
 from cdcflow.testing import unique_name
 
 

@@ -10,7 +10,7 @@ from typing import Any
 from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.row_event import WriteRowsEvent
 
-from cdcflow.mysql.sql import MySqlEndpoint, execute, query
+from cdcflow.clients.mysql import MySqlEndpoint, execute, query
 from cdcflow.testing import unique_name
 
 
@@ -30,7 +30,7 @@ def test_inserted_rows_appear_in_the_binlog(mariadb: dict[str, Any]) -> None:
         (3, "cy", Decimal("0.01"), dt.datetime(1999, 12, 31, 23, 59, 59)),
     ]
     conn_ep = MySqlEndpoint(admin.host, admin.port, admin.user, admin.password, database=db)
-    from cdcflow.mysql.sql import connect
+    from cdcflow.clients.mysql import connect
 
     conn = connect(conn_ep, autocommit=False)
     with conn.cursor() as cur:

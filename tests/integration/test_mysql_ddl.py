@@ -6,13 +6,13 @@ from typing import Any
 
 import orjson
 
+from cdcflow.clients.kafka import end_offsets
+from cdcflow.clients.kafka.client import consume
+from cdcflow.clients.mysql import execute
 from cdcflow.events.json_codec import decode
-from cdcflow.kafka import end_offsets
-from cdcflow.kafka.client import consume
-from cdcflow.mysql.sql import execute
-from cdcflow.mysql.verify import compare_tables, rebuild, source_rows
 from cdcflow.testing import unique_name
 from cdcflow.testing.mysql import CaptureThread, admin_endpoint, read_all, source_config
+from cdcflow.verify.mysql import compare_tables, rebuild, source_rows
 
 
 def test_add_drop_and_modify_column_mid_stream(mariadb: dict[str, Any], kafka: dict[str, Any]) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 import orjson
 
-from cdcflow.mysql.sql import execute
+from cdcflow.clients.mysql import execute
 from cdcflow.testing import unique_name
 from cdcflow.testing.mysql import CaptureThread, admin_endpoint, read_all, source_config
 

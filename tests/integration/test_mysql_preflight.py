@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
+from cdcflow.clients.mysql import BinlogStream, MySqlEndpoint, StreamStart, execute
 from cdcflow.errors import ConfigError, TerminalError
-from cdcflow.mysql.preflight import preflight
-from cdcflow.mysql.sql import BinlogStream, MySqlEndpoint, StreamStart, execute
+from cdcflow.sources.mysql.preflight import preflight
 from cdcflow.testing.mysql import admin_endpoint, repl_endpoint
 
 

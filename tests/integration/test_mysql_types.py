@@ -12,11 +12,11 @@ from typing import Any
 import orjson
 import pytest
 
+from cdcflow.clients.mysql import execute
 from cdcflow.events.json_codec import decode
-from cdcflow.mysql.sql import execute
-from cdcflow.mysql.verify import compare_tables, rebuild, source_rows
 from cdcflow.testing import unique_name
 from cdcflow.testing.mysql import CaptureThread, admin_endpoint, read_all, source_config
+from cdcflow.verify.mysql import compare_tables, rebuild, source_rows
 
 COLUMNS = """
   id BIGINT UNSIGNED NOT NULL PRIMARY KEY,

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError
 
-from cdcflow.kafka.producer import AsyncProducer, DeliveryFailed, OutRecord, ProducerFenced, ProducerSettings
+from cdcflow.clients.kafka.producer import AsyncProducer, DeliveryFailed, OutRecord, ProducerFenced, ProducerSettings
 
 
 class FakeProducer:

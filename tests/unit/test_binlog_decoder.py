@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cdcflow.mysql.binlog import columns as ct
-from cdcflow.mysql.binlog.errors import BinlogDecodeError
-from cdcflow.mysql.binlog.events import (
+from cdcflow.sources.mysql.binlog import columns as ct
+from cdcflow.sources.mysql.binlog.errors import BinlogDecodeError
+from cdcflow.sources.mysql.binlog.events import (
     BinlogDecoder,
     FormatDescriptionEvent,
     GtidEvent,

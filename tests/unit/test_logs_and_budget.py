@@ -6,8 +6,8 @@ import logging
 
 import pytest
 
-from cdcflow.hbase.peer.server import ByteBudget
 from cdcflow.logs import JsonFormatter
+from cdcflow.sources.hbase.peer.server import ByteBudget
 
 
 def test_json_log_lines_carry_extra_fields() -> None:

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from cdcflow.hbase.client.native import mutation_to_proto
-from cdcflow.hbase.model import CellType, Delete, Increment, Put, TableName
-from cdcflow.hbase.wire.pb import client_pb2
+from cdcflow.clients.hbase.model import CellType, Delete, Increment, Put, TableName
+from cdcflow.clients.hbase.native import mutation_to_proto
+from cdcflow.sources.hbase.wire.pb import client_pb2
 
 MP = client_pb2.MutationProto
 

@@ -11,11 +11,11 @@ from hypothesis import strategies as st
 
 from cdcflow.errors import TerminalError
 from cdcflow.events.json_codec import decode, encode
-from cdcflow.mysql.binlog.columns import LONG, VARCHAR, Column, TableSchema
-from cdcflow.mysql.binlog.events import EventHeader, RowsEvent
-from cdcflow.mysql.capture import TableFilter, _format_gtid_state, _parse_gtid_state
-from cdcflow.mysql.changes import TxnContext, key_columns, row_changes
-from cdcflow.mysql.checkpoint import AckFrontier, Checkpoint
+from cdcflow.sources.mysql.binlog.columns import LONG, VARCHAR, Column, TableSchema
+from cdcflow.sources.mysql.binlog.events import EventHeader, RowsEvent
+from cdcflow.sources.mysql.capture import TableFilter, _format_gtid_state, _parse_gtid_state
+from cdcflow.sources.mysql.changes import TxnContext, key_columns, row_changes
+from cdcflow.sources.mysql.checkpoint import AckFrontier, Checkpoint
 
 SCHEMA = TableSchema(
     table_id=7, db="shop", table="items",

@@ -7,8 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cdcflow.errors import ConfigError
-from cdcflow.phoenix import schema as ps
-from cdcflow.phoenix.verify import phoenix_representable, render_phoenix_value
+from cdcflow.pipeline.sinks.phoenix import schema as ps
+from cdcflow.verify.phoenix import phoenix_representable, render_phoenix_value
 
 
 @pytest.mark.parametrize(

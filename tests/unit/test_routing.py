@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
+from cdcflow.clients.hbase.model import Cell, CellType
 from cdcflow.config import RouteConfig
-from cdcflow.hbase.model import Cell, CellType
-from cdcflow.hbase.routing import Router, table_pattern
+from cdcflow.sources.hbase.routing import Router, table_pattern
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""The per-cell row state behind the Delta current-state sink (cdcflow.hbase.state)."""
+"""The per-cell row state behind the Delta current-state sink (cdcflow.pipeline.sinks.delta.cell_state)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cdcflow.hbase.model import CellType
-from cdcflow.hbase.state import RowState, StateCell, column_key, merge, string_binary
+from cdcflow.clients.hbase.model import CellType
+from cdcflow.pipeline.sinks.delta.cell_state import RowState, StateCell, column_key, merge, string_binary
 
 P, D, DC, DF, DFV = (CellType.PUT, CellType.DELETE, CellType.DELETE_COLUMN, CellType.DELETE_FAMILY,
                      CellType.DELETE_FAMILY_VERSION)  # fmt: skip

@@ -5,10 +5,15 @@ from __future__ import annotations
 import pytest
 
 from cdcflow.errors import WireProtocolError
-from cdcflow.hbase.wire import framing
-from cdcflow.hbase.wire.cellblock import KEY_VALUE_CODEC_WITH_TAGS
-from cdcflow.hbase.wire.pb import rpc_pb2, wal_pb2
-from cdcflow.hbase.wire.server import CallReceived, ConnectionHeaderReceived, ConnectionRejected, ServerConnection
+from cdcflow.sources.hbase.wire import framing
+from cdcflow.sources.hbase.wire.cellblock import KEY_VALUE_CODEC_WITH_TAGS
+from cdcflow.sources.hbase.wire.pb import rpc_pb2, wal_pb2
+from cdcflow.sources.hbase.wire.server import (
+    CallReceived,
+    ConnectionHeaderReceived,
+    ConnectionRejected,
+    ServerConnection,
+)
 
 
 def hello(service: str = "AdminService", codec: str = KEY_VALUE_CODEC_WITH_TAGS, compressor: str = "") -> bytes:

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-from cdcflow.hbase.model import Cell, CellType
-from cdcflow.verify import compare_rows, rows_of
+from cdcflow.clients.hbase.model import Cell, CellType
+from cdcflow.verify.hbase import compare_rows, rows_of
 
 
 def cells(*items: tuple[bytes, bytes, int, bytes]) -> list[Cell]:

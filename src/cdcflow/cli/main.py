@@ -12,13 +12,13 @@ from typing import Any, TypeVar
 
 import click
 
+from cdcflow.clients.hbase import NativeHBaseClient
 from cdcflow.config import CdcflowConfig, load_config
+from cdcflow.config.paths import default_stack_home
 from cdcflow.errors import CdcflowError, ConfigError
-from cdcflow.hbase.client import NativeHBaseClient
 from cdcflow.stack import COMPONENTS, Stack
 from cdcflow.stack.manager import ServiceStatus
-from cdcflow.stack.paths import default_stack_home
-from cdcflow.verify import VerifyReport
+from cdcflow.verify.hbase import VerifyReport
 
 F = TypeVar("F", bound=Callable[..., Any])
 DEFAULT_CONFIG = Path(__file__).resolve().parents[3] / "config" / "cdcflow.yaml"
@@ -120,7 +120,7 @@ def stack_logs(component: str, lines: int, home: Path | None) -> None:
 def run(config_path: Path | None) -> None:
     """The whole chain on the local stack until Ctrl-C: demo workloads → HBase and MariaDB → captures →
     Kafka → pipeline → HBase copies, Delta tables and Phoenix tables, with a live progress view."""
-    from cdcflow.hbase import admin
+    from cdcflow.clients.hbase import admin
 
     cfg = _load(config_path)
     st = Stack(cfg.stack.resolved_home())
@@ -143,7 +143,7 @@ def run(config_path: Path | None) -> None:
             click.echo(f"\nadded replication peer {p.peer_id} on the local HBase")
     finally:
         client.close()
-    from cdcflow.chain import run_chain
+    from cdcflow.demo.chain import run_chain
 
     mysql_admin = (
         _mysql_endpoint(cfg, admin=True) if "mariadb" in cfg.stack.components and cfg.mysql.host is None else None
@@ -191,7 +191,7 @@ def _bootstrap(cfg: CdcflowConfig) -> str:
 
 def _prepare_peer_cluster(cfg: CdcflowConfig) -> str:
     """HBase reads the peer's hbaseid while adding it: create the peer cluster's znodes first."""
-    from cdcflow.hbase.peer.registry import PeerRegistry
+    from cdcflow.sources.hbase.peer.registry import PeerRegistry
 
     p = cfg.hbase.peer
     reg = PeerRegistry(p.zk_quorum or _source_zk(cfg), p.znode_parent)
@@ -206,7 +206,7 @@ def _prepare_peer_cluster(cfg: CdcflowConfig) -> str:
 
 def _mysql_endpoint(cfg: CdcflowConfig, admin: bool = False) -> Any:
     """The source server: from the config, or the local stack's MariaDB (replication user; `admin`: its admin)."""
-    from cdcflow.mysql.sql import MySqlEndpoint
+    from cdcflow.clients.mysql import MySqlEndpoint
 
     m = cfg.mysql
     if m.host is not None:
@@ -230,7 +230,7 @@ def mysql_run(config_path: Path | None) -> None:
     import signal
     import threading
 
-    from cdcflow.mysql.capture import MySqlCapture, run_forever
+    from cdcflow.sources.mysql.capture import MySqlCapture, run_forever
 
     cfg = _load(config_path)
     stop = threading.Event()
@@ -246,7 +246,7 @@ def mysql_run(config_path: Path | None) -> None:
 @_config_option
 def mysql_preflight(config_path: Path | None) -> None:
     """Check that the server can be captured (binlog settings, version); print what was found."""
-    from cdcflow.mysql.preflight import preflight
+    from cdcflow.sources.mysql.preflight import preflight
 
     cfg = _load(config_path)
     info = preflight(_mysql_endpoint(cfg), cfg.mysql.server_id)
@@ -257,8 +257,8 @@ def mysql_preflight(config_path: Path | None) -> None:
 @_config_option
 def mysql_status(config_path: Path | None) -> None:
     """Show the stored checkpoint of this source (where `mysql run` resumes)."""
-    from cdcflow.kafka import read_latest
-    from cdcflow.mysql.checkpoint import Checkpoint
+    from cdcflow.clients.kafka import read_latest
+    from cdcflow.sources.mysql.checkpoint import Checkpoint
 
     cfg = _load(config_path)
     raw = read_latest(_bootstrap(cfg), cfg.mysql.offsets_topic, cfg.mysql.name.encode())
@@ -284,7 +284,7 @@ def hbase_run(config_path: Path | None, port: int | None, metrics_port: int | No
     """Serve as a replication peer: forward every WAL edit HBase ships to Kafka. Stops on SIGTERM."""
     import asyncio
 
-    from cdcflow.hbase.peer.run import PeerEndpoints, run_peer
+    from cdcflow.sources.hbase.peer.run import PeerEndpoints, run_peer
 
     cfg = _load(config_path)
     hb = cfg.hbase
@@ -311,7 +311,7 @@ def _client(cfg: CdcflowConfig) -> NativeHBaseClient:
 @click.option("--disabled", is_flag=True, help="Add the peer disabled.")
 def peer_add(config_path: Path | None, tables: tuple[str, ...], serial: bool | None, disabled: bool) -> None:
     """Add this cdcflow peer (hbase.peer.* in the config) to the source cluster."""
-    from cdcflow.hbase import admin
+    from cdcflow.clients.hbase import admin
 
     cfg = _load(config_path)
     p = cfg.hbase.peer
@@ -334,7 +334,7 @@ def peer_add(config_path: Path | None, tables: tuple[str, ...], serial: bool | N
 @_config_option
 def peer_list(config_path: Path | None) -> None:
     """List the source cluster's replication peers."""
-    from cdcflow.hbase import admin
+    from cdcflow.clients.hbase import admin
 
     client = _client(_load(config_path))
     try:
@@ -350,7 +350,7 @@ def peer_list(config_path: Path | None) -> None:
 def _peer_action(action: str) -> click.Command:
     @_config_option
     def cmd(config_path: Path | None) -> None:
-        from cdcflow.hbase import admin
+        from cdcflow.clients.hbase import admin
 
         cfg = _load(config_path)
         client = _client(cfg)
@@ -379,7 +379,7 @@ for _action in ("enable", "disable", "remove"):
 @click.option("--scope", type=click.IntRange(0, 1), default=1, show_default=True)
 def hbase_scope(config_path: Path | None, table: str, families: tuple[str, ...], scope: int) -> None:
     """Set REPLICATION_SCOPE on FAMILIES of TABLE (1 = replicate, 0 = not)."""
-    from cdcflow.hbase import admin
+    from cdcflow.clients.hbase import admin
 
     client = _client(_load(config_path))
     try:
@@ -393,8 +393,8 @@ def hbase_scope(config_path: Path | None, table: str, families: tuple[str, ...],
 @_config_option
 def hbase_status(config_path: Path | None) -> None:
     """Peer instances registered in ZooKeeper, and the peer's state on the source cluster."""
-    from cdcflow.hbase import admin
-    from cdcflow.hbase.peer.registry import PeerRegistry
+    from cdcflow.clients.hbase import admin
+    from cdcflow.sources.hbase.peer.registry import PeerRegistry
 
     cfg = _load(config_path)
     p = cfg.hbase.peer
@@ -494,7 +494,7 @@ def pipeline_submit(
 
     import pyspark
 
-    from cdcflow.pipeline import app
+    from cdcflow.cli import spark_app as app
     from cdcflow.pipeline.session import SESSION_CONF, extra_jars
     from cdcflow.pipeline.sinks.registry import make_sink
 
@@ -574,8 +574,8 @@ def verify() -> None:
 @click.option("--max-versions", type=int, default=1, show_default=True, help="Cell versions per column to compare.")
 def verify_hbase_cmd(config_path: Path | None, source: str, sink: str, sink_zk: str | None, max_versions: int) -> None:
     """Compare HBase table SOURCE with SINK cell by cell (timestamps included). Exit 1 on differences."""
-    from cdcflow.hbase.client import connect
-    from cdcflow.verify import verify_hbase
+    from cdcflow.clients.hbase import connect
+    from cdcflow.verify.hbase import verify_hbase
 
     cfg = _load(config_path)
     src = connect(_source_zk(cfg), cfg.hbase.znode_parent)
@@ -596,10 +596,10 @@ def verify_hbase_cmd(config_path: Path | None, source: str, sink: str, sink_zk: 
 @click.option("--max-versions", type=int, default=1, show_default=True, help="Cell versions per column to compare.")
 def verify_hbase_delta_cmd(config_path: Path | None, source: str, delta_path: str, max_versions: int) -> None:
     """Compare HBase table SOURCE with the Delta current-state table at DELTA_PATH. Exit 1 on differences."""
-    from cdcflow.hbase.client import connect
+    from cdcflow.clients.hbase import connect
     from cdcflow.pipeline.session import build_session
     from cdcflow.pipeline.sinks.delta.state import hbase_state_rows
-    from cdcflow.verify import compare_rows, rows_of
+    from cdcflow.verify.hbase import compare_rows, rows_of
 
     cfg = _load(config_path)
     spark = build_session("cdcflow-verify", cfg.pipeline.master)
@@ -622,8 +622,8 @@ def verify_hbase_delta_cmd(config_path: Path | None, source: str, delta_path: st
 def verify_mysql_phoenix_cmd(config_path: Path | None, table: str, url: str | None) -> None:
     """Compare MySQL table DB.TABLE with its Phoenix copy (names and table_map from the phoenix sink's
     options). Exit 1 on differences."""
-    from cdcflow.phoenix.jdbc import PhoenixJvm
-    from cdcflow.phoenix.verify import verify_mysql_phoenix
+    from cdcflow.clients.phoenix import PhoenixJvm
+    from cdcflow.verify.phoenix import verify_mysql_phoenix
 
     cfg = _load(config_path)
     db, dot, name = table.partition(".")

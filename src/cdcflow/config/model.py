@@ -10,11 +10,13 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from cdcflow.config.paths import default_stack_home
 from cdcflow.errors import ConfigError
-from cdcflow.stack.manager import COMPONENTS
-from cdcflow.stack.paths import default_stack_home
+from cdcflow.events.json_codec import VALUE_ENCODINGS
 
 ENV_PREFIX = "CDCFLOW__"
+# The local stack's components in start order (`down` stops in reverse); cdcflow.stack runs one service each.
+COMPONENTS: tuple[str, ...] = ("mariadb", "kafka", "hbase", "phoenix")
 DEAD_LETTER_QUERY = "dead-letters"  # the pipeline's query (and checkpoint folder) for malformed records
 
 
@@ -64,8 +66,6 @@ class RouteConfig(_Strict):
     @field_validator("values")
     @classmethod
     def _encodings(cls, value: dict[str, str]) -> dict[str, str]:
-        from cdcflow.events.json_codec import VALUE_ENCODINGS
-
         bad = {k: v for k, v in value.items() if v not in VALUE_ENCODINGS}
         if bad:
             raise ValueError(f"unknown value encodings {bad}; choose from {list(VALUE_ENCODINGS)}")
@@ -201,7 +201,7 @@ class PipelineConfig(_Strict):
 
 
 class DemoConfig(_Strict):
-    """The demo workloads `cdcflow run` writes: into the local HBase (cdcflow.demo) and, when the
+    """The demo workloads `cdcflow run` writes: into the local HBase (cdcflow.demo.hbase_workload) and, when the
     stack has MariaDB, random transactions into `mysql_database` (cdcflow.testing.mysql)."""
 
     enabled: bool = True

@@ -19,9 +19,9 @@ from typing import Any
 
 import orjson
 
+from cdcflow.clients.hbase.model import Cell, CellType
 from cdcflow.errors import TerminalError
 from cdcflow.events.model import SCHEMA_VERSION, ChangeEvent, Op, SourceInfo
-from cdcflow.hbase.model import Cell, CellType
 
 SCHEMA_ID = f"cdcflow.change/{SCHEMA_VERSION}"
 CELL_TYPE_NAMES = {

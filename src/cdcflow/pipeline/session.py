@@ -13,7 +13,7 @@ import pyspark
 from pyspark.sql import SparkSession
 
 from cdcflow.errors import ConfigError
-from cdcflow.stack import maven, versions
+from cdcflow.jars import maven, versions
 
 log = logging.getLogger(__name__)
 

@@ -4,6 +4,7 @@
 module; versions are pinned in `versions.py` and nowhere else.
 """
 
-from cdcflow.stack.manager import COMPONENTS, Stack
+from cdcflow.config.model import COMPONENTS
+from cdcflow.stack.manager import Stack
 
 __all__ = ["COMPONENTS", "Stack"]

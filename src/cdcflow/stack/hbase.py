@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape
 
-from cdcflow.hbase.client import connect
-from cdcflow.stack import maven, process, versions
+from cdcflow.clients.hbase import connect
+from cdcflow.jars import maven, versions
+from cdcflow.stack import process
 from cdcflow.stack.service import Service
 
 # What HBase's bin/hbase adds on JDK 11+ (add_jdk11_jvm_flags in 2.6).

@@ -7,9 +7,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from cdcflow import kafka as kafka_client
+from cdcflow.clients import kafka as kafka_client
 from cdcflow.errors import StackError
-from cdcflow.stack import maven, process, versions
+from cdcflow.jars import maven, versions
+from cdcflow.stack import process
 from cdcflow.stack.service import Service
 
 _JVM = ["-XX:+UseG1GC", "-Djava.awt.headless=true", "-Xms256m"]

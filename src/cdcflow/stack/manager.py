@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cdcflow.config.model import COMPONENTS
 from cdcflow.errors import CdcflowError, StackError
 from cdcflow.stack import ports, process, state
 from cdcflow.stack.hbase import HBaseService
@@ -18,9 +19,6 @@ from cdcflow.stack.phoenix import PhoenixService
 from cdcflow.stack.service import Service
 
 log = logging.getLogger(__name__)
-
-# Start order; `down` stops in reverse.
-COMPONENTS: tuple[str, ...] = ("mariadb", "kafka", "hbase", "phoenix")
 
 
 def make_service(name: str) -> Service:

@@ -10,9 +10,10 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from cdcflow.clients.mysql import MySqlEndpoint, execute, query
 from cdcflow.errors import StackError
-from cdcflow.mysql.sql import MySqlEndpoint, execute, query
-from cdcflow.stack import process, versions
+from cdcflow.jars import versions
+from cdcflow.stack import process
 from cdcflow.stack.service import Service
 
 # Credentials of the local dev/test server only; never used for a real database.

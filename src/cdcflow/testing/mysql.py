@@ -6,10 +6,10 @@ import threading
 import uuid
 from typing import Any
 
+from cdcflow.clients.kafka import TopicReader
+from cdcflow.clients.mysql import MySqlEndpoint
 from cdcflow.config import KafkaConfig, MySqlSourceConfig
-from cdcflow.kafka import TopicReader
-from cdcflow.mysql.capture import CaptureStats, MySqlCapture
-from cdcflow.mysql.sql import MySqlEndpoint
+from cdcflow.sources.mysql.capture import CaptureStats, MySqlCapture
 
 
 def admin_endpoint(mariadb: dict[str, Any], database: str | None = None) -> MySqlEndpoint:
@@ -118,7 +118,7 @@ class MySqlWorkload:
         self._conn: Any = None
 
     def create(self) -> None:
-        from cdcflow.mysql.sql import execute
+        from cdcflow.clients.mysql import execute
 
         tables = (f"CREATE TABLE IF NOT EXISTS {self.db}.{name} {ddl}" for name, ddl in WORKLOAD_TABLES.items())
         execute(self.ep, f"CREATE DATABASE IF NOT EXISTS {self.db}", *tables)
@@ -206,7 +206,7 @@ class MySqlWorkload:
             pass  # a key change onto an existing key: the statement fails, the transaction goes on
 
     def transaction(self) -> None:
-        from cdcflow.mysql.sql import connect
+        from cdcflow.clients.mysql import connect
 
         if self._conn is None:
             self._conn = connect(self.ep, autocommit=False)

@@ -18,7 +18,7 @@ SINK_TYPES: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "delta": ("cdcflow.pipeline.sinks.delta.state", "DeltaStateSink", ()),
     "delta_changelog": ("cdcflow.pipeline.sinks.delta.changelog", "DeltaChangelogSink", ("path",)),
     "parquet": ("cdcflow.pipeline.sinks.simple", "ParquetChangelogSink", ("path",)),
-    "phoenix": ("cdcflow.pipeline.sinks.phoenix", "PhoenixSink", ()),
+    "phoenix": ("cdcflow.pipeline.sinks.phoenix.sink", "PhoenixSink", ()),
     "console": ("cdcflow.pipeline.sinks.simple", "ConsoleSink", ()),
 }
 

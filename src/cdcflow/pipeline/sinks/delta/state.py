@@ -1,6 +1,6 @@
 """Delta Lake current-state sink: one Delta table per source table, one row per source row.
 
-HBase-sourced tables (per cell; see `cdcflow.hbase.state` for the rules):
+HBase-sourced tables (per cell; see `cdcflow.pipeline.sinks.delta.cell_state` for the rules):
 
     row_key     binary      the HBase row key
     exists      boolean     false once every cell is deleted (the row stays, as a tombstone)
@@ -54,10 +54,10 @@ from pyspark.sql.types import (
 
 from cdcflow.errors import ConfigError
 from cdcflow.events.json_codec import CELL_TYPE_NAMES, CELL_TYPES, VALUE_ENCODINGS, render_value
-from cdcflow.hbase.state import RowState, StateCell, column_key, merge
 from cdcflow.pipeline.sinks.base import Sink
+from cdcflow.pipeline.sinks.delta.cell_state import RowState, StateCell, column_key, merge
 from cdcflow.pipeline.sinks.delta.tables import ensure_table
-from cdcflow.verify import RowCells
+from cdcflow.verify.hbase import RowCells
 
 log = logging.getLogger(__name__)
 
@@ -307,7 +307,7 @@ class DeltaStateSink(Sink):
 
 
 def hbase_state_rows(spark: SparkSession, path: str, max_versions: int = 1) -> Iterator[RowCells]:
-    """The rows of an HBase state table as `cdcflow.verify` compares them: row-key order, the
+    """The rows of an HBase state table as `cdcflow.verify.hbase` compares them: row-key order, the
     newest `max_versions` visible cells per column, rows whose cells are all deleted left out."""
     rows = (
         spark.read.format("delta").load(path).where("exists").select("row_key", "puts")

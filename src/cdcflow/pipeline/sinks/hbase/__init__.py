@@ -11,10 +11,10 @@ from typing import Any
 from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 
+from cdcflow.clients.hbase.model import Cell, Mutation
 from cdcflow.events.json_codec import CELL_TYPES
-from cdcflow.hbase.apply import cell_mutations
-from cdcflow.hbase.model import Cell, Mutation
 from cdcflow.pipeline.sinks.base import Sink
+from cdcflow.pipeline.sinks.hbase.mutations import cell_mutations
 
 
 def spark_cells(row_key: bytes, cells: Iterable[Any]) -> Iterator[Cell]:
@@ -52,7 +52,7 @@ class HBaseSink(Sink):
 
 
 def _write_partition(rows: Iterator[Row], zk_quorum: str, options: dict[str, Any], batch_size: int = 500) -> None:
-    from cdcflow.hbase.client import connect  # on the executor
+    from cdcflow.clients.hbase import connect  # on the executor
 
     client = connect(zk_quorum)
     pending: dict[str, list[Mutation]] = {}

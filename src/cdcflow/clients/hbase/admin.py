@@ -1,0 +1,150 @@
+"""Replication administration over MasterService RPC (no HBase shell, no JRuby)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from google.protobuf.message import Message
+
+from cdcflow.clients.hbase.model import TableName
+from cdcflow.clients.hbase.native import NativeHBaseClient, _table_pb
+from cdcflow.errors import ConfigError
+from cdcflow.sources.hbase.wire.pb import hbase_types_pb2, master_pb2, replication_pb2
+
+ENABLED = replication_pb2.ReplicationState.ENABLED
+DISABLED = replication_pb2.ReplicationState.DISABLED
+
+
+@dataclass(frozen=True)
+class PeerInfo:
+    peer_id: str
+    enabled: bool
+    cluster_key: str
+    serial: bool
+    replicate_all: bool
+    table_cfs: dict[str, list[str]]
+    config: dict[str, str]
+
+
+def cluster_key(zk_quorum: str, znode_parent: str) -> str:
+    """HBase CLUSTER_KEY: "host1,host2:port:/parent" from "host1:port,host2:port" and "/parent"."""
+    hosts, ports = [], set()
+    for part in zk_quorum.split(","):
+        host, _, port = part.strip().rpartition(":")
+        hosts.append(host or part)
+        ports.add(port or "2181")
+    if len(ports) != 1:
+        raise ConfigError(f"ZooKeeper hosts must share one port for a cluster key: {zk_quorum}")
+    return f"{','.join(hosts)}:{ports.pop()}:{znode_parent}"
+
+
+def add_peer(
+    client: NativeHBaseClient,
+    peer_id: str,
+    key: str,
+    *,
+    serial: bool = True,
+    enabled: bool = True,
+    table_cfs: Mapping[str, Sequence[str]] | None = None,
+    config: Mapping[str, str] | None = None,
+) -> None:
+    """Add a replication peer. With `table_cfs` only those tables (families; [] = all) replicate."""
+    if "-" in peer_id:
+        raise ConfigError(f"HBase refuses peer ids with '-': {peer_id!r}")
+    peer = replication_pb2.ReplicationPeer(clusterkey=key, serial=serial, replicate_all=not table_cfs)
+    for table, families in (table_cfs or {}).items():
+        tcf = peer.table_cfs.add(table_name=_table_pb(TableName.parse(table)))
+        tcf.families.extend(f.encode() for f in families)
+    for k, v in (config or {}).items():
+        peer.configuration.add(name=k, value=v)
+    req = replication_pb2.AddReplicationPeerRequest(
+        peer_id=peer_id,
+        peer_config=peer,
+        peer_state=replication_pb2.ReplicationState(state=ENABLED if enabled else DISABLED),
+    )
+    res = client.master_call("AddReplicationPeer", req, replication_pb2.AddReplicationPeerResponse)
+    client.wait_procedure(res.proc_id, f"add peer {peer_id}")
+
+
+def _simple(
+    client: NativeHBaseClient, method: str, req_cls: type[Message], res_cls: type[Message], peer_id: str
+) -> None:
+    res: Any = client.master_call(method, req_cls(peer_id=peer_id), res_cls)
+    client.wait_procedure(res.proc_id, f"{method} {peer_id}")
+
+
+def enable_peer(client: NativeHBaseClient, peer_id: str) -> None:
+    _simple(client, "EnableReplicationPeer", replication_pb2.EnableReplicationPeerRequest,
+            replication_pb2.EnableReplicationPeerResponse, peer_id)  # fmt: skip
+
+
+def disable_peer(client: NativeHBaseClient, peer_id: str) -> None:
+    _simple(client, "DisableReplicationPeer", replication_pb2.DisableReplicationPeerRequest,
+            replication_pb2.DisableReplicationPeerResponse, peer_id)  # fmt: skip
+
+
+def remove_peer(client: NativeHBaseClient, peer_id: str) -> None:
+    _simple(client, "RemoveReplicationPeer", replication_pb2.RemoveReplicationPeerRequest,
+            replication_pb2.RemoveReplicationPeerResponse, peer_id)  # fmt: skip
+
+
+def list_peers(client: NativeHBaseClient) -> list[PeerInfo]:
+    res = client.master_call(
+        "ListReplicationPeers",
+        replication_pb2.ListReplicationPeersRequest(),
+        replication_pb2.ListReplicationPeersResponse,
+    )
+    out = []
+    for d in res.peer_desc:
+        c = d.config
+        out.append(
+            PeerInfo(
+                peer_id=d.id,
+                enabled=d.state.state == ENABLED,
+                cluster_key=c.clusterkey,
+                serial=c.serial,
+                replicate_all=c.replicate_all,
+                table_cfs={
+                    str(TableName(t.table_name.namespace.decode(), t.table_name.qualifier.decode())): [
+                        f.decode() for f in t.families
+                    ]
+                    for t in c.table_cfs
+                },
+                config={p.name: p.value for p in c.configuration},
+            )
+        )
+    return out
+
+
+def set_replication_scope(client: NativeHBaseClient, table: str, families: Sequence[str], scope: int = 1) -> None:
+    """Set REPLICATION_SCOPE on existing column families (ModifyTable keeps every other attribute)."""
+    name = TableName.parse(table)
+    res = client.master_call(
+        "GetTableDescriptors",
+        master_pb2.GetTableDescriptorsRequest(table_names=[_table_pb(name)]),
+        master_pb2.GetTableDescriptorsResponse,
+    )
+    if not res.table_schema:
+        raise ConfigError(f"table {table} does not exist")
+    schema: hbase_types_pb2.TableSchema = res.table_schema[0]
+    known = {cf.name.decode() for cf in schema.column_families}
+    missing = sorted(set(families) - known)
+    if missing:
+        raise ConfigError(f"table {table} has no column families {missing}; it has {sorted(known)}")
+    for cf in schema.column_families:
+        if cf.name.decode() in families:
+            attrs = [a for a in cf.attributes if a.first != b"REPLICATION_SCOPE"]
+            del cf.attributes[:]
+            cf.attributes.extend(attrs)
+            cf.attributes.add(first=b"REPLICATION_SCOPE", second=str(scope).encode())
+    nonce = client.nonce()
+    req = master_pb2.ModifyTableRequest(
+        table_name=_table_pb(name),
+        table_schema=schema,
+        nonce_group=nonce["nonce_group"],
+        nonce=nonce["nonce"],
+    )
+    mod = client.master_call("ModifyTable", req, master_pb2.ModifyTableResponse)
+    client.wait_procedure(mod.proc_id, f"set REPLICATION_SCOPE on {table}")

@@ -1,0 +1,27 @@
+"""Kafka access. `client.py` is the only module in cdcflow that imports the Kafka client library."""
+
+from cdcflow.clients.kafka.client import (
+    KafkaRecord,
+    TopicReader,
+    consume,
+    create_store_topic,
+    create_topic,
+    end_offsets,
+    list_topics,
+    ping,
+    produce_sync,
+    read_latest,
+)
+
+__all__ = [
+    "KafkaRecord",
+    "TopicReader",
+    "consume",
+    "create_store_topic",
+    "create_topic",
+    "end_offsets",
+    "list_topics",
+    "ping",
+    "produce_sync",
+    "read_latest",
+]

@@ -1,0 +1,306 @@
+"""Apache Phoenix sink: MySQL-sourced change events as rows of typed Phoenix tables.
+
+Per batch and table (docs/phoenix.md, "How a batch is applied"):
+
+1. the newest event per primary key is converted to the Phoenix column types (exactly: see
+   cdcflow.pipeline.sinks.phoenix.schema) and written by Spark's JDBC writer (with cdcflow's UPSERT dialect)
+   into a stage table, `CDCFLOW."<SCHEMA>__<TABLE>__STAGE"`;
+2. Phoenix itself then compares each staged position with the last applied one, kept per key in
+   `CDCFLOW."<SCHEMA>__<TABLE>__POS"` (deletes too, as tombstones), and applies only newer
+   changes: `UPSERT INTO target SELECT ... FROM stage`, `DELETE FROM target WHERE pk IN (...)`;
+3. only then are the new positions recorded, and the stage emptied.
+
+A crash anywhere replays the batch: changes already applied are applied again with the same
+values, and a stale event (older than what a key has, a delete included) is never applied.
+The data never passes through Python: statements run in the Spark driver's JVM, on Phoenix's
+own JDBC driver.
+
+Options:
+  url            Phoenix JDBC URL (default: the local stack's, jdbc:phoenix:<zk>:/hbase)
+  tables         "db.table" patterns (fnmatch) to apply; default all MySQL tables
+  table_map      {"db.table": "SCHEMA.TABLE"}; default the MySQL names, cased by name_case
+  name_case      upper (default; what unquoted SQL expects) or preserve (names exactly as in MySQL)
+  create_tables  create missing tables (and add new columns) from the MySQL schema history
+  schema_history_topic   where the MySQL capture records table shapes (default: its config)
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import logging
+import time
+from typing import Any
+
+import orjson
+from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+from pyspark.sql.types import MapType, StringType
+
+from cdcflow.clients.kafka.client import iter_to_end
+from cdcflow.clients.phoenix import DRIVER, PhoenixConnection, PhoenixError
+from cdcflow.errors import ConfigError, TerminalError
+from cdcflow.jars import phoenix as phoenix_jars
+from cdcflow.pipeline.sinks.base import Sink
+from cdcflow.pipeline.sinks.phoenix import schema as ps
+
+log = logging.getLogger(__name__)
+DIALECT_CLASS = "io.cdcflow.spark.PhoenixUpsertDialect"
+_ZERO_DATE = ps.ZERO_DATE_PATTERN
+_CATALOG = (
+    "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_SIZE, DECIMAL_DIGITS, NULLABLE, KEY_SEQ, ORDINAL_POSITION "
+    "FROM SYSTEM.CATALOG WHERE {schema} AND TABLE_NAME = '{name}' AND COLUMN_NAME IS NOT NULL"
+)
+
+
+class PhoenixSchemaError(TerminalError):
+    """The Phoenix table is missing or cannot hold the MySQL table's values."""
+
+
+class PhoenixSink(Sink):
+    def __init__(self, name: str, options: dict[str, Any], context: dict[str, Any]) -> None:
+        super().__init__(name, options, context)
+        known = {"url", "tables", "table_map", "name_case", "create_tables", "schema_history_topic"}
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise ConfigError(f"sink {name}: unknown phoenix options {unknown}; known: {sorted(known)}")
+        url = options.get("url") or context.get("phoenix_url")
+        if not url:
+            raise ConfigError(f"sink {name}: phoenix needs options.url (jdbc:phoenix:<zk quorum>:<znode>)")
+        if not str(url).startswith("jdbc:phoenix:"):
+            raise ConfigError(f"sink {name}: url must start with jdbc:phoenix:, got {url!r}")
+        self.url = str(url)
+        self.patterns = [str(p) for p in options.get("tables", ["*"])]
+        self.table_map = {str(k): str(v) for k, v in dict(options.get("table_map", {})).items()}
+        self.case = str(options.get("name_case", "upper"))
+        ps.map_name("x", self.case)  # validates
+        self.create = bool(options.get("create_tables", False))
+        self.history_topic = options.get("schema_history_topic") or context.get("mysql_schema_history_topic")
+        self._conn: PhoenixConnection | None = None
+        self._targets: dict[tuple[str, str], ps.PhoenixTable] = {}
+
+    def jars(self) -> list[str]:
+        return [str(j) for j in (*phoenix_jars.client_jars(), phoenix_jars.helper_jar())]
+
+    # --- connection ---------------------------------------------------------------------------
+    def _connection(self, spark: SparkSession) -> PhoenixConnection:
+        if self._conn is None:
+            jvm = spark.sparkContext._jvm
+            assert jvm is not None
+            loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+            dialects = jvm.org.apache.spark.sql.jdbc.JdbcDialects
+            if dialects.get(self.url).getClass().getName() != DIALECT_CLASS:
+                dialects.registerDialect(loader.loadClass(DIALECT_CLASS).newInstance())
+            self._conn = PhoenixConnection(jvm, loader, self.url)
+        return self._conn
+
+    def _reset(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+        self._conn = None
+        self._targets.clear()
+
+    # --- tables -------------------------------------------------------------------------------
+    def _describe(self, conn: PhoenixConnection, schema: str, name: str) -> ps.PhoenixTable | None:
+        for part in (schema, name):
+            ps.quote(part)  # rejects names that cannot be quoted
+        where = f"TABLE_SCHEM = '{schema}'" if schema else "TABLE_SCHEM IS NULL"
+        rows = conn.query(_CATALOG.format(schema=where, name=name.replace("'", "''")))
+        return ps.table_from_catalog(schema, name, rows)
+
+    def _history(self, spark: SparkSession, db: str, table: str, schema: str, name: str) -> ps.PhoenixTable | None:
+        """The table's shape from the newest `kind: table` record of the MySQL schema history."""
+        if not self.history_topic:
+            return None
+        latest = None
+        for rec in iter_to_end(self.context["bootstrap_servers"], str(self.history_topic)):
+            try:
+                doc = orjson.loads(rec.value or b"")
+            except orjson.JSONDecodeError:
+                continue
+            if doc.get("kind") == "table" and doc.get("db") == db and doc.get("table") == table:
+                latest = doc
+        if latest is None:
+            return None
+        return ps.expected_table(schema, name, ps.mysql_columns(latest["columns"]), self.case)
+
+    def _target(self, spark: SparkSession, db: str, table: str, columns: set[str]) -> ps.PhoenixTable:
+        """The Phoenix table for a MySQL table, checked (and created) once per process, and again
+        when events carry columns it does not have."""
+        cached = self._targets.get((db, table))
+        if cached is not None and columns <= {c.name for c in cached.columns}:
+            return cached
+        conn = self._connection(spark)
+        schema, name = ps.target_name(db, table, self.table_map, self.case)
+        label = f"Phoenix table {schema}.{name} (for MySQL {db}.{table})"
+        actual = self._describe(conn, schema, name)
+        expected = self._history(spark, db, table, schema, name) if (self.create or actual is not None) else None
+        if actual is None:
+            if not self.create:
+                raise PhoenixSchemaError(f"{label} does not exist; create it, or set create_tables: true")
+            if expected is None:
+                raise PhoenixSchemaError(
+                    f"{label} does not exist and the schema history ({self.history_topic}) has no record of "
+                    f"{db}.{table} to create it from"
+                )
+            log.info("creating %s: %s", label, ps.create_table_sql(expected))
+            conn.execute(ps.create_table_sql(expected))
+            actual = self._describe(conn, schema, name)
+            assert actual is not None
+        if expected is not None:
+            problems = ps.compatibility_problems(expected, actual)
+            missing = [c for c in expected.columns if actual.column(c.name) is None]
+            if self.create and missing and len(problems) == len(missing):
+                for c in missing:  # a column added in MySQL since the table was created
+                    log.info("adding column %s %s to %s", c.name, c.type, label)
+                    conn.execute(f"ALTER TABLE {actual.qualified} ADD IF NOT EXISTS {ps.quote(c.name)} {c.type}")
+                actual = self._describe(conn, schema, name)
+                assert actual is not None
+                problems = ps.compatibility_problems(expected, actual)
+            if problems:
+                raise PhoenixSchemaError(f"{label} cannot hold the MySQL rows: {'; '.join(problems)}")
+        unknown = sorted(columns - {c.name for c in actual.columns})
+        if unknown:
+            raise PhoenixSchemaError(
+                f"{label} has no column(s) {unknown} that the change events carry"
+                + ("" if self.create else "; add them, or set create_tables: true")
+            )
+        for c in actual.columns:
+            ps.spark_type(c.type)  # every column must be writable
+        stage, positions = ps.stage_table(actual), ps.position_table(actual)
+        # The stage is empty between batches: recreate it, so it always has the target's shape.
+        conn.execute(f"DROP TABLE IF EXISTS {stage.qualified}")
+        conn.execute(ps.create_table_sql(stage))
+        conn.execute(ps.create_table_sql(positions))
+        self._targets[(db, table)] = actual
+        return actual
+
+    # --- batches ------------------------------------------------------------------------------
+    def _wanted(self, db: str, table: str) -> bool:
+        return any(fnmatch.fnmatchcase(f"{db}.{table}", p) for p in self.patterns)
+
+    def apply_batch(self, events: DataFrame, batch_id: int) -> None:
+        spark = events.sparkSession
+        as_map = MapType(StringType(), StringType())
+        values = F.from_json(F.coalesce(F.col("after"), F.col("key")), as_map)  # type: ignore[arg-type]
+        if self.case == "upper":
+            values = F.transform_keys(values, lambda k, _v: F.upper(k))
+        pos = F.array_join(F.transform("source.pos", lambda p: F.lpad(p.cast("string"), 20, "0")), ".")
+        rows = events.where(F.col("source.connector") == "mysql").select(
+            F.col("source.db").alias("db"), F.col("source.table").alias("table"), "key", "op",
+            values.alias("values"), pos.alias("pos"),
+        )  # fmt: skip
+        newest = Window.partitionBy("db", "table", "key").orderBy(F.col("pos").desc())
+        latest = rows.withColumn("_n", F.row_number().over(newest)).where("_n = 1").drop("_n").persist()
+        try:
+            found = latest.select("db", "table", F.explode(F.map_keys("values")).alias("c")).distinct().collect()
+            tables: dict[tuple[str, str], set[str]] = {}
+            for r in found:
+                tables.setdefault((r["db"], r["table"]), set()).add(r["c"])
+            for (db, table), columns in sorted(tables.items()):
+                if self._wanted(db, table):
+                    self._apply_table(spark, latest, db, table, columns, batch_id)
+        except PhoenixError:
+            self._reset()  # reconnect and re-check the tables on the retry
+            raise
+        finally:
+            latest.unpersist()
+
+    def _apply_table(
+        self, spark: SparkSession, latest: DataFrame, db: str, table: str, columns: set[str], batch_id: int
+    ) -> None:
+        started = time.perf_counter()
+        target = self._target(spark, db, table, columns)
+        conn = self._connection(spark)
+        stage, positions = ps.stage_table(target), ps.position_table(target)
+        rows = latest.where((F.col("db") == db) & (F.col("table") == table))
+        converted, problems = [], []
+        for c in target.columns:
+            raw = F.col("values")[c.name]
+            value = _convert(raw, ps.spark_type(c.type))
+            converted.append(value.alias(c.name))
+            zero = raw.rlike(_ZERO_DATE) if c.type in ("DATE", "TIMESTAMP") else F.lit(False)
+            problems.append(F.when(raw.isNotNull() & value.isNull() & ~zero, F.concat(F.lit(f"{c.name}="), raw)))
+        staged = rows.select(
+            *converted,
+            F.col("op").cast("string").alias(ps.OP_COLUMN),
+            F.col("pos").alias(ps.POS_COLUMN),
+            F.concat_ws(", ", *problems).alias("_problem"),
+            F.col("key").alias("_key"),
+        ).persist()
+        try:
+            bad = staged.where(F.col("_problem") != "").select("_key", "_problem", ps.POS_COLUMN).limit(5).collect()
+            if bad:
+                examples = "; ".join(f"key {r['_key']} at {r[ps.POS_COLUMN]}: {r['_problem']}" for r in bad)
+                raise PhoenixSchemaError(
+                    f"{db}.{table}: values that do not fit the Phoenix column types of {target.display} "
+                    f"(nothing of this batch was applied; the events stay in Kafka): {examples}"
+                )
+            checked = time.perf_counter()
+            conn.execute(f"DELETE FROM {stage.qualified}")  # leftovers of a batch that crashed
+            (
+                staged.drop("_problem", "_key")
+                .write.format("jdbc")
+                .option("url", self.url)
+                .option("driver", DRIVER)
+                .option("dbtable", stage.qualified)
+                .option("batchsize", "2000")
+                # No Spark transaction: Phoenix would buffer a whole partition in memory until the
+                # commit (100 MB at most). Auto-commit instead commits every JDBC batch; a partial
+                # stage is harmless, the statements below run only after the whole write succeeded.
+                .option("isolationLevel", "NONE")
+                .option("phoenix.connection.autoCommit", "true")
+                .mode("append")
+                .save()
+            )
+        finally:
+            staged.unpersist()
+        written = time.perf_counter()
+        upserted, deleted, steps = self._apply_stage(conn, target, stage, positions)
+        log.info("phoenix %s: batch %d: %d upserted, %d deleted (convert %.1f s, stage write %.1f s, apply %.1f s: %s)",
+                 target.display, batch_id, upserted, deleted, checked - started, written - checked,
+                 time.perf_counter() - written, steps)  # fmt: skip
+
+    @staticmethod
+    def _apply_stage(
+        conn: PhoenixConnection, target: ps.PhoenixTable, stage: ps.PhoenixTable, positions: ps.PhoenixTable
+    ) -> tuple[int, int, str]:
+        """Steps 2-4 of docs/phoenix.md. Returns (upserted, deleted, seconds per step for the log)."""
+        q = ps.quote
+        keys = ", ".join(q(k) for k in target.primary_key)
+        join = " AND ".join(f"p.{q(k)} = s.{q(k)}" for k in target.primary_key)
+        newer = f"({q(ps.OLD_POS_COLUMN)} IS NULL OR {q(ps.POS_COLUMN)} > {q(ps.OLD_POS_COLUMN)})"
+        cols = ", ".join(q(c.name) for c in target.columns)
+        p_keys = ", ".join(f"p.{q(k)}" for k in target.primary_key)
+        steps: list[tuple[str, str]] = [
+            ("positions", f"UPSERT INTO {stage.qualified} ({keys}, {q(ps.OLD_POS_COLUMN)}) "
+                          f"SELECT {p_keys}, p.{q(ps.POS_COLUMN)} FROM {positions.qualified} p "
+                          f"JOIN {stage.qualified} s ON {join}"),
+            ("upsert", f"UPSERT INTO {target.qualified} ({cols}) SELECT {cols} FROM {stage.qualified} "
+                       f"WHERE {q(ps.OP_COLUMN)} <> 'd' AND {newer}"),
+            ("delete", f"DELETE FROM {target.qualified} WHERE ({keys}) IN "
+                       f"(SELECT {keys} FROM {stage.qualified} WHERE {q(ps.OP_COLUMN)} = 'd' AND {newer})"),
+            # Positions last: if this process dies before here, the replay finds the old positions
+            # and applies the same changes again.
+            ("record", f"UPSERT INTO {positions.qualified} ({keys}, {q(ps.POS_COLUMN)}, {q(ps.DELETED_COLUMN)}) "
+                       f"SELECT {keys}, {q(ps.POS_COLUMN)}, {q(ps.OP_COLUMN)} = 'd' FROM {stage.qualified} "
+                       f"WHERE {newer}"),
+            ("clear", f"DELETE FROM {stage.qualified}"),
+        ]  # fmt: skip
+        counts, times = {}, []
+        for name, sql in steps:
+            began = time.perf_counter()
+            counts[name] = conn.execute(sql)
+            times.append(f"{name} {time.perf_counter() - began:.1f}")
+        return counts["upsert"], counts["delete"], ", ".join(times)
+
+
+def _convert(raw: Column, spark_type: str) -> Column:
+    """An event value (JSON text) as the Spark type of its Phoenix column; null when it does not fit
+    (the caller reports those), and for MySQL's zero dates, which no Phoenix type can hold."""
+    if spark_type == "string":
+        return raw
+    if spark_type == "binary":
+        return F.try_to_binary(raw, F.lit("base64"))
+    if spark_type in ("date", "timestamp"):
+        return F.when(raw.rlike(_ZERO_DATE), F.lit(None)).otherwise(raw.try_cast(spark_type))
+    return raw.try_cast(spark_type)

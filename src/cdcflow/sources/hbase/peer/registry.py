@@ -1,0 +1,79 @@
+"""Registers the fake peer cluster in ZooKeeper the way an HBase 2.x cluster appears to a source."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+
+from cdcflow.clients.zookeeper import ZooKeeper
+from cdcflow.errors import WireProtocolError
+from cdcflow.sources.hbase.wire import znode
+from cdcflow.sources.hbase.wire.framing import parse_message
+from cdcflow.sources.hbase.wire.pb import hbase_types_pb2
+
+log = logging.getLogger(__name__)
+
+
+class PeerRegistry:
+    """`<parent>/hbaseid` (stable cluster UUID), `<parent>/rs`, ephemeral `<parent>/rs/<host>,<port>,<startcode>`."""
+
+    def __init__(self, zk_quorum: str, parent: str) -> None:
+        self.zk = ZooKeeper(zk_quorum)
+        self.parent = parent.rstrip("/")
+        self.server_znode: str | None = None
+
+    def cluster_id(self) -> uuid.UUID:
+        """The peer cluster's UUID: created once, then read back, so it survives restarts."""
+        path = f"{self.parent}/hbaseid"
+        data = self.zk.get(path)
+        if data is None:
+            cid = uuid.uuid4()
+            payload = znode.PB_MAGIC + hbase_types_pb2.ClusterId(cluster_id=str(cid)).SerializeToString()
+            if self.zk.ensure(path, payload):
+                log.info("created peer cluster id %s at %s", cid, path)
+            data = self.zk.get(path)
+            assert data is not None
+        return _parse_cluster_id(data)
+
+    def prepare(self, now_ms: int) -> uuid.UUID:
+        """Create what HBase reads when the peer is added (hbaseid, rs) and record the creation
+        time once (`created_ms`), for `hbase.skip_edits_before_peer_creation`."""
+        cid = self.cluster_id()
+        self.zk.ensure(f"{self.parent}/rs")
+        self.zk.ensure(f"{self.parent}/created_ms", str(now_ms).encode())
+        return cid
+
+    def created_ms(self) -> int | None:
+        data = self.zk.get(f"{self.parent}/created_ms")
+        return int(data) if data else None
+
+    def register(self, host: str, port: int, start_code: int) -> str:
+        self.cluster_id()
+        self.zk.ensure(f"{self.parent}/rs")
+        self.server_znode = f"{self.parent}/rs/{host},{port},{start_code}"
+        self.zk.create_ephemeral(self.server_znode)
+        log.info("registered %s", self.server_znode)
+        return self.server_znode
+
+    def servers(self) -> list[str]:
+        return self.zk.children(f"{self.parent}/rs")
+
+    def unregister(self) -> None:
+        if self.server_znode:
+            self.zk.delete(self.server_znode)
+            log.info("unregistered %s", self.server_znode)
+            self.server_znode = None
+
+    def close(self) -> None:
+        self.unregister()
+        self.zk.close()
+
+
+def _parse_cluster_id(data: bytes) -> uuid.UUID:
+    body = znode.strip_metadata(data)
+    if body.startswith(znode.PB_MAGIC):
+        return uuid.UUID(parse_message(hbase_types_pb2.ClusterId, body[len(znode.PB_MAGIC) :]).cluster_id)
+    try:
+        return uuid.UUID(body.decode())
+    except ValueError as exc:
+        raise WireProtocolError(f"unreadable hbaseid znode: {body[:64]!r}") from exc

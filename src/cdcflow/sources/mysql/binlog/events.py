@@ -1,0 +1,549 @@
+"""Binlog events from bytes: `BinlogDecoder.decode(event_bytes) -> event`. Pure; no I/O, no server queries.
+
+The decoder keeps the little state the format needs: the checksum setting and post-header sizes
+from the FORMAT_DESCRIPTION event, and the table descriptions from TABLE_MAP events (row events
+name their table by a number that a TABLE_MAP announced just before). Everything it needs to
+decode a row comes from the binlog itself (`binlog_row_metadata=FULL`), so decoding stays right
+across ALTER TABLE: each transaction's TABLE_MAP describes the table as it was when it was written.
+
+Layouts follow the MariaDB/MySQL binlog format (event header v4, 19 bytes, little-endian).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import struct
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from cdcflow.sources.mysql.binlog import columns as ct
+from cdcflow.sources.mysql.binlog.columns import Column, TableSchema
+from cdcflow.sources.mysql.binlog.errors import BinlogDecodeError
+
+# Event types (MariaDB and MySQL share the low numbers).
+QUERY, ROTATE, FORMAT_DESCRIPTION, XID, TABLE_MAP, HEARTBEAT = 2, 4, 15, 16, 19, 27
+WRITE_ROWS_V1, UPDATE_ROWS_V1, DELETE_ROWS_V1 = 23, 24, 25
+WRITE_ROWS_V2, UPDATE_ROWS_V2, DELETE_ROWS_V2 = 30, 31, 32
+TRANSACTION_PAYLOAD = 40  # MySQL 8 binlog transaction compression
+MARIADB_ANNOTATE_ROWS, MARIADB_BINLOG_CHECKPOINT, MARIADB_GTID, MARIADB_GTID_LIST = 160, 161, 162, 163
+MARIADB_START_ENCRYPTION = 164
+MARIADB_COMPRESSED = frozenset(range(165, 172))  # QUERY_COMPRESSED .. DELETE_ROWS_COMPRESSED
+HEARTBEAT_MARIADB = 27
+
+ROWS_KIND = {
+    WRITE_ROWS_V1: "insert", WRITE_ROWS_V2: "insert",
+    UPDATE_ROWS_V1: "update", UPDATE_ROWS_V2: "update",
+    DELETE_ROWS_V1: "delete", DELETE_ROWS_V2: "delete",
+}  # fmt: skip
+
+HEADER = struct.Struct("<IBIIIH")  # timestamp, type, server_id, event size, end position, flags
+HEADER_LEN = 19
+ARTIFICIAL_FLAG = 0x20  # LOG_EVENT_ARTIFICIAL_F: made up by the server for this stream (fake rotate, ...)
+
+# MariaDB GTID event flags2.
+GTID_STANDALONE, GTID_GROUP_COMMIT_ID = 0x01, 0x02
+
+# Optional metadata fields of TABLE_MAP (binlog_row_metadata=FULL).
+(OPT_SIGNEDNESS, OPT_DEFAULT_CHARSET, OPT_COLUMN_CHARSET, OPT_COLUMN_NAME, OPT_SET_STR_VALUE, OPT_ENUM_STR_VALUE,
+ OPT_GEOMETRY_TYPE, OPT_SIMPLE_PRIMARY_KEY, OPT_PRIMARY_KEY_WITH_PREFIX, OPT_ENUM_AND_SET_DEFAULT_CHARSET,
+ OPT_ENUM_AND_SET_COLUMN_CHARSET, OPT_COLUMN_VISIBILITY) = range(1, 13)  # fmt: skip
+
+Row = dict[str, object]
+
+
+@dataclass(frozen=True)
+class EventHeader:
+    timestamp: int  # seconds since the epoch, when the statement started on the source
+    type: int
+    server_id: int
+    size: int
+    log_pos: int  # end position of this event in its binlog file (0 for some artificial events)
+    flags: int
+
+    @property
+    def start_pos(self) -> int:
+        return self.log_pos - self.size if self.log_pos else 0
+
+    @property
+    def artificial(self) -> bool:
+        return bool(self.flags & ARTIFICIAL_FLAG)
+
+
+@dataclass(frozen=True)
+class BinlogEvent:
+    header: EventHeader
+
+
+@dataclass(frozen=True)
+class RotateEvent(BinlogEvent):
+    next_file: str
+    position: int
+
+
+@dataclass(frozen=True)
+class FormatDescriptionEvent(BinlogEvent):
+    binlog_version: int
+    server_version: str
+    checksum: bool
+
+
+@dataclass(frozen=True)
+class GtidEvent(BinlogEvent):
+    """MariaDB: the start of a transaction (event group) `domain-server-seq`."""
+
+    domain_id: int
+    seq_no: int
+    flags2: int
+
+    @property
+    def gtid(self) -> str:
+        return f"{self.domain_id}-{self.header.server_id}-{self.seq_no}"
+
+    @property
+    def standalone(self) -> bool:
+        """A group of one statement with no commit event (DDL)."""
+        return bool(self.flags2 & GTID_STANDALONE)
+
+
+@dataclass(frozen=True)
+class GtidListEvent(BinlogEvent):
+    gtids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class QueryEvent(BinlogEvent):
+    db: str
+    query: str
+    error_code: int
+
+
+@dataclass(frozen=True)
+class XidEvent(BinlogEvent):
+    xid: int
+
+
+@dataclass(frozen=True)
+class TableMapEvent(BinlogEvent):
+    table_id: int
+    db: str
+    table: str
+    schema: TableSchema | None  # None when the table is filtered out (its rows are not decoded)
+
+
+@dataclass(frozen=True)
+class RowsEvent(BinlogEvent):
+    kind: str  # insert | update | delete
+    table_id: int
+    schema: TableSchema | None  # None: filtered out, rows not decoded
+    # (before, after) per row; insert: (None, after), delete: (before, None). Columns missing from
+    # the image are absent from the dict; SQL NULL is None.
+    rows: tuple[tuple[Row | None, Row | None], ...] = ()
+    end_of_statement: bool = False
+
+
+@dataclass(frozen=True)
+class HeartbeatEvent(BinlogEvent):
+    pass
+
+
+@dataclass(frozen=True)
+class UnsupportedEvent(BinlogEvent):
+    """An event type cdcflow must not skip silently (compressed or encrypted payloads)."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class OtherEvent(BinlogEvent):
+    """An event cdcflow has no use for (binlog checkpoints, annotations, ...)."""
+
+
+def read_lenenc(buf: bytes, off: int) -> tuple[int, int]:
+    """MySQL's length-encoded integer."""
+    if off >= len(buf):
+        raise BinlogDecodeError(f"length-encoded integer at offset {off}: end of data")
+    first = buf[off]
+    if first < 0xFB:
+        return first, off + 1
+    size = {0xFC: 2, 0xFD: 3, 0xFE: 8}.get(first)
+    if size is None or off + 1 + size > len(buf):
+        raise BinlogDecodeError(f"bad length-encoded integer 0x{first:02x} at offset {off}")
+    return int.from_bytes(buf[off + 1 : off + 1 + size], "little"), off + 1 + size
+
+
+def _bits(data: bytes, count: int) -> list[bool]:
+    """An LSB-first bitmap (column bitmaps, null bitmaps)."""
+    value = int.from_bytes(data, "little")
+    return [bool(value >> i & 1) for i in range(count)]
+
+
+def file_index(binlog_file: str) -> int:
+    """`binlog.000042` -> 42: the file part of an event's sortable position."""
+    _, _, suffix = binlog_file.rpartition(".")
+    if not suffix.isdigit():
+        raise BinlogDecodeError(f"binlog file name {binlog_file!r} has no numeric suffix")
+    return int(suffix)
+
+
+@dataclass
+class BinlogDecoder:
+    """Decodes one replication stream's events in order. One instance per connection."""
+
+    # collation id -> charset name (information_schema.COLLATIONS, read once at connect time)
+    collations: dict[int, str] = field(default_factory=lambda: dict(ct.DEFAULT_COLLATIONS))
+    # (db, table) -> keep? Rows of tables not kept are not decoded at all.
+    table_filter: Callable[[str, str], bool] = lambda _db, _table: True
+    verify_checksum: bool = True
+    checksum: bool = False  # set by FORMAT_DESCRIPTION
+    _post_header: bytes = b""
+    _tables: dict[int, TableSchema | None] = field(default_factory=dict)
+    _table_cache: dict[bytes, TableSchema | None] = field(default_factory=dict)
+    _broken: dict[int, str] = field(default_factory=dict)
+
+    def decode(self, data: bytes) -> BinlogEvent:
+        if len(data) < HEADER_LEN:
+            raise BinlogDecodeError(f"event of {len(data)} bytes is shorter than its header")
+        header = EventHeader(*HEADER.unpack_from(data))
+        if header.size != len(data):
+            raise BinlogDecodeError(f"event header says {header.size} bytes, got {len(data)}")
+        if header.type == FORMAT_DESCRIPTION:
+            return self._format_description(header, data)
+        body_end = len(data)
+        if self.checksum and header.type != HEARTBEAT:
+            if len(data) < HEADER_LEN + 4:
+                raise BinlogDecodeError("event too short for its checksum")
+            body_end -= 4
+            if self.verify_checksum and zlib.crc32(data[:body_end]) != int.from_bytes(data[body_end:], "little"):
+                raise BinlogDecodeError(f"CRC32 mismatch in event type {header.type} ending at {header.log_pos}")
+        body = data[HEADER_LEN:body_end]
+        t = header.type
+        if t in ROWS_KIND:
+            return self._rows(header, body)
+        if t == TABLE_MAP:
+            return self._table_map(header, body)
+        if t == MARIADB_GTID:
+            if len(body) < 13:
+                raise BinlogDecodeError("GTID event too short")
+            seq_no, domain_id, flags2 = struct.unpack_from("<QIB", body)
+            return GtidEvent(header, domain_id, seq_no, flags2)
+        if t == XID:
+            if len(body) < 8:
+                raise BinlogDecodeError("XID event too short")
+            return XidEvent(header, int.from_bytes(body[:8], "little"))
+        if t == QUERY:
+            return self._query(header, body)
+        if t == ROTATE:
+            if len(body) < 8:
+                raise BinlogDecodeError("ROTATE event too short")
+            return RotateEvent(header, body[8:].decode("utf-8", "replace"), int.from_bytes(body[:8], "little"))
+        if t == MARIADB_GTID_LIST:
+            return self._gtid_list(header, body)
+        if t == HEARTBEAT:
+            return HeartbeatEvent(header)
+        if t in MARIADB_COMPRESSED:
+            return UnsupportedEvent(header, "MariaDB compressed binlog events (log_bin_compress=ON)")
+        if t == TRANSACTION_PAYLOAD:
+            return UnsupportedEvent(header, "MySQL binlog transaction compression")
+        return OtherEvent(header)
+
+    # -- individual events -----------------------------------------------------------------------------
+
+    def _format_description(self, header: EventHeader, data: bytes) -> FormatDescriptionEvent:
+        body = data[HEADER_LEN:]
+        if len(body) < 57:
+            raise BinlogDecodeError("FORMAT_DESCRIPTION event too short")
+        version = int.from_bytes(body[:2], "little")
+        server_version = body[2:52].split(b"\x00", 1)[0].decode("ascii", "replace")
+        if body[56] != HEADER_LEN:
+            raise BinlogDecodeError(f"event header length {body[56]}, only {HEADER_LEN} is supported")
+        # Servers since MySQL 5.6.1 / MariaDB 5.3 end the event with the checksum algorithm (1 byte)
+        # and its CRC (4 bytes); the post-header length array sits in between.
+        alg = body[-5]
+        if alg not in (0, 1):
+            raise BinlogDecodeError(f"unknown binlog checksum algorithm {alg}")
+        if alg == 1 and self.verify_checksum and zlib.crc32(data[:-4]) != int.from_bytes(data[-4:], "little"):
+            raise BinlogDecodeError("CRC32 mismatch in FORMAT_DESCRIPTION event")
+        self._post_header = body[57:-5]
+        self.checksum = alg == 1
+        return FormatDescriptionEvent(header, version, server_version, self.checksum)
+
+    def _post_header_len(self, event_type: int, default: int) -> int:
+        if 0 < event_type <= len(self._post_header):
+            return self._post_header[event_type - 1]
+        return default
+
+    def _query(self, header: EventHeader, body: bytes) -> QueryEvent:
+        if len(body) < 13:
+            raise BinlogDecodeError("QUERY event too short")
+        db_len = body[8]
+        error_code, status_len = struct.unpack_from("<HH", body, 9)
+        p = self._post_header_len(QUERY, 13) + status_len
+        if p + db_len + 1 > len(body):
+            raise BinlogDecodeError("QUERY event: database name beyond the event")
+        db = body[p : p + db_len].decode("utf-8", "replace")
+        query = body[p + db_len + 1 :].decode("utf-8", "replace")
+        return QueryEvent(header, db, query, error_code)
+
+    def _gtid_list(self, header: EventHeader, body: bytes) -> GtidListEvent:
+        if len(body) < 4:
+            raise BinlogDecodeError("GTID_LIST event too short")
+        count = int.from_bytes(body[:4], "little") & 0x0FFFFFFF
+        if 4 + count * 16 > len(body):
+            raise BinlogDecodeError(f"GTID_LIST event: {count} entries do not fit")
+        gtids = []
+        for i in range(count):
+            domain, server, seq = struct.unpack_from("<IIQ", body, 4 + i * 16)
+            gtids.append(f"{domain}-{server}-{seq}")
+        return GtidListEvent(header, tuple(gtids))
+
+    def _table_id(self, body: bytes, event_type: int) -> tuple[int, int]:
+        post = self._post_header_len(event_type, 8)
+        id_len = 4 if post == 6 else 6
+        if len(body) < id_len + 2:
+            raise BinlogDecodeError("event too short for a table id")
+        return int.from_bytes(body[:id_len], "little"), post
+
+    def _table_map(self, header: EventHeader, body: bytes) -> TableMapEvent:
+        table_id, p = self._table_id(body, TABLE_MAP)
+        key = body
+        if key in self._table_cache:  # the same table map repeats in every transaction
+            schema = self._table_cache[key]
+            self._tables[table_id] = schema
+            return TableMapEvent(header, table_id, schema.db if schema else "", schema.table if schema else "", schema)
+        try:
+            db_len = body[p]
+            db = body[p + 1 : p + 1 + db_len].decode("utf-8")
+            p += db_len + 2
+            tbl_len = body[p]
+            table = body[p + 1 : p + 1 + tbl_len].decode("utf-8")
+            p += tbl_len + 2
+        except (IndexError, UnicodeDecodeError) as exc:
+            raise BinlogDecodeError(f"TABLE_MAP: bad table name: {exc}") from None
+        if not self.table_filter(db, table):
+            self._remember(key, table_id, None)
+            return TableMapEvent(header, table_id, db, table, None)
+        try:
+            schema = self._parse_columns(body, p, table_id, db, table)
+        except BinlogDecodeError as exc:
+            self._tables.pop(table_id, None)
+            self._broken[table_id] = f"{db}.{table}: {exc}"  # its rows events fail with this reason
+            raise
+        self._broken.pop(table_id, None)
+        self._remember(key, table_id, schema)
+        return TableMapEvent(header, table_id, db, table, schema)
+
+    def _remember(self, key: bytes, table_id: int, schema: TableSchema | None) -> None:
+        if len(self._table_cache) > 4096:
+            self._table_cache.clear()
+        self._table_cache[key] = schema
+        self._tables[table_id] = schema
+
+    def _parse_columns(self, body: bytes, p: int, table_id: int, db: str, table: str) -> TableSchema:
+        where = f"TABLE_MAP {db}.{table}"
+        ncols, p = read_lenenc(body, p)
+        if p + ncols > len(body):
+            raise BinlogDecodeError(f"{where}: {ncols} column types do not fit")
+        types = list(body[p : p + ncols])
+        p += ncols
+        meta_len, p = read_lenenc(body, p)
+        meta_end = p + meta_len
+        if meta_end > len(body):
+            raise BinlogDecodeError(f"{where}: metadata block beyond the event")
+        metas: list[int] = []
+        for i, t in enumerate(types):
+            size = ct.METADATA_SIZE.get(t, 0)
+            if p + size > meta_end:
+                raise BinlogDecodeError(f"{where}: metadata of column {i} beyond its block")
+            if t in (ct.STRING, ct.ENUM, ct.SET):
+                real, length = body[p], body[p + 1]
+                if real & 0x30 != 0x30:  # CHAR longer than 255 bytes keeps length bits in the type byte
+                    length |= ((real & 0x30) ^ 0x30) << 4
+                    real |= 0x30
+                types[i] = real
+                metas.append(length)
+            elif t in (ct.NEWDECIMAL, ct.BIT):
+                metas.append(body[p] << 8 | body[p + 1] if t == ct.NEWDECIMAL else body[p + 1] << 8 | body[p])
+            elif size == 2:
+                metas.append(int.from_bytes(body[p : p + 2], "little"))
+            elif size == 1:
+                metas.append(body[p])
+            else:
+                metas.append(0)
+            p += size
+        p = meta_end
+        nullable = _bits(body[p : p + (ncols + 7) // 8], ncols)
+        p += (ncols + 7) // 8
+        opt = self._optional_metadata(body, p, types, where)
+        names = opt.get("names")
+        if not isinstance(names, list) or len(names) != ncols:
+            raise BinlogDecodeError(
+                f"{where}: no column names in the binlog; the server needs binlog_row_metadata=FULL"
+            )
+        unsigned: list[bool] = opt.get("unsigned", [False] * ncols)  # type: ignore[assignment]
+        collations: list[int | None] = opt.get("collations", [None] * ncols)  # type: ignore[assignment]
+        labels: list[tuple[str, ...]] = opt.get("labels", [()] * ncols)  # type: ignore[assignment]
+        cols = []
+        for i in range(ncols):
+            col = Column(
+                name=names[i], type=types[i], metadata=metas[i], unsigned=unsigned[i],
+                collation=collations[i], labels=labels[i], nullable=nullable[i],
+            )  # fmt: skip
+            cols.append(dataclasses.replace(col, read=ct.make_reader(col, self._codec_for(where, col.name))))
+        pk: tuple[int, ...] = tuple(opt.get("primary_key", ()))  # type: ignore[arg-type]
+        if any(i >= ncols for i in pk):
+            raise BinlogDecodeError(f"{where}: primary key column index out of range")
+        return TableSchema(table_id, db, table, tuple(cols), pk)
+
+    def _codec_for(self, where: str, column: str) -> Callable[[int], str | None]:
+        def codec(collation: int) -> str | None:
+            charset = self.collations.get(collation)
+            if charset is None:
+                raise BinlogDecodeError(f"{where} column {column}: unknown collation id {collation}")
+            if charset == "binary":
+                return None
+            codec_name = ct.CHARSET_CODECS.get(charset)
+            if codec_name is None:
+                raise BinlogDecodeError(f"{where} column {column}: character set {charset} is not supported")
+            return codec_name
+
+        return codec
+
+    def _optional_metadata(self, body: bytes, p: int, types: list[int], where: str) -> dict[str, object]:
+        ncols = len(types)
+        numeric = [i for i, t in enumerate(types) if t in ct.NUMERIC_TYPES]
+        character = [i for i, t in enumerate(types) if t in ct.CHARACTER_TYPES]
+        enum_set = [i for i, t in enumerate(types) if t in (ct.ENUM, ct.SET)]
+        out: dict[str, object] = {}
+        collations: list[int | None] = [None] * ncols
+        labels: list[tuple[str, ...]] = [()] * ncols
+        while p < len(body):
+            kind = body[p]
+            length, p = read_lenenc(body, p + 1)
+            end = p + length
+            if end > len(body):
+                raise BinlogDecodeError(f"{where}: optional metadata field {kind} beyond the event")
+            value = body[p:end]
+            if kind == OPT_SIGNEDNESS:
+                bits = int.from_bytes(value, "big")
+                total = len(value) * 8
+                unsigned = [False] * ncols
+                for n, i in enumerate(numeric):  # MSB first, one bit per numeric column
+                    unsigned[i] = bool(bits >> (total - 1 - n) & 1) if n < total else False
+                out["unsigned"] = unsigned
+            elif kind in (OPT_DEFAULT_CHARSET, OPT_ENUM_AND_SET_DEFAULT_CHARSET):
+                targets = character if kind == OPT_DEFAULT_CHARSET else enum_set
+                default, q = read_lenenc(value, 0)
+                exceptions: dict[int, int] = {}
+                while q < len(value):
+                    idx, q = read_lenenc(value, q)
+                    coll, q = read_lenenc(value, q)
+                    exceptions[idx] = coll
+                for n, i in enumerate(targets):
+                    collations[i] = exceptions.get(n, default)
+            elif kind in (OPT_COLUMN_CHARSET, OPT_ENUM_AND_SET_COLUMN_CHARSET):
+                targets = character if kind == OPT_COLUMN_CHARSET else enum_set
+                q = 0
+                for i in targets:
+                    collations[i], q = read_lenenc(value, q)
+            elif kind == OPT_COLUMN_NAME:
+                names, q = [], 0
+                while q < len(value):
+                    n, q = read_lenenc(value, q)
+                    names.append(value[q : q + n].decode("utf-8", "replace"))
+                    q += n
+                out["names"] = names
+            elif kind in (OPT_SET_STR_VALUE, OPT_ENUM_STR_VALUE):
+                wanted = ct.SET if kind == OPT_SET_STR_VALUE else ct.ENUM
+                targets = [i for i, t in enumerate(types) if t == wanted]
+                q = 0
+                for i in targets:
+                    count, q = read_lenenc(value, q)
+                    items = []
+                    for _ in range(count):
+                        n, q = read_lenenc(value, q)
+                        items.append(value[q : q + n].decode("utf-8", "replace"))
+                        q += n
+                    labels[i] = tuple(items)
+            elif kind == OPT_SIMPLE_PRIMARY_KEY:
+                pk, q = [], 0
+                while q < len(value):
+                    idx, q = read_lenenc(value, q)
+                    pk.append(idx)
+                out["primary_key"] = pk
+            elif kind == OPT_PRIMARY_KEY_WITH_PREFIX:
+                pk, q = [], 0
+                while q < len(value):
+                    idx, q = read_lenenc(value, q)
+                    _prefix, q = read_lenenc(value, q)
+                    pk.append(idx)
+                out["primary_key"] = pk
+            p = end
+        out["collations"] = collations
+        out["labels"] = labels
+        return out
+
+    def _rows(self, header: EventHeader, body: bytes) -> RowsEvent:
+        kind = ROWS_KIND[header.type]
+        table_id, p = self._table_id(body, header.type)
+        flags = int.from_bytes(body[p - 2 : p], "little") if p >= 2 else 0
+        if header.type in (WRITE_ROWS_V2, UPDATE_ROWS_V2, DELETE_ROWS_V2):
+            if p + 2 > len(body):
+                raise BinlogDecodeError("rows event too short for its extra data length")
+            p += int.from_bytes(body[p : p + 2], "little")
+        if table_id not in self._tables:
+            if table_id in self._broken:
+                raise BinlogDecodeError(
+                    f"rows of a table whose TABLE_MAP could not be decoded: {self._broken[table_id]}"
+                )
+            raise BinlogDecodeError(f"rows event for table id {table_id} without a TABLE_MAP before it")
+        schema = self._tables[table_id]
+        end_of_statement = bool(flags & 1)
+        if schema is None:
+            return RowsEvent(header, kind, table_id, None, (), end_of_statement)
+        ncols, p = read_lenenc(body, p)
+        if ncols != len(schema.columns):
+            raise BinlogDecodeError(
+                f"rows event for {schema.qualified} has {ncols} columns, its TABLE_MAP {len(schema.columns)}"
+            )
+        nbytes = (ncols + 7) // 8
+        present = [c for c, on in zip(schema.columns, _bits(body[p : p + nbytes], ncols), strict=True) if on]
+        p += nbytes
+        present_after = present
+        if kind == "update":
+            present_after = [c for c, on in zip(schema.columns, _bits(body[p : p + nbytes], ncols), strict=True) if on]
+            p += nbytes
+        rows: list[tuple[Row | None, Row | None]] = []
+        end = len(body)
+        where = f"{schema.qualified} rows event at {header.start_pos}"
+        while p < end:
+            first, p = _read_row(body, p, present, where)
+            if kind == "insert":
+                rows.append((None, first))
+            elif kind == "delete":
+                rows.append((first, None))
+            else:
+                second, p = _read_row(body, p, present_after, where)
+                rows.append((first, second))
+        if p != end:
+            raise BinlogDecodeError(f"{where}: rows overran the event by {p - end} bytes")
+        return RowsEvent(header, kind, table_id, schema, tuple(rows), end_of_statement)
+
+
+def _read_row(buf: bytes, p: int, present: list[Column], where: str) -> tuple[Row, int]:
+    n = len(present)
+    nbytes = (n + 7) // 8
+    if p + nbytes > len(buf):
+        raise BinlogDecodeError(f"{where}: null bitmap beyond the event")
+    nulls = int.from_bytes(buf[p : p + nbytes], "little")
+    p += nbytes
+    row: Row = {}
+    for i, col in enumerate(present):
+        if nulls >> i & 1:
+            row[col.name] = None
+        else:
+            try:
+                row[col.name], p = col.read(buf, p)  # type: ignore[misc]
+            except BinlogDecodeError as exc:
+                raise BinlogDecodeError(f"{where}, column {col.name}: {exc}") from None
+    return row, p

@@ -1,0 +1,212 @@
+"""Initial snapshot of selected tables, interleaved with the binlog stream (the DBLog watermark algorithm).
+
+Per chunk, on a separate SQL connection:
+  1. write a low watermark  (a row update of the watermark table: it appears in the binlog),
+  2. SELECT the next chunk  (`WHERE pk > last ORDER BY pk LIMIT n`, one short statement, no locks),
+  3. write a high watermark.
+The capture loop keeps reading the binlog. Between the low and the high watermark it notes the key
+of every change to the chunk's table; at the high watermark it emits the chunk's rows whose keys
+were not changed in that window, as `op: r` events positioned at the high watermark. A row changed
+in the window is left to its binlog event, which is newer than the SELECT; a row the SELECT saw is
+older than any later binlog event (their positions are greater). So the hand-off neither loses nor
+duplicates anything, and no lock is held for longer than one chunk's SELECT.
+
+Progress (last key and row count per table) rides in the stream checkpoint, committed with the
+high watermark's transaction only once every row of the chunk is acknowledged; after a crash the
+snapshot resumes from the last acknowledged chunk.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from cdcflow.clients.mysql import MySqlEndpoint, connect, execute, query
+from cdcflow.events.model import ChangeEvent, Op, SourceInfo
+from cdcflow.sources.mysql.changes import TxnContext
+from cdcflow.verify.mysql import render_value, table_columns
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Chunk:
+    table: str  # db.table
+    low: str
+    high: str
+    rows: dict[bytes, dict[str, Any]]  # key bytes -> row (rendered like the decoder renders it)
+    last_key: list[Any] | None  # the chunk's greatest key (None: empty chunk, the table is done)
+    in_window: bool = False
+    changed: set[bytes] = field(default_factory=set)
+
+
+@dataclass
+class TablePlan:
+    db: str
+    table: str
+    columns: list[tuple[str, str, str, int, bool]]
+    key: list[str]
+    estimated_rows: int
+
+
+class Snapshotter:
+    def __init__(
+        self, ep: MySqlEndpoint, source_name: str, watermark_table: str, chunk_size: int,
+        progress: dict[str, Any],
+    ) -> None:  # fmt: skip
+        self.ep = ep
+        self.source_name = source_name
+        self.watermark_table = watermark_table
+        self.chunk_size = chunk_size
+        self.progress = (
+            progress  # {"db.table": {"last_key": [...], "rows": n, "done": bool}}; shared with the checkpoint
+        )
+        self.plans: dict[str, TablePlan] = {}
+        self.chunk: Chunk | None = None
+        self._last_report = 0.0
+
+    # -- set-up ----------------------------------------------------------------------------------------
+
+    def prepare(self, patterns: tuple[str, ...], keep: Any) -> None:
+        """Find the tables to snapshot; create the watermark table. `keep(db, table)`: the capture filter."""
+        import fnmatch
+
+        db, table = self.watermark_table.split(".", 1)
+        execute(self.ep, f"CREATE DATABASE IF NOT EXISTS `{db}`",
+                f"CREATE TABLE IF NOT EXISTS `{db}`.`{table}` (source VARCHAR(190) PRIMARY KEY, mark VARCHAR(64), "
+                "written TIMESTAMP(6) DEFAULT CURRENT_TIMESTAMP(6) ON UPDATE CURRENT_TIMESTAMP(6))")  # fmt: skip
+        rows = query(self.ep, "SELECT TABLE_SCHEMA, TABLE_NAME, COALESCE(TABLE_ROWS, 0) FROM information_schema.TABLES "
+                              "WHERE TABLE_TYPE = 'BASE TABLE'")  # fmt: skip
+        for db_name, table_name, estimate in rows:
+            name = f"{db_name}.{table_name}"
+            if not any(fnmatch.fnmatchcase(name, p) for p in patterns) or not keep(db_name, table_name):
+                continue
+            if self.progress.get(name, {}).get("done"):
+                continue
+            cols = table_columns(self.ep, db_name, table_name)
+            key = [c[0] for c in cols if c[4]]
+            if not key:
+                log.warning("snapshot: %s has no primary key; it is not snapshotted (only streamed)", name)
+                continue
+            self.plans[name] = TablePlan(db_name, table_name, cols, key, int(estimate))
+            self.progress.setdefault(name, {"last_key": None, "rows": 0, "done": False})
+        if self.plans:
+            log.info("snapshot of %d table(s): %s", len(self.plans), ", ".join(sorted(self.plans)))
+
+    @property
+    def active(self) -> bool:
+        return bool(self.plans) or self.chunk is not None
+
+    # -- one chunk -------------------------------------------------------------------------------------
+
+    def maybe_start_chunk(self) -> None:
+        """Between binlog events: if no chunk is in flight, run the next one's watermarks and SELECT."""
+        if self.chunk is not None or not self.plans:
+            return
+        name = min(self.plans)
+        plan = self.plans[name]
+        last_key = self.progress[name]["last_key"]
+        low, high = uuid.uuid4().hex, uuid.uuid4().hex
+        conn = connect(self.ep)
+        try:
+            with conn.cursor() as cur:
+                self._mark(cur, low)
+                cur.execute("SET time_zone = '+00:00'")
+                select = ", ".join(f"CAST(`{n}` AS DOUBLE)" if d == "float" else f"`{n}`" for n, d, *_ in plan.columns)
+                key_list = ", ".join(f"`{k}`" for k in plan.key)
+                sql = f"SELECT {select} FROM `{plan.db}`.`{plan.table}`"
+                args: tuple[Any, ...] = ()
+                if last_key is not None:
+                    sql += f" WHERE ({key_list}) > ({', '.join(['%s'] * len(plan.key))})"
+                    args = tuple(_sql_value(v) for v in last_key)
+                sql += f" ORDER BY {key_list} LIMIT {self.chunk_size}"
+                cur.execute(sql, args)
+                raw_rows = cur.fetchall()
+                raw_last = [raw_rows[-1][[c[0] for c in plan.columns].index(k)] for k in plan.key] if raw_rows else None
+                self._mark(cur, high)
+        finally:
+            conn.close()
+        rows: dict[bytes, dict[str, Any]] = {}
+        for raw in raw_rows:
+            row = {n: render_value(d, c, f, v) for (n, d, c, f, _), v in zip(plan.columns, raw, strict=True)}
+            rows[orjson.dumps({k: row[k] for k in sorted(plan.key)})] = row
+        self.chunk = Chunk(name, low, high, rows, [_plain(v) for v in raw_last] if raw_last else None)
+
+    def _mark(self, cur: Any, mark: str) -> None:
+        db, table = self.watermark_table.split(".", 1)
+        cur.execute(f"INSERT INTO `{db}`.`{table}` (source, mark) VALUES (%s, %s) "
+                    "ON DUPLICATE KEY UPDATE mark = VALUES(mark)", (self.source_name, mark))  # fmt: skip
+
+    def is_watermark_table(self, qualified: str) -> bool:
+        return qualified == self.watermark_table
+
+    def observe(self, qualified: str, key: bytes) -> None:
+        """A binlog change of `qualified`: inside a chunk's window, its row is left to the binlog."""
+        chunk = self.chunk
+        if chunk is not None and chunk.in_window and chunk.table == qualified:
+            chunk.changed.add(key)
+
+    def on_watermark(self, row: dict[str, Any], ctx: TxnContext, pos: int, ts_ms: int) -> list[ChangeEvent]:
+        """A watermark row from the binlog. Returns the chunk's events when it is the high watermark."""
+        chunk = self.chunk
+        if chunk is None or row.get("source") != self.source_name:
+            return []
+        mark = row.get("mark")
+        if mark == chunk.low:
+            chunk.in_window = True
+            return []
+        if mark != chunk.high or not chunk.in_window:
+            return []  # a watermark of an earlier (interrupted) run: ignored
+        plan = self.plans[chunk.table]
+        events = []
+        for index, (key, row_values) in enumerate(chunk.rows.items()):
+            if key in chunk.changed:
+                continue
+            source = SourceInfo(
+                connector="mysql", name=self.source_name, db=plan.db, table=plan.table, ts_ms=ts_ms,
+                pos=(ctx.file_index, pos, index), snapshot=True,
+                extra={"gtid": ctx.gtid, "file": ctx.file, "position": pos, "row": index},
+            )  # fmt: skip
+            events.append(ChangeEvent(key=key, op=Op.READ, source=source, after=row_values))
+        progress = self.progress[chunk.table]
+        progress["rows"] += len(events)
+        if chunk.last_key is None:
+            progress["done"] = True
+            del self.plans[chunk.table]
+            log.info("snapshot of %s complete: %d rows", chunk.table, progress["rows"])
+        else:
+            progress["last_key"] = chunk.last_key
+        self.chunk = None
+        self._report(chunk.table, plan)
+        return events
+
+    def _report(self, name: str, plan: TablePlan) -> None:
+        now = time.monotonic()
+        if now - self._last_report < 2 and not self.progress[name]["done"]:
+            return
+        self._last_report = now
+        done = self.progress[name]["rows"]
+        total = max(plan.estimated_rows, done, 1)
+        share = 1.0 if self.progress[name]["done"] else min(done / total, 0.99)
+        bar = "#" * int(share * 30)
+        log.info("snapshot %s [%-30s] %3.0f%% %d of ~%d rows", name, bar, share * 100, done, total)
+
+
+def _plain(value: Any) -> Any:
+    """A key value as JSON can carry it (in the checkpoint) back into a later chunk's WHERE."""
+    if isinstance(value, bytes | bytearray):
+        return {"hex": bytes(value).hex()}
+    if isinstance(value, int | str | float) or value is None:
+        return value
+    return str(value)  # DECIMAL, dates and times: the server compares their text form correctly
+
+
+def _sql_value(value: Any) -> Any:
+    if isinstance(value, dict) and "hex" in value:
+        return bytes.fromhex(value["hex"])
+    return value

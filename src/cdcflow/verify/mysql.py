@@ -1,0 +1,167 @@
+"""Compare a MySQL/MariaDB table with its change events (or with a sink): rows missing, extra or different.
+
+`source_rows` reads `SELECT *` and renders each value exactly as the binlog decoder does (see
+docs/mysql.md), from the column types in information_schema; so the two sides compare as plain
+JSON values. `rebuild` applies change events the way a sink must: per key, the event with the
+greatest position wins, deletes remove the row; duplicates and replays change nothing.
+"""
+
+from __future__ import annotations
+
+import base64
+import struct
+from collections.abc import Iterable, Mapping
+from decimal import Decimal
+from typing import Any
+
+import orjson
+
+from cdcflow.clients.mysql import MySqlEndpoint, connect, query
+from cdcflow.events.json_codec import MalformedEvent, decode
+from cdcflow.verify.hbase import VerifyReport
+
+Row = dict[str, Any]
+
+
+def _frac(micro: int, fsp: int) -> str:
+    return f".{micro:06d}"[: fsp + 1] if fsp else ""
+
+
+_BINARY_TYPES = frozenset({
+    "binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob", "geometry", "point", "linestring",
+    "polygon", "multipoint", "multilinestring", "multipolygon", "geometrycollection",
+})  # fmt: skip
+
+
+def render_value(data_type: str, column_type: str, fsp: int, value: Any) -> Any:
+    """A value as PyMySQL returns it from SELECT -> the change event's JSON rendering of that type."""
+    if value is None:
+        return None
+    t = data_type.lower()
+    if t in ("tinyint", "smallint", "mediumint", "int", "bigint", "year"):
+        return int(value)
+    if t == "decimal":
+        return format(Decimal(value), "f")
+    if t == "float":  # selected as CAST(... AS DOUBLE): the exact float32, shown as the decoder shows it
+        exact = struct.pack("<f", float(value))
+        for digits in range(6, 10):
+            short = float(f"{float(value):.{digits}g}")
+            if struct.pack("<f", short) == exact:
+                return short
+        return float(value)
+    if t == "double":
+        return float(value)
+    if t == "bit":
+        return int.from_bytes(value, "big") if isinstance(value, bytes) else int(value)
+    if t == "date":
+        return value if isinstance(value, str) else value.strftime("%Y-%m-%d")
+    if t == "datetime":
+        if isinstance(value, str):  # zero or partial dates come back as text
+            return value if fsp == 0 else value[: 20 + fsp]
+        return value.strftime("%Y-%m-%d %H:%M:%S") + _frac(value.microsecond, fsp)
+    if t == "timestamp":  # read with time_zone '+00:00'
+        if isinstance(value, str):
+            return "0000-00-00T00:00:00Z"
+        return value.strftime("%Y-%m-%dT%H:%M:%S") + _frac(value.microsecond, fsp) + "Z"
+    if t == "time":
+        if isinstance(value, str):
+            return value
+        total = value.days * 86400 + value.seconds
+        micro = value.microseconds
+        sign = ""
+        if total < 0:
+            sign = "-"
+            total, micro = (-total - 1, 1_000_000 - micro) if micro else (-total, 0)
+        h, rest = divmod(total, 3600)
+        return f"{sign}{h:02d}:{rest // 60:02d}:{rest % 60:02d}" + _frac(micro, fsp)
+    if isinstance(value, bytes):
+        if t in _BINARY_TYPES:
+            return base64.b64encode(value).decode("ascii")
+        return value.decode("utf-8")
+    return value
+
+
+def table_columns(ep: MySqlEndpoint, db: str, table: str) -> list[tuple[str, str, str, int, bool]]:
+    """(name, data type, column type, fractional digits, is primary key) in column order."""
+    rows = query(
+        ep,
+        "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, COALESCE(DATETIME_PRECISION, 0), COLUMN_KEY = 'PRI' "
+        "FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION",
+        (db, table),
+    )
+    return [(str(n), str(d), str(c), int(f), bool(k)) for n, d, c, f, k in rows]
+
+
+def key_json(row: Mapping[str, Any], key_cols: Iterable[str]) -> str:
+    return orjson.dumps({k: row[k] for k in sorted(key_cols)}).decode()
+
+
+def source_rows(ep: MySqlEndpoint, db: str, table: str, key_cols: tuple[str, ...] = ()) -> dict[str, Row]:
+    """`SELECT *` of one table, rendered like change events, by key JSON."""
+    cols = table_columns(ep, db, table)
+    if not cols:
+        raise ValueError(f"table {db}.{table} does not exist")
+    keys = key_cols or tuple(n for n, *_, pk in cols if pk) or tuple(c[0] for c in cols)
+    conn = connect(ep)
+    out: dict[str, Row] = {}
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SET time_zone = '+00:00'")
+            # FLOAT: the server prints 6 significant digits; read the exact float32 instead
+            select = ", ".join(f"CAST(`{n}` AS DOUBLE)" if d == "float" else f"`{n}`" for n, d, *_ in cols)
+            cur.execute(f"SELECT {select} FROM `{db}`.`{table}`")
+            for raw in cur.fetchall():
+                row = {n: render_value(d, c, f, v) for (n, d, c, f, _), v in zip(cols, raw, strict=True)}
+                out[key_json(row, keys)] = row
+    finally:
+        conn.close()
+    return out
+
+
+def rebuild(records: Iterable[bytes]) -> tuple[dict[tuple[str, str], dict[str, Row]], int]:
+    """Apply change events by position. Returns ({(db, table): {key JSON: row}}, malformed record count)."""
+    newest: dict[tuple[str, str, str], tuple[tuple[int, ...], Row | None]] = {}
+    malformed = 0
+    for value in records:
+        try:
+            ev = decode(value)
+        except MalformedEvent:
+            malformed += 1
+            continue
+        if ev.source.connector != "mysql":
+            continue
+        ident = (ev.source.db, ev.source.table, ev.key.decode())
+        row = None if ev.op.value == "d" else ev.after
+        seen = newest.get(ident)
+        if seen is None or ev.source.pos > seen[0]:
+            newest[ident] = (ev.source.pos, row)
+    tables: dict[tuple[str, str], dict[str, Row]] = {}
+    for (db, table, key), (_pos, row) in newest.items():
+        rows = tables.setdefault((db, table), {})
+        if row is not None:
+            rows[key] = row
+    return tables, malformed
+
+
+def _same(a: Any, b: Any) -> bool:
+    return bool(a == b) and type(a) is type(b)
+
+
+def compare_tables(
+    source: Mapping[str, Row], sink: Mapping[str, Row], report: VerifyReport | None = None
+) -> VerifyReport:
+    report = report or VerifyReport()
+    for key in sorted(set(source) | set(sink)):
+        report.rows_compared += 1
+        s, d = source.get(key), sink.get(key)
+        if d is None:
+            report.missing += 1
+            report.note(f"missing: {key}")
+        elif s is None:
+            report.extra += 1
+            report.note(f"extra: {key}")
+        elif s.keys() != d.keys() or not all(_same(s[c], d[c]) for c in s):
+            report.different += 1
+            diff = {c: (s.get(c), d.get(c)) for c in s.keys() | d.keys() if not _same(s.get(c), d.get(c))}
+            report.note(f"different: {key}: {diff}")
+    return report
