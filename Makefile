@@ -42,10 +42,11 @@ unit: install ## Unit tests only (no servers, seconds)
 integration: install ## Integration tests only (starts the real services once per session)
 	$(BIN)/pytest -m "integration or e2e"
 
-lint: install ## ruff (lint + format check) and mypy --strict
+lint: install ## ruff (lint + format check), mypy --strict, and the layout's import rules (import-linter)
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/ruff format --check src tests benchmarks
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache
 
 fmt: install ## Format and auto-fix
 	$(BIN)/ruff format src tests benchmarks
@@ -60,8 +61,8 @@ stack-down: install ## Stop the dev stack
 stack-status: install ## Where each service listens, and whether it answers
 	$(BIN)/cdcflow stack status
 
-protos: install ## Regenerate the hbase.pb Python modules from src/cdcflow/sources/hbase/wire/pb/*.proto
-	$(BIN)/python -m grpc_tools.protoc -Isrc --python_out=src --pyi_out=src src/cdcflow/sources/hbase/wire/pb/*.proto
+protos: install ## Regenerate the hbase.pb Python modules from src/cdcflow/protocols/hbase/pb/*.proto
+	$(BIN)/python -m grpc_tools.protoc -Isrc --python_out=src --pyi_out=src src/cdcflow/protocols/hbase/pb/*.proto
 
 clean: ## Remove the virtualenvs and caches of this checkout (not the download cache)
 	rm -rf .venv .tools .mypy_cache .ruff_cache .pytest_cache .hypothesis

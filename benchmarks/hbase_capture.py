@@ -30,19 +30,19 @@ from pathlib import Path
 import confluent_kafka
 from machine import machine_summary  # type: ignore[import-not-found]
 
-from cdcflow.clients.hbase.model import Cell, CellType
 from cdcflow.clients.kafka.producer import AsyncProducer, ProducerSettings
 from cdcflow.config.paths import default_stack_home
+from cdcflow.events.cells import Cell, CellType
 from cdcflow.events.json_codec import encode
 from cdcflow.jars import versions
+from cdcflow.protocols.hbase import framing
+from cdcflow.protocols.hbase.cellblock import KEY_VALUE_CODEC_WITH_TAGS, encode_cells
+from cdcflow.protocols.hbase.pb import rpc_pb2, wal_pb2
+from cdcflow.protocols.hbase.wal import decode_replicate_call
 from cdcflow.sources.hbase.changes import row_changes
 from cdcflow.sources.hbase.peer.handler import ReplicationSink
 from cdcflow.sources.hbase.peer.server import PeerServer
 from cdcflow.sources.hbase.routing import Router
-from cdcflow.sources.hbase.wire import framing
-from cdcflow.sources.hbase.wire.cellblock import KEY_VALUE_CODEC_WITH_TAGS, encode_cells
-from cdcflow.sources.hbase.wire.pb import rpc_pb2, wal_pb2
-from cdcflow.sources.hbase.wire.wal import decode_replicate_call
 from cdcflow.stack import Stack
 
 

@@ -16,8 +16,8 @@ from typing import Any
 from cdcflow.clients.hbase import HBaseClient
 from cdcflow.clients.hbase.model import ColumnFamily, Delete, Put
 from cdcflow.clients.zookeeper import ZooKeeper
-from cdcflow.sources.hbase.wire import framing
-from cdcflow.sources.hbase.wire.pb import rpc_pb2, wal_pb2
+from cdcflow.protocols.hbase import framing
+from cdcflow.protocols.hbase.pb import rpc_pb2, wal_pb2
 from cdcflow.testing import ServiceHarness
 
 from .hbase_capture import PeerSetup, Rebuilder

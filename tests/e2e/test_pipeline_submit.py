@@ -33,7 +33,7 @@ def test_pipeline_runs_unchanged_through_spark_submit(
     cli = [sys.executable, "-m", "cdcflow.cli.main", "pipeline", "submit", "--config", str(config), "--available-now"]
 
     dry = subprocess.run([*cli, "--dry-run"], capture_output=True, text=True, check=True)
-    assert "spark-submit" in dry.stdout and "--jars" in dry.stdout and "pipeline/app.py" in dry.stdout
+    assert "spark-submit" in dry.stdout and "--jars" in dry.stdout and "cli/spark_app.py" in dry.stdout
 
     run = subprocess.run(cli, capture_output=True, text=True, timeout=600, check=False)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]

@@ -7,8 +7,9 @@ from collections.abc import Iterator
 import pytest
 
 from cdcflow.clients.hbase import HBaseClient
-from cdcflow.clients.hbase.model import Append, CellType, ColumnFamily, Delete, Increment, Put
+from cdcflow.clients.hbase.model import Append, ColumnFamily, Delete, Increment, Put
 from cdcflow.errors import HBaseTerminalError
+from cdcflow.events.cells import CellType
 from cdcflow.testing import unique_name
 
 

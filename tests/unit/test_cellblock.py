@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cdcflow.clients.hbase.model import Cell, CellType
 from cdcflow.errors import WireProtocolError
-from cdcflow.sources.hbase.wire.cellblock import decode_cells, encode_cells
+from cdcflow.events.cells import Cell, CellType
+from cdcflow.protocols.hbase.cellblock import decode_cells, encode_cells
 
 # row "r", family "f", qualifier "q", ts 1, Put, value "v": 15-byte key, 24-byte cell body.
 GOLDEN = bytes.fromhex("000000180000000f0000000100017201667100000000000000010476")

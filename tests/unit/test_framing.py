@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cdcflow.errors import WireProtocolError
-from cdcflow.sources.hbase.wire import framing
-from cdcflow.sources.hbase.wire.pb import client_pb2, rpc_pb2
+from cdcflow.protocols.hbase import framing
+from cdcflow.protocols.hbase.pb import client_pb2, rpc_pb2
 
 
 def test_preamble_bytes() -> None:

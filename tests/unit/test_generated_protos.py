@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[2] / "src"
-PB = SRC / "cdcflow" / "sources" / "hbase" / "wire" / "pb"
+PB = SRC / "cdcflow" / "protocols" / "hbase" / "pb"
 
 
 def test_generated_modules_are_up_to_date(tmp_path: Path) -> None:
@@ -20,5 +20,5 @@ def test_generated_modules_are_up_to_date(tmp_path: Path) -> None:
     for proto in protos:
         for suffix in ("_pb2.py", "_pb2.pyi"):
             name = proto.stem + suffix
-            fresh = (tmp_path / "cdcflow" / "sources" / "hbase" / "wire" / "pb" / name).read_text()
+            fresh = (tmp_path / "cdcflow" / "protocols" / "hbase" / "pb" / name).read_text()
             assert (PB / name).read_text() == fresh, f"{name} is stale: run `make protos`"

@@ -2,9 +2,10 @@ from __future__ import annotations
 
 import pytest
 
-from cdcflow.clients.hbase.model import CellType, Delete, Increment, Put, TableName
+from cdcflow.clients.hbase.model import Delete, Increment, Put, TableName
 from cdcflow.clients.hbase.native import mutation_to_proto
-from cdcflow.sources.hbase.wire.pb import client_pb2
+from cdcflow.events.cells import CellType
+from cdcflow.protocols.hbase.pb import client_pb2
 
 MP = client_pb2.MutationProto
 

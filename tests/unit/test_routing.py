@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from cdcflow.clients.hbase.model import Cell, CellType
 from cdcflow.config import RouteConfig
+from cdcflow.events.cells import Cell, CellType
 from cdcflow.sources.hbase.routing import Router, table_pattern
 
 

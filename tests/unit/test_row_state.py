@@ -7,7 +7,7 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cdcflow.clients.hbase.model import CellType
+from cdcflow.events.cells import CellType
 from cdcflow.pipeline.sinks.delta.cell_state import RowState, StateCell, column_key, merge, string_binary
 
 P, D, DC, DF, DFV = (CellType.PUT, CellType.DELETE, CellType.DELETE_COLUMN, CellType.DELETE_FAMILY,

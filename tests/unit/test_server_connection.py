@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from cdcflow.errors import WireProtocolError
-from cdcflow.sources.hbase.wire import framing
-from cdcflow.sources.hbase.wire.cellblock import KEY_VALUE_CODEC_WITH_TAGS
-from cdcflow.sources.hbase.wire.pb import rpc_pb2, wal_pb2
-from cdcflow.sources.hbase.wire.server import (
+from cdcflow.protocols.hbase import framing
+from cdcflow.protocols.hbase.cellblock import KEY_VALUE_CODEC_WITH_TAGS
+from cdcflow.protocols.hbase.pb import rpc_pb2, wal_pb2
+from cdcflow.protocols.hbase.server import (
     CallReceived,
     ConnectionHeaderReceived,
     ConnectionRejected,

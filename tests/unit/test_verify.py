@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from cdcflow.clients.hbase.model import Cell, CellType
+from cdcflow.events.cells import Cell, CellType
 from cdcflow.verify.hbase import compare_rows, rows_of
 
 

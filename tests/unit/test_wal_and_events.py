@@ -10,14 +10,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cdcflow.clients.hbase.model import Cell, CellType
 from cdcflow.errors import WireProtocolError
 from cdcflow.events import Op
+from cdcflow.events.cells import Cell, CellType
 from cdcflow.events.json_codec import MalformedEvent, ValueHints, decode, encode, to_dict
+from cdcflow.protocols.hbase.cellblock import encode_cells
+from cdcflow.protocols.hbase.pb import wal_pb2
+from cdcflow.protocols.hbase.wal import decode_replicate_call
 from cdcflow.sources.hbase.changes import BulkLoadNotSupported, row_changes
-from cdcflow.sources.hbase.wire.cellblock import encode_cells
-from cdcflow.sources.hbase.wire.pb import wal_pb2
-from cdcflow.sources.hbase.wire.wal import decode_replicate_call
 
 CLUSTER = uuid.UUID("12345678-1234-5678-9abc-def012345678")
 SCHEMA = Path(__file__).resolve().parents[2] / "src/cdcflow/events/schema/change-event-v1.json"

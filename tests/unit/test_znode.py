@@ -7,9 +7,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cdcflow.errors import WireProtocolError
-from cdcflow.sources.hbase.wire import znode
-from cdcflow.sources.hbase.wire.framing import parse_message
-from cdcflow.sources.hbase.wire.pb import hbase_types_pb2
+from cdcflow.protocols.hbase import znode
+from cdcflow.protocols.hbase.framing import parse_message
+from cdcflow.protocols.hbase.pb import hbase_types_pb2
 
 
 def test_master_znode_roundtrip() -> None:

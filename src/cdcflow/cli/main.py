@@ -12,16 +12,16 @@ from typing import Any, TypeVar
 
 import click
 
-from cdcflow.clients.hbase import NativeHBaseClient
-from cdcflow.config import CdcflowConfig, load_config
+from cdcflow.cli import wiring
+from cdcflow.cli.wiring import DEFAULT_CONFIG
+from cdcflow.config import CdcflowConfig
 from cdcflow.config.paths import default_stack_home
-from cdcflow.errors import CdcflowError, ConfigError
+from cdcflow.errors import CdcflowError
 from cdcflow.stack import COMPONENTS, Stack
 from cdcflow.stack.manager import ServiceStatus
-from cdcflow.verify.hbase import VerifyReport
+from cdcflow.verify.report import VerifyReport
 
 F = TypeVar("F", bound=Callable[..., Any])
-DEFAULT_CONFIG = Path(__file__).resolve().parents[3] / "config" / "cdcflow.yaml"
 
 
 def _home_option(f: F) -> F:
@@ -122,7 +122,7 @@ def run(config_path: Path | None) -> None:
     Kafka → pipeline → HBase copies, Delta tables and Phoenix tables, with a live progress view."""
     from cdcflow.clients.hbase import admin
 
-    cfg = _load(config_path)
+    cfg = wiring.load(config_path)
     st = Stack(cfg.stack.resolved_home())
     started = time.monotonic()
     click.echo(f"starting the local stack in {st.home} ...")
@@ -133,11 +133,11 @@ def run(config_path: Path | None) -> None:
         click.echo("\nhbase or kafka is not in stack.components: nothing to capture. The services keep running.")
         return
     p = cfg.hbase.peer
-    zk = _source_zk(cfg)
-    client = _client(cfg)
+    zk = wiring.source_zk(cfg)
+    client = wiring.client(cfg)
     try:
         if not any(i.peer_id == p.peer_id for i in admin.list_peers(client)):
-            _prepare_peer_cluster(cfg)
+            wiring.prepare_peer_cluster(cfg)
             admin.add_peer(client, p.peer_id, admin.cluster_key(p.zk_quorum or zk, p.znode_parent), serial=p.serial,
                            config=p.hbase_config)  # fmt: skip
             click.echo(f"\nadded replication peer {p.peer_id} on the local HBase")
@@ -146,9 +146,9 @@ def run(config_path: Path | None) -> None:
     from cdcflow.demo.chain import run_chain
 
     mysql_admin = (
-        _mysql_endpoint(cfg, admin=True) if "mariadb" in cfg.stack.components and cfg.mysql.host is None else None
+        wiring.mysql_endpoint(cfg, admin=True) if "mariadb" in cfg.stack.components and cfg.mysql.host is None else None
     )
-    client = _client(cfg)
+    client = wiring.client(cfg)
     try:
         run_chain(cfg, config_path, client, st.home, lambda: _progress_lines(cfg), mysql_admin=mysql_admin)
     finally:
@@ -159,15 +159,11 @@ def _progress_lines(cfg: CdcflowConfig) -> list[str]:
     from cdcflow.pipeline.runner import read_progress
 
     now = int(time.time() * 1000)
-    lines = [format_progress(n, d, now) for n, d in read_progress(_checkpoint_root(cfg)).items()]
+    lines = [format_progress(n, d, now) for n, d in read_progress(wiring.checkpoint_root(cfg)).items()]
     return lines or ["  (no batch applied yet: Spark takes ~20 s to start)"]
 
 
 # --- cdcflow hbase ----------------------------------------------------------------------------
-
-
-def _load(config_path: Path | None) -> CdcflowConfig:
-    return load_config(config_path or (DEFAULT_CONFIG if DEFAULT_CONFIG.exists() else None))
 
 
 def _config_option(f: F) -> F:
@@ -177,45 +173,7 @@ def _config_option(f: F) -> F:
     )(f)  # fmt: skip
 
 
-def _source_zk(cfg: CdcflowConfig) -> str:
-    if cfg.hbase.zk_quorum:
-        return cfg.hbase.zk_quorum
-    return str(Stack(cfg.stack.resolved_home()).endpoints("hbase")["zk_quorum"])
-
-
-def _bootstrap(cfg: CdcflowConfig) -> str:
-    if cfg.kafka.bootstrap_servers:
-        return cfg.kafka.bootstrap_servers
-    return str(Stack(cfg.stack.resolved_home()).endpoints("kafka")["bootstrap_servers"])
-
-
-def _prepare_peer_cluster(cfg: CdcflowConfig) -> str:
-    """HBase reads the peer's hbaseid while adding it: create the peer cluster's znodes first."""
-    from cdcflow.sources.hbase.peer.registry import PeerRegistry
-
-    p = cfg.hbase.peer
-    reg = PeerRegistry(p.zk_quorum or _source_zk(cfg), p.znode_parent)
-    try:
-        return str(reg.prepare(int(time.time() * 1000)))
-    finally:
-        reg.close()
-
-
 # --- cdcflow mysql ----------------------------------------------------------------------------
-
-
-def _mysql_endpoint(cfg: CdcflowConfig, admin: bool = False) -> Any:
-    """The source server: from the config, or the local stack's MariaDB (replication user; `admin`: its admin)."""
-    from cdcflow.clients.mysql import MySqlEndpoint
-
-    m = cfg.mysql
-    if m.host is not None:
-        if m.user is None or m.port is None:
-            raise ConfigError("mysql.host is set: set mysql.port and mysql.user (and mysql.password) too")
-        return MySqlEndpoint(m.host, m.port, m.user, m.password or "")
-    ep = Stack(cfg.stack.resolved_home()).endpoints("mariadb")
-    user, password = (ep["user"], ep["password"]) if admin else (ep["repl_user"], ep["repl_password"])
-    return MySqlEndpoint(str(ep["host"]), int(ep["port"]), str(user), str(password))
 
 
 @main.group()
@@ -232,11 +190,11 @@ def mysql_run(config_path: Path | None) -> None:
 
     from cdcflow.sources.mysql.capture import MySqlCapture, run_forever
 
-    cfg = _load(config_path)
+    cfg = wiring.load(config_path)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    capture = MySqlCapture(cfg.mysql, cfg.kafka, _mysql_endpoint(cfg), _bootstrap(cfg))
+    capture = MySqlCapture(cfg.mysql, cfg.kafka, wiring.mysql_endpoint(cfg), wiring.bootstrap(cfg))
     stats = run_forever(capture, stop)
     click.echo(f"stopped: {stats.events} events, {stats.transactions} transactions, checkpoint "
                f"{stats.checkpoint.gtid_state if stats.checkpoint else None}")  # fmt: skip
@@ -248,8 +206,8 @@ def mysql_preflight(config_path: Path | None) -> None:
     """Check that the server can be captured (binlog settings, version); print what was found."""
     from cdcflow.sources.mysql.preflight import preflight
 
-    cfg = _load(config_path)
-    info = preflight(_mysql_endpoint(cfg), cfg.mysql.server_id)
+    cfg = wiring.load(config_path)
+    info = preflight(wiring.mysql_endpoint(cfg), cfg.mysql.server_id)
     click.echo(f"ok: {info.version}, server_id {info.server_id}, binlog GTID position {info.gtid_binlog_pos or '-'}")
 
 
@@ -260,8 +218,8 @@ def mysql_status(config_path: Path | None) -> None:
     from cdcflow.clients.kafka import read_latest
     from cdcflow.sources.mysql.checkpoint import Checkpoint
 
-    cfg = _load(config_path)
-    raw = read_latest(_bootstrap(cfg), cfg.mysql.offsets_topic, cfg.mysql.name.encode())
+    cfg = wiring.load(config_path)
+    raw = read_latest(wiring.bootstrap(cfg), cfg.mysql.offsets_topic, cfg.mysql.name.encode())
     if raw is None:
         click.echo(f"{cfg.mysql.name}: no checkpoint yet (starts at: {cfg.mysql.start})")
         return
@@ -286,20 +244,16 @@ def hbase_run(config_path: Path | None, port: int | None, metrics_port: int | No
 
     from cdcflow.sources.hbase.peer.run import PeerEndpoints, run_peer
 
-    cfg = _load(config_path)
+    cfg = wiring.load(config_path)
     hb = cfg.hbase
     if port is not None:
         hb = hb.model_copy(update={"peer": hb.peer.model_copy(update={"port": port})})
-    asyncio.run(run_peer(hb, cfg.kafka, PeerEndpoints(_source_zk(cfg), _bootstrap(cfg)), metrics_port))
+    asyncio.run(run_peer(hb, cfg.kafka, PeerEndpoints(wiring.source_zk(cfg), wiring.bootstrap(cfg)), metrics_port))
 
 
 @hbase.group()
 def peer() -> None:
     """Add, enable, disable, remove and list replication peers on the source HBase (over RPC)."""
-
-
-def _client(cfg: CdcflowConfig) -> NativeHBaseClient:
-    return NativeHBaseClient(_source_zk(cfg), cfg.hbase.znode_parent)
 
 
 @peer.command("add")
@@ -313,15 +267,15 @@ def peer_add(config_path: Path | None, tables: tuple[str, ...], serial: bool | N
     """Add this cdcflow peer (hbase.peer.* in the config) to the source cluster."""
     from cdcflow.clients.hbase import admin
 
-    cfg = _load(config_path)
+    cfg = wiring.load(config_path)
     p = cfg.hbase.peer
-    key = admin.cluster_key(p.zk_quorum or _source_zk(cfg), p.znode_parent)
+    key = admin.cluster_key(p.zk_quorum or wiring.source_zk(cfg), p.znode_parent)
     table_cfs: dict[str, list[str]] = {}
     for spec in tables:
         name, _, fams = spec.partition("=") if "=" in spec else (spec, "", "")
         table_cfs[name] = [f for f in fams.split(",") if f]
-    cluster = _prepare_peer_cluster(cfg)
-    client = _client(cfg)
+    cluster = wiring.prepare_peer_cluster(cfg)
+    client = wiring.client(cfg)
     try:
         admin.add_peer(client, p.peer_id, key, serial=p.serial if serial is None else serial, enabled=not disabled,
                        table_cfs=table_cfs or None, config=p.hbase_config)  # fmt: skip
@@ -336,7 +290,7 @@ def peer_list(config_path: Path | None) -> None:
     """List the source cluster's replication peers."""
     from cdcflow.clients.hbase import admin
 
-    client = _client(_load(config_path))
+    client = wiring.client(wiring.load(config_path))
     try:
         for info in admin.list_peers(client):
             state = "ENABLED" if info.enabled else "DISABLED"
@@ -352,8 +306,8 @@ def _peer_action(action: str) -> click.Command:
     def cmd(config_path: Path | None) -> None:
         from cdcflow.clients.hbase import admin
 
-        cfg = _load(config_path)
-        client = _client(cfg)
+        cfg = wiring.load(config_path)
+        client = wiring.client(cfg)
         try:
             getattr(admin, f"{action}_peer")(client, cfg.hbase.peer.peer_id)
         finally:
@@ -381,7 +335,7 @@ def hbase_scope(config_path: Path | None, table: str, families: tuple[str, ...],
     """Set REPLICATION_SCOPE on FAMILIES of TABLE (1 = replicate, 0 = not)."""
     from cdcflow.clients.hbase import admin
 
-    client = _client(_load(config_path))
+    client = wiring.client(wiring.load(config_path))
     try:
         admin.set_replication_scope(client, table, list(families), scope)
     finally:
@@ -396,9 +350,9 @@ def hbase_status(config_path: Path | None) -> None:
     from cdcflow.clients.hbase import admin
     from cdcflow.sources.hbase.peer.registry import PeerRegistry
 
-    cfg = _load(config_path)
+    cfg = wiring.load(config_path)
     p = cfg.hbase.peer
-    reg = PeerRegistry(p.zk_quorum or _source_zk(cfg), p.znode_parent)
+    reg = PeerRegistry(p.zk_quorum or wiring.source_zk(cfg), p.znode_parent)
     try:
         click.echo(f"peer cluster {p.znode_parent}: id {reg.cluster_id()}")
         servers = reg.servers()
@@ -407,7 +361,7 @@ def hbase_status(config_path: Path | None) -> None:
             click.echo(f"  {s}")
     finally:
         reg.close()
-    client = _client(cfg)
+    client = wiring.client(cfg)
     try:
         found = [i for i in admin.list_peers(client) if i.peer_id == p.peer_id]
     finally:
@@ -424,27 +378,6 @@ def hbase_status(config_path: Path | None) -> None:
 # --- cdcflow pipeline -------------------------------------------------------------------------
 
 
-def _data_dir(cfg: CdcflowConfig) -> Path:
-    """Where sinks keep local data by default (Delta tables): <stack home>/pipeline."""
-    return cfg.stack.resolved_home() / "pipeline"
-
-
-def _checkpoint_root(cfg: CdcflowConfig) -> Path:
-    return cfg.pipeline.checkpoint_dir or _data_dir(cfg) / "checkpoints"
-
-
-def _pipeline_context(cfg: CdcflowConfig) -> dict[str, Any]:
-    """Endpoints sinks may default to: Kafka, the source HBase, the local stack's Phoenix (when the
-    config has a phoenix sink without a url), the MySQL schema history, the local data folder."""
-    context: dict[str, Any] = {
-        "bootstrap_servers": _bootstrap(cfg), "zk_quorum": _source_zk(cfg), "data_dir": str(_data_dir(cfg)),
-        "mysql_schema_history_topic": cfg.mysql.schema_history_topic,
-    }  # fmt: skip
-    if any(s.type == "phoenix" and not s.options.get("url") for s in cfg.pipeline.sinks):
-        context["phoenix_url"] = Stack(cfg.stack.resolved_home()).endpoints("phoenix")["jdbc_url"]
-    return context
-
-
 @main.group()
 def pipeline() -> None:
     """The Spark pipeline that applies change events to the configured sinks."""
@@ -456,26 +389,7 @@ def pipeline() -> None:
 @click.option("--metrics-port", type=int, default=None, help="Serve per-sink Prometheus metrics on this port.")
 def pipeline_run(config_path: Path | None, available_now: bool, metrics_port: int | None) -> None:
     """Run one streaming query per sink (plus dead letters) until Ctrl-C."""
-    import signal
-    import threading
-
-    from cdcflow.pipeline.runner import Pipeline
-
-    cfg = _load(config_path)
-    if not cfg.pipeline.sinks:
-        raise click.UsageError("no sinks configured (pipeline.sinks)")
-    context = _pipeline_context(cfg)
-    if metrics_port is not None:
-        from prometheus_client import start_http_server
-
-        start_http_server(metrics_port)
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
-    result = Pipeline(cfg.pipeline, context, _checkpoint_root(cfg)).run(available_now=available_now, stop=stop)
-    for name, state in result.items():
-        click.echo(f"{name:20} {state}")
-    sys.exit(0 if all(v == "done" for v in result.values()) else 1)
+    sys.exit(wiring.run_pipeline(wiring.load(config_path), available_now, metrics_port))
 
 
 @pipeline.command("submit", context_settings={"ignore_unknown_options": True})
@@ -492,21 +406,11 @@ def pipeline_submit(
     import os
     import shlex
 
-    import pyspark
+    from cdcflow.cli import spark_app
+    from cdcflow.pipeline.session import spark_submit_command
 
-    from cdcflow.cli import spark_app as app
-    from cdcflow.pipeline.session import SESSION_CONF, extra_jars
-    from cdcflow.pipeline.sinks.registry import make_sink
-
-    cfg = _load(config_path)
-    context = _pipeline_context(cfg)
-    sink_jars = sorted({j for s in cfg.pipeline.sinks for j in make_sink(s, context).jars()})
-    jars = ",".join([*(str(j) for j in extra_jars()), *sink_jars])
-    cmd = [str(Path(pyspark.__file__).parent / "bin" / "spark-submit"), "--name", "cdcflow-pipeline"]
-    cmd += ["--master", master or cfg.pipeline.master or "local[2]", "--jars", jars]
-    for key, value in SESSION_CONF.items():
-        cmd += ["--conf", f"{key}={value}"]
-    cmd += ["--conf", f"spark.pyspark.python={sys.executable}", *spark_args, app.__file__]
+    cfg = wiring.load(config_path)
+    cmd = spark_submit_command(cfg.pipeline, wiring.pipeline_context(cfg), master, spark_args, spark_app.__file__)
     if config_path:
         cmd += ["--config", str(config_path.resolve())]
     if available_now:
@@ -527,8 +431,8 @@ def pipeline_status(config_path: Path | None, watch: float | None) -> None:
     source is idle, so read it together with "behind" (0 = caught up with Kafka)."""
     from cdcflow.pipeline.runner import read_progress
 
-    cfg = _load(config_path)
-    root = _checkpoint_root(cfg)
+    cfg = wiring.load(config_path)
+    root = wiring.checkpoint_root(cfg)
     while True:
         progress = read_progress(root)
         if watch:
@@ -577,8 +481,8 @@ def verify_hbase_cmd(config_path: Path | None, source: str, sink: str, sink_zk: 
     from cdcflow.clients.hbase import connect
     from cdcflow.verify.hbase import verify_hbase
 
-    cfg = _load(config_path)
-    src = connect(_source_zk(cfg), cfg.hbase.znode_parent)
+    cfg = wiring.load(config_path)
+    src = connect(wiring.source_zk(cfg), cfg.hbase.znode_parent)
     dst = connect(sink_zk, "/hbase") if sink_zk else src
     try:
         report = verify_hbase(src, source, dst, sink, max_versions)
@@ -601,10 +505,10 @@ def verify_hbase_delta_cmd(config_path: Path | None, source: str, delta_path: st
     from cdcflow.pipeline.sinks.delta.state import hbase_state_rows
     from cdcflow.verify.hbase import compare_rows, rows_of
 
-    cfg = _load(config_path)
+    cfg = wiring.load(config_path)
     spark = build_session("cdcflow-verify", cfg.pipeline.master)
     spark.sparkContext.setLogLevel("ERROR")
-    src = connect(_source_zk(cfg), cfg.hbase.znode_parent)
+    src = connect(wiring.source_zk(cfg), cfg.hbase.znode_parent)
     try:
         report = compare_rows(
             rows_of(src.scan(source, max_versions=max_versions)), hbase_state_rows(spark, delta_path, max_versions)
@@ -625,7 +529,7 @@ def verify_mysql_phoenix_cmd(config_path: Path | None, table: str, url: str | No
     from cdcflow.clients.phoenix import PhoenixJvm
     from cdcflow.verify.phoenix import verify_mysql_phoenix
 
-    cfg = _load(config_path)
+    cfg = wiring.load(config_path)
     db, dot, name = table.partition(".")
     if not dot:
         raise click.UsageError("TABLE must be DB.TABLE")
@@ -635,7 +539,7 @@ def verify_mysql_phoenix_cmd(config_path: Path | None, table: str, url: str | No
     keys = tuple(cfg.mysql.key_columns.get(table, ()))
     with PhoenixJvm.launch(str(url)) as phoenix:
         report = verify_mysql_phoenix(
-            _mysql_endpoint(cfg, admin=True), db, name, phoenix, options.get("table_map", {}),
+            wiring.mysql_endpoint(cfg, admin=True), db, name, phoenix, options.get("table_map", {}),
             str(options.get("name_case", "upper")), keys,
         )  # fmt: skip
     _report(report)

@@ -11,6 +11,9 @@ import pymysql.cursors
 
 from cdcflow.errors import ServiceUnavailable, TerminalError
 
+# A statement refused for a duplicate key (the workloads expect some: a key change onto an existing key).
+IntegrityError = pymysql.err.IntegrityError
+
 
 @dataclass(frozen=True)
 class MySqlEndpoint:

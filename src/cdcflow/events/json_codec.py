@@ -19,8 +19,8 @@ from typing import Any
 
 import orjson
 
-from cdcflow.clients.hbase.model import Cell, CellType
 from cdcflow.errors import TerminalError
+from cdcflow.events.cells import Cell, CellType
 from cdcflow.events.model import SCHEMA_VERSION, ChangeEvent, Op, SourceInfo
 
 SCHEMA_ID = f"cdcflow.change/{SCHEMA_VERSION}"

@@ -6,7 +6,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
-from cdcflow.clients.hbase.model import Cell
+from cdcflow.events.cells import Cell
 
 SCHEMA_VERSION = 1
 

@@ -8,10 +8,12 @@ import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pyspark
 from pyspark.sql import SparkSession
 
+from cdcflow.config import PipelineConfig
 from cdcflow.errors import ConfigError
 from cdcflow.jars import maven, versions
 
@@ -99,3 +101,20 @@ def add_missing_jars(spark: SparkSession, jars: Sequence[str]) -> list[str]:
         loader.addURL(sc._jvm.java.io.File(jar).toURI().toURL())
     log.warning("added %d jar(s) to the Spark session that already existed: %s", len(missing), missing)
     return missing
+
+
+def spark_submit_command(
+    cfg: PipelineConfig, context: dict[str, Any], master: str | None, spark_args: tuple[str, ...], app: str
+) -> list[str]:
+    """pyspark's spark-submit with cdcflow's connector jars (and every sink's), the session settings,
+    this Python, extra arguments, then the application file."""
+    from cdcflow.pipeline.sinks.registry import make_sink
+
+    sink_jars = sorted({j for s in cfg.sinks for j in make_sink(s, context).jars()})
+    jars = ",".join([*(str(j) for j in extra_jars()), *sink_jars])
+    cmd = [str(Path(pyspark.__file__).parent / "bin" / "spark-submit"), "--name", "cdcflow-pipeline"]
+    cmd += ["--master", master or cfg.master or "local[2]", "--jars", jars]
+    for key, value in SESSION_CONF.items():
+        cmd += ["--conf", f"{key}={value}"]
+    cmd += ["--conf", f"spark.pyspark.python={sys.executable}", *spark_args, app]
+    return cmd

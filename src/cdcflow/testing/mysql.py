@@ -160,7 +160,7 @@ class MySqlWorkload:
                        "yr, doc, code, tiny, small, medium")  # fmt: skip
 
     def _statement(self, cur: Any) -> None:
-        import pymysql
+        from cdcflow.clients.mysql import IntegrityError
 
         r, db = self.rng, self.db
         n = self.account_ids
@@ -202,7 +202,7 @@ class MySqlWorkload:
             else:
                 cur.execute(f"DELETE FROM {db}.order_lines WHERE order_id = %s", (r.randrange(1, 300),))
             self.statements += 1
-        except pymysql.err.IntegrityError:
+        except IntegrityError:
             pass  # a key change onto an existing key: the statement fails, the transaction goes on
 
     def transaction(self) -> None:

@@ -8,88 +8,17 @@ greatest position wins, deletes remove the row; duplicates and replays change no
 
 from __future__ import annotations
 
-import base64
-import struct
 from collections.abc import Iterable, Mapping
-from decimal import Decimal
 from typing import Any
 
 import orjson
 
-from cdcflow.clients.mysql import MySqlEndpoint, connect, query
+from cdcflow.clients.mysql import MySqlEndpoint, connect
 from cdcflow.events.json_codec import MalformedEvent, decode
-from cdcflow.verify.hbase import VerifyReport
+from cdcflow.sources.mysql.selected_values import render_selected, table_columns
+from cdcflow.verify.report import VerifyReport
 
 Row = dict[str, Any]
-
-
-def _frac(micro: int, fsp: int) -> str:
-    return f".{micro:06d}"[: fsp + 1] if fsp else ""
-
-
-_BINARY_TYPES = frozenset({
-    "binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob", "geometry", "point", "linestring",
-    "polygon", "multipoint", "multilinestring", "multipolygon", "geometrycollection",
-})  # fmt: skip
-
-
-def render_value(data_type: str, column_type: str, fsp: int, value: Any) -> Any:
-    """A value as PyMySQL returns it from SELECT -> the change event's JSON rendering of that type."""
-    if value is None:
-        return None
-    t = data_type.lower()
-    if t in ("tinyint", "smallint", "mediumint", "int", "bigint", "year"):
-        return int(value)
-    if t == "decimal":
-        return format(Decimal(value), "f")
-    if t == "float":  # selected as CAST(... AS DOUBLE): the exact float32, shown as the decoder shows it
-        exact = struct.pack("<f", float(value))
-        for digits in range(6, 10):
-            short = float(f"{float(value):.{digits}g}")
-            if struct.pack("<f", short) == exact:
-                return short
-        return float(value)
-    if t == "double":
-        return float(value)
-    if t == "bit":
-        return int.from_bytes(value, "big") if isinstance(value, bytes) else int(value)
-    if t == "date":
-        return value if isinstance(value, str) else value.strftime("%Y-%m-%d")
-    if t == "datetime":
-        if isinstance(value, str):  # zero or partial dates come back as text
-            return value if fsp == 0 else value[: 20 + fsp]
-        return value.strftime("%Y-%m-%d %H:%M:%S") + _frac(value.microsecond, fsp)
-    if t == "timestamp":  # read with time_zone '+00:00'
-        if isinstance(value, str):
-            return "0000-00-00T00:00:00Z"
-        return value.strftime("%Y-%m-%dT%H:%M:%S") + _frac(value.microsecond, fsp) + "Z"
-    if t == "time":
-        if isinstance(value, str):
-            return value
-        total = value.days * 86400 + value.seconds
-        micro = value.microseconds
-        sign = ""
-        if total < 0:
-            sign = "-"
-            total, micro = (-total - 1, 1_000_000 - micro) if micro else (-total, 0)
-        h, rest = divmod(total, 3600)
-        return f"{sign}{h:02d}:{rest // 60:02d}:{rest % 60:02d}" + _frac(micro, fsp)
-    if isinstance(value, bytes):
-        if t in _BINARY_TYPES:
-            return base64.b64encode(value).decode("ascii")
-        return value.decode("utf-8")
-    return value
-
-
-def table_columns(ep: MySqlEndpoint, db: str, table: str) -> list[tuple[str, str, str, int, bool]]:
-    """(name, data type, column type, fractional digits, is primary key) in column order."""
-    rows = query(
-        ep,
-        "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, COALESCE(DATETIME_PRECISION, 0), COLUMN_KEY = 'PRI' "
-        "FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION",
-        (db, table),
-    )
-    return [(str(n), str(d), str(c), int(f), bool(k)) for n, d, c, f, k in rows]
 
 
 def key_json(row: Mapping[str, Any], key_cols: Iterable[str]) -> str:
@@ -111,7 +40,7 @@ def source_rows(ep: MySqlEndpoint, db: str, table: str, key_cols: tuple[str, ...
             select = ", ".join(f"CAST(`{n}` AS DOUBLE)" if d == "float" else f"`{n}`" for n, d, *_ in cols)
             cur.execute(f"SELECT {select} FROM `{db}`.`{table}`")
             for raw in cur.fetchall():
-                row = {n: render_value(d, c, f, v) for (n, d, c, f, _), v in zip(cols, raw, strict=True)}
+                row = {n: render_selected(d, c, f, v) for (n, d, c, f, _), v in zip(cols, raw, strict=True)}
                 out[key_json(row, keys)] = row
     finally:
         conn.close()

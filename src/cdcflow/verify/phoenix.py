@@ -18,8 +18,9 @@ from cdcflow.clients.mysql import MySqlEndpoint
 from cdcflow.clients.phoenix import PhoenixConnection, PhoenixJvm
 from cdcflow.errors import ConfigError
 from cdcflow.pipeline.sinks.phoenix import schema as ps
-from cdcflow.verify.hbase import VerifyReport
-from cdcflow.verify.mysql import Row, compare_tables, key_json, render_value, source_rows, table_columns
+from cdcflow.sources.mysql.selected_values import render_selected, table_columns
+from cdcflow.verify.mysql import Row, compare_tables, key_json, source_rows
+from cdcflow.verify.report import VerifyReport
 
 _ZERO_DATE = re.compile(ps.ZERO_DATE_PATTERN)
 _INTEGERS = frozenset({"tinyint", "smallint", "mediumint", "int", "bigint", "year", "bit"})
@@ -47,7 +48,7 @@ def render_phoenix_value(data_type: str, column_type: str, fsp: int, value: Any)
         scale = _scale(column_type)
         return format(Decimal(value).quantize(Decimal(1).scaleb(-scale)), "f")
     if t in ("float", "double"):
-        return render_value(t, column_type, fsp, float(value))
+        return render_selected(t, column_type, fsp, float(value))
     if t in ("datetime", "timestamp"):
         whole, micro = _timestamp_parts(str(value))
         frac = f".{micro:06d}"[: fsp + 1] if fsp else ""

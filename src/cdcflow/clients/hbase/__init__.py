@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Protocol
 
-from cdcflow.clients.hbase.model import Cell, ColumnFamily
+from cdcflow.clients.hbase.model import ColumnFamily
 from cdcflow.clients.hbase.native import MutationLike, NativeHBaseClient
+from cdcflow.events.cells import Cell
 
 
 class HBaseClient(Protocol):

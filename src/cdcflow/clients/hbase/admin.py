@@ -11,7 +11,7 @@ from google.protobuf.message import Message
 from cdcflow.clients.hbase.model import TableName
 from cdcflow.clients.hbase.native import NativeHBaseClient, _table_pb
 from cdcflow.errors import ConfigError
-from cdcflow.sources.hbase.wire.pb import hbase_types_pb2, master_pb2, replication_pb2
+from cdcflow.protocols.hbase.pb import hbase_types_pb2, master_pb2, replication_pb2
 
 ENABLED = replication_pb2.ReplicationState.ENABLED
 DISABLED = replication_pb2.ReplicationState.DISABLED

@@ -1,38 +1,14 @@
-"""Plain data for HBase cells and mutations: no I/O, shared by the client, the peer and tests."""
+"""Plain data for HBase mutations, table names and column families: no I/O. Cells are part of the
+event model (cdcflow.events.cells); the client reads and writes them too."""
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass, field
+
+from cdcflow.events.cells import CellType
 
 # HBase's "latest" timestamp: the server replaces it with its own clock.
 LATEST_TIMESTAMP = 0x7FFFFFFFFFFFFFFF
-
-
-class CellType(enum.IntEnum):
-    """KeyValue.Type codes, as they appear on the wire and in WAL cells."""
-
-    PUT = 4
-    DELETE = 8  # one version of one column
-    DELETE_FAMILY_VERSION = 10  # one timestamp across a whole family
-    DELETE_COLUMN = 12  # all versions of a column up to a timestamp
-    DELETE_FAMILY = 14  # all columns of a family up to a timestamp
-
-
-@dataclass(frozen=True, order=True)
-class Cell:
-    row: bytes
-    family: bytes
-    qualifier: bytes
-    timestamp: int
-    type: CellType
-    value: bytes = b""
-    # Serialized HBase tags (ACL, visibility, TTL, ...), only from KeyValueCodecWithTags.
-    tags: bytes = b""
-
-    @property
-    def is_delete(self) -> bool:
-        return self.type is not CellType.PUT
 
 
 @dataclass(frozen=True)

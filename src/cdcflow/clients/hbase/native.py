@@ -21,8 +21,6 @@ from typing import TypeVar
 from google.protobuf.message import Message
 
 from cdcflow.clients.hbase.model import (
-    Cell,
-    CellType,
     ColumnFamily,
     CounterBuilder,
     DeleteBuilder,
@@ -33,9 +31,10 @@ from cdcflow.clients.hbase.model import (
 from cdcflow.clients.hbase.rpc import RpcConnection
 from cdcflow.clients.zookeeper import ZooKeeper
 from cdcflow.errors import HBaseRetryableError, HBaseTerminalError, RetryableError, ServiceUnavailable
-from cdcflow.sources.hbase.wire import znode
-from cdcflow.sources.hbase.wire.framing import parse_message
-from cdcflow.sources.hbase.wire.pb import client_pb2, hbase_types_pb2, master_pb2
+from cdcflow.events.cells import Cell, CellType
+from cdcflow.protocols.hbase import znode
+from cdcflow.protocols.hbase.framing import parse_message
+from cdcflow.protocols.hbase.pb import client_pb2, hbase_types_pb2, master_pb2
 
 log = logging.getLogger(__name__)
 

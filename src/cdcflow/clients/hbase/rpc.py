@@ -10,8 +10,8 @@ from typing import TypeVar
 from google.protobuf.message import Message
 
 from cdcflow.errors import HBaseRetryableError, HBaseTerminalError, ServiceUnavailable, WireProtocolError
-from cdcflow.sources.hbase.wire import framing
-from cdcflow.sources.hbase.wire.pb import rpc_pb2
+from cdcflow.protocols.hbase import framing
+from cdcflow.protocols.hbase.pb import rpc_pb2
 
 M = TypeVar("M", bound=Message)
 

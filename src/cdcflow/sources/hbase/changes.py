@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cdcflow.clients.hbase.model import Cell, CellType
 from cdcflow.errors import TerminalError
+from cdcflow.events.cells import Cell, CellType
 from cdcflow.events.model import ChangeEvent, Op, SourceInfo
-from cdcflow.sources.hbase.wire.wal import BULK_LOAD_QUALIFIER, METAFAMILY, WalEntry
+from cdcflow.protocols.hbase.wal import BULK_LOAD_QUALIFIER, METAFAMILY, WalEntry
 
 
 class BulkLoadNotSupported(TerminalError):

@@ -7,8 +7,8 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from cdcflow.clients.hbase.model import Cell, CellType
 from cdcflow.config import RouteConfig
+from cdcflow.events.cells import Cell, CellType
 from cdcflow.events.json_codec import ValueHints
 from cdcflow.sources.hbase.changes import split_table
 

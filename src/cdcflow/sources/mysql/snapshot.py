@@ -29,7 +29,7 @@ import orjson
 from cdcflow.clients.mysql import MySqlEndpoint, connect, execute, query
 from cdcflow.events.model import ChangeEvent, Op, SourceInfo
 from cdcflow.sources.mysql.changes import TxnContext
-from cdcflow.verify.mysql import render_value, table_columns
+from cdcflow.sources.mysql.selected_values import render_selected, table_columns
 
 log = logging.getLogger(__name__)
 
@@ -133,7 +133,7 @@ class Snapshotter:
             conn.close()
         rows: dict[bytes, dict[str, Any]] = {}
         for raw in raw_rows:
-            row = {n: render_value(d, c, f, v) for (n, d, c, f, _), v in zip(plan.columns, raw, strict=True)}
+            row = {n: render_selected(d, c, f, v) for (n, d, c, f, _), v in zip(plan.columns, raw, strict=True)}
             rows[orjson.dumps({k: row[k] for k in sorted(plan.key)})] = row
         self.chunk = Chunk(name, low, high, rows, [_plain(v) for v in raw_last] if raw_last else None)
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from cdcflow.clients.hbase.model import CellType
+from cdcflow.events.cells import CellType
 
 Pos = tuple[int, ...]
 

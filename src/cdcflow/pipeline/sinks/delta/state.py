@@ -53,11 +53,11 @@ from pyspark.sql.types import (
 )
 
 from cdcflow.errors import ConfigError
+from cdcflow.events.cells import RowCells
 from cdcflow.events.json_codec import CELL_TYPE_NAMES, CELL_TYPES, VALUE_ENCODINGS, render_value
 from cdcflow.pipeline.sinks.base import Sink
 from cdcflow.pipeline.sinks.delta.cell_state import RowState, StateCell, column_key, merge
 from cdcflow.pipeline.sinks.delta.tables import ensure_table
-from cdcflow.verify.hbase import RowCells
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,8 @@ from typing import Any
 from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 
-from cdcflow.clients.hbase.model import Cell, Mutation
+from cdcflow.clients.hbase.model import Mutation
+from cdcflow.events.cells import Cell
 from cdcflow.events.json_codec import CELL_TYPES
 from cdcflow.pipeline.sinks.base import Sink
 from cdcflow.pipeline.sinks.hbase.mutations import cell_mutations

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from cdcflow.clients.hbase.model import Cell, CellType, Delete, Mutation, Put
+from cdcflow.clients.hbase.model import Delete, Mutation, Put
+from cdcflow.events.cells import Cell, CellType
 from cdcflow.events.model import ChangeEvent
 
 _DELETES = {

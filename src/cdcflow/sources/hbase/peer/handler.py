@@ -6,12 +6,12 @@ import logging
 import time
 from dataclasses import dataclass, replace
 
-from cdcflow.clients.hbase.model import Cell
 from cdcflow.clients.kafka.producer import AsyncProducer, OutRecord
+from cdcflow.events.cells import Cell
 from cdcflow.events.json_codec import encode
+from cdcflow.protocols.hbase.wal import decode_replicate_call
 from cdcflow.sources.hbase.changes import row_changes
 from cdcflow.sources.hbase.routing import Router
-from cdcflow.sources.hbase.wire.wal import decode_replicate_call
 
 log = logging.getLogger(__name__)
 

@@ -14,15 +14,15 @@ import time
 from dataclasses import dataclass, field
 
 from cdcflow.errors import CdcflowError, WireProtocolError
-from cdcflow.sources.hbase.peer import metrics
-from cdcflow.sources.hbase.peer.handler import ReplicationSink
-from cdcflow.sources.hbase.wire.pb import wal_pb2
-from cdcflow.sources.hbase.wire.server import (
+from cdcflow.protocols.hbase.pb import wal_pb2
+from cdcflow.protocols.hbase.server import (
     CallReceived,
     ConnectionHeaderReceived,
     ConnectionRejected,
     ServerConnection,
 )
+from cdcflow.sources.hbase.peer import metrics
+from cdcflow.sources.hbase.peer.handler import ReplicationSink
 
 log = logging.getLogger(__name__)
 REPLICATE = "ReplicateWALEntry"

@@ -1,4 +1,4 @@
-from cdcflow.sources.hbase.wire.pb import hbase_types_pb2 as _hbase_types_pb2
+from cdcflow.protocols.hbase.pb import hbase_types_pb2 as _hbase_types_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor

@@ -19,7 +19,7 @@ from typing import TypeVar
 from google.protobuf.message import DecodeError, Message
 
 from cdcflow.errors import WireProtocolError
-from cdcflow.sources.hbase.wire.pb import rpc_pb2
+from cdcflow.protocols.hbase.pb import rpc_pb2
 
 PREAMBLE_MAGIC = b"HBas"
 RPC_VERSION = 0

@@ -5,11 +5,11 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from cdcflow.clients.hbase.model import Cell
 from cdcflow.errors import WireProtocolError
-from cdcflow.sources.hbase.wire.cellblock import decode_cells
-from cdcflow.sources.hbase.wire.framing import parse_message
-from cdcflow.sources.hbase.wire.pb import wal_pb2
+from cdcflow.events.cells import Cell
+from cdcflow.protocols.hbase.cellblock import decode_cells
+from cdcflow.protocols.hbase.framing import parse_message
+from cdcflow.protocols.hbase.pb import wal_pb2
 
 METAFAMILY = b"METAFAMILY"
 BULK_LOAD_QUALIFIER = b"HBASE::BULK_LOAD"

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from google.protobuf.message import Message
 
 from cdcflow.errors import WireProtocolError
-from cdcflow.sources.hbase.wire import framing
-from cdcflow.sources.hbase.wire.cellblock import SUPPORTED_CODECS
-from cdcflow.sources.hbase.wire.pb import rpc_pb2
+from cdcflow.protocols.hbase import framing
+from cdcflow.protocols.hbase.cellblock import SUPPORTED_CODECS
+from cdcflow.protocols.hbase.pb import rpc_pb2
 
 # call_id -1 (as uint32): an error about the connection itself, not one call.
 CONNECTION_CALL_ID = 0xFFFFFFFF

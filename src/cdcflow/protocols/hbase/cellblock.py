@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import struct
 
-from cdcflow.clients.hbase.model import Cell, CellType
 from cdcflow.errors import WireProtocolError
+from cdcflow.events.cells import Cell, CellType
 
 KEY_VALUE_CODEC = "org.apache.hadoop.hbase.codec.KeyValueCodec"
 KEY_VALUE_CODEC_WITH_TAGS = "org.apache.hadoop.hbase.codec.KeyValueCodecWithTags"
