@@ -13,9 +13,10 @@ from cdcflow.errors import TerminalError
 from cdcflow.events.json_codec import decode, encode
 from cdcflow.sources.mysql.binlog.columns import LONG, VARCHAR, Column, TableSchema
 from cdcflow.sources.mysql.binlog.events import EventHeader, RowsEvent
-from cdcflow.sources.mysql.capture import TableFilter, _format_gtid_state, _parse_gtid_state
+from cdcflow.sources.mysql.capture import TableFilter
 from cdcflow.sources.mysql.changes import TxnContext, key_columns, row_changes
 from cdcflow.sources.mysql.checkpoint import AckFrontier, Checkpoint
+from cdcflow.sources.mysql.transactions import format_gtid_state, parse_gtid_state
 
 SCHEMA = TableSchema(
     table_id=7, db="shop", table="items",
@@ -115,10 +116,10 @@ def test_table_filter_and_gtid_state() -> None:
     f = TableFilter(("shop.*", "crm.users"), ("shop.tmp_*",), always=("cdcflow.watermarks",))
     assert f("shop", "items") and f("crm", "users") and f("cdcflow", "watermarks")
     assert not f("shop", "tmp_1") and not f("crm", "orders") and not f("mysql", "user")
-    state = _parse_gtid_state("1-2-30, 0-1-100")
-    assert state == {0: "0-1-100", 1: "1-2-30"} and _format_gtid_state(state) == "0-1-100,1-2-30"
+    state = parse_gtid_state("1-2-30, 0-1-100")
+    assert state == {0: "0-1-100", 1: "1-2-30"} and format_gtid_state(state) == "0-1-100,1-2-30"
     with pytest.raises(TerminalError):
-        _parse_gtid_state("0-1")
+        parse_gtid_state("0-1")
 
 
 def test_checkpoint_round_trip_and_bad_bytes() -> None:

@@ -45,17 +45,16 @@ from cdcflow.sources.mysql.binlog.events import (
     TableMapEvent,
     UnsupportedEvent,
     XidEvent,
-    file_index,
 )
 from cdcflow.sources.mysql.changes import TxnContext, key_columns, row_changes
 from cdcflow.sources.mysql.checkpoint import AckFrontier, Checkpoint, PendingTxn
 from cdcflow.sources.mysql.preflight import ServerInfo, preflight
 from cdcflow.sources.mysql.snapshot import Snapshotter
+from cdcflow.sources.mysql.transactions import QueryRole, TransactionState
 
 log = logging.getLogger(__name__)
 
 _TOPIC_UNSAFE = re.compile(r"[^A-Za-z0-9._\-]")
-_TXN_END_QUERIES = ("COMMIT", "ROLLBACK", "XA COMMIT", "XA ROLLBACK")
 
 
 @dataclass
@@ -194,11 +193,7 @@ class MySqlCapture:
         self.streaming.set()
         decoder = BinlogDecoder(collations=self.server.collations, table_filter=self.filter)
         decoder.checksum = stream.checksum
-        state = _parse_gtid_state(start.gtid_state or "")
-        file, findex = start.file, (file_index(start.file) if start.file else 0)
-        txn: PendingTxn | None = None
-        ctx: TxnContext | None = None
-        standalone, current_gtid = False, (0, "")
+        position = TransactionState(start, frontier)
         last_flush = time.monotonic()
         since_poll = 0
         try:
@@ -211,53 +206,44 @@ class MySqlCapture:
                     ev = decoder.decode(raw)
                 except BinlogDecodeError as exc:
                     event_type = raw[4] if len(raw) > 4 else -1
-                    if event_type == TABLE_MAP or (ctx is not None and _is_rows(event_type)):
-                        self._dead_letter(raw, exc, file, ctx, txn, frontier)
+                    if event_type == TABLE_MAP or (position.ctx is not None and _is_rows(event_type)):
+                        self._dead_letter(raw, exc, position.file, position.ctx, position.txn, frontier)
                         continue
                     raise ServiceUnavailable(f"undecodable binlog event (type {event_type}): {exc}") from exc
                 h = ev.header
                 if isinstance(ev, RowsEvent):
-                    if ev.schema is None or ctx is None or txn is None:
+                    if ev.schema is None or position.open is None:
                         continue
+                    ctx, txn = position.open
                     self._publish_rows(ev, ctx, txn, frontier)
                     since_poll += len(ev.rows)
                     if since_poll >= 2000:
                         self.producer.poll(0)
                         since_poll = 0
                 elif isinstance(ev, TableMapEvent):
-                    if ev.schema is not None and ctx is not None and txn is not None:
-                        self._maybe_publish_schema(ev, ctx, txn, frontier)
+                    if ev.schema is not None and position.open is not None:
+                        self._maybe_publish_schema(ev, *position.open, frontier)
                 elif isinstance(ev, GtidEvent):
-                    txn = frontier.begin()
-                    ctx = TxnContext(id=ev.gtid, gtid=ev.gtid, file=file, file_index=findex)
-                    standalone = ev.standalone
-                    current_gtid = (ev.domain_id, ev.gtid)
+                    position.begin(ev)
                 elif isinstance(ev, (XidEvent, QueryEvent)):
-                    if txn is None or ctx is None:
+                    opened = position.open
+                    if opened is None:
                         continue
                     if isinstance(ev, QueryEvent):
-                        stmt = ev.query.strip().upper()
-                        if stmt == "BEGIN":
+                        role = position.query_role(ev.query)
+                        if role is not QueryRole.END and role is not QueryRole.DDL:
                             continue
-                        if not standalone and not stmt.startswith(_TXN_END_QUERIES):
-                            continue  # a statement inside a transaction (e.g. SAVEPOINT)
-                        if standalone:
-                            self._publish_ddl(ev, ctx, txn, frontier)
-                    state[current_gtid[0]] = current_gtid[1]
-                    frontier.commit(txn, Checkpoint(
-                        gtid_state=_format_gtid_state(state), file=file, pos=h.log_pos,
-                        server_id=h.server_id, ts_ms=h.timestamp * 1000,
-                        snapshot=copy.deepcopy(self.progress) if self.progress else {},
-                    ))  # fmt: skip
+                        if role is QueryRole.DDL:
+                            self._publish_ddl(ev, *opened, frontier)
+                    position.commit(h, self.progress)
                     self.stats.transactions += 1
                     self.stats.last_source_ts_ms = h.timestamp * 1000
-                    txn, ctx = None, None
                 elif isinstance(ev, HeartbeatEvent):  # sent only when there is nothing newer: caught up
                     self.stats.last_source_ts_ms = int(time.time() * 1000)
                 elif isinstance(ev, RotateEvent):
-                    file, findex = ev.next_file, file_index(ev.next_file)
+                    position.rotate(ev.next_file)
                 elif isinstance(ev, UnsupportedEvent):
-                    raise TerminalError(f"binlog at {file}:{h.start_pos}: {ev.reason}")
+                    raise TerminalError(f"binlog at {position.file}:{h.start_pos}: {ev.reason}")
                 now = time.monotonic()
                 if now - last_flush >= self.cfg.checkpoint_interval_ms / 1000:
                     self._checkpoint(frontier)
@@ -362,20 +348,6 @@ def _is_rows(event_type: int) -> bool:
 
 def _ignore_ack(_err: object, _msg: object) -> None:
     """Checkpoint records: a lost one only means resuming from an earlier one (duplicates, no loss)."""
-
-
-def _parse_gtid_state(text: str) -> dict[int, str]:
-    state = {}
-    for gtid in filter(None, (g.strip() for g in text.split(","))):
-        parts = gtid.split("-")
-        if len(parts) != 3 or not all(p.isdigit() for p in parts):
-            raise TerminalError(f"bad MariaDB GTID {gtid!r} in checkpoint")
-        state[int(parts[0])] = gtid
-    return state
-
-
-def _format_gtid_state(state: dict[int, str]) -> str:
-    return ",".join(state[d] for d in sorted(state))
 
 
 def run_forever(capture: MySqlCapture, stop: threading.Event) -> CaptureStats:
