@@ -12,7 +12,7 @@ export UV_PYTHON_DOWNLOADS := never
 export UV_PROJECT_ENVIRONMENT := $(VENV)
 
 .DEFAULT_GOAL := help
-.PHONY: help install run test unit integration lint fmt stack-up stack-down stack-status protos clean
+.PHONY: help install run test soak unit integration lint fmt stack-up stack-down stack-status protos clean
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -35,6 +35,9 @@ run: install ## Start the local stack (Kafka, HBase, MariaDB) and run cdcflow wi
 
 test: install lint ## Everything: lint, type checks, unit + integration + e2e tests on real services
 	$(BIN)/pytest
+
+soak: install ## The long randomized e2e tests at full size (CDCFLOW_SOAK=1; 100k HBase mutations, a 1M-row snapshot)
+	CDCFLOW_SOAK=1 $(BIN)/pytest -m e2e
 
 unit: install ## Unit tests only (no servers, seconds)
 	$(BIN)/pytest -m unit

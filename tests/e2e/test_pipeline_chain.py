@@ -27,11 +27,12 @@ from cdcflow.demo.hbase_workload import TYPED_COLUMNS, HBaseWorkload
 from cdcflow.pipeline.runner import read_progress
 from cdcflow.pipeline.session import build_session
 from cdcflow.pipeline.sinks.delta.state import hbase_state_rows
+from cdcflow.testing import soak_size
 from cdcflow.verify.hbase import compare_rows, rows_of, verify_hbase
 
 from .hbase_capture import PeerSetup
 
-MUTATIONS = 100_000
+MUTATIONS = soak_size(30_000, 100_000)  # full size: make soak
 KILLS = 3
 
 
@@ -82,7 +83,7 @@ def test_randomized_workload_survives_three_driver_kills(
     def write() -> None:
         try:
             while workload.mutations < MUTATIONS:
-                workload.step(min(500, MUTATIONS - workload.mutations))
+                workload.step(min(MUTATIONS // 200, MUTATIONS - workload.mutations))
                 time.sleep(0.25)  # spread the workload over the kills (~80 s)
         except BaseException as exc:  # surfaced by the main thread
             writer_error.append(exc)

@@ -16,6 +16,12 @@ from cdcflow.stack import Stack
 from cdcflow.stack.process import tail
 
 EXISTING_STACK_ENV = "CDCFLOW_TEST_STACK_HOME"
+SOAK_ENV = "CDCFLOW_SOAK"  # `make soak`: the long randomized tests at full size
+
+
+def soak_size(quick: int, full: int) -> int:
+    """A randomized test's size: `quick` in `make test`, `full` when CDCFLOW_SOAK=1 (`make soak`)."""
+    return full if os.environ.get(SOAK_ENV, "") not in ("", "0") else quick
 
 
 class ServiceHarness:
