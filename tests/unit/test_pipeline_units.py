@@ -107,3 +107,41 @@ def test_a_checkpoint_is_not_continued_under_another_topic_pattern(tmp_path: Pat
     (tmp_path / "older" / "offsets").mkdir(parents=True)
     with pytest.raises(ConfigError, match="older"):
         check_topic_patterns(cfg, tmp_path, {"older": r"cdcflow\.mysql\..*"})
+
+
+def test_the_spark_envelope_is_derived_from_the_json_schema() -> None:
+    from pyspark.sql.types import ArrayType, LongType, StringType, StructType
+
+    from cdcflow.events.json_codec import json_schema
+    from cdcflow.pipeline.envelope import ENVELOPE, spark_type
+
+    fields = {f.name: f.dataType for f in ENVELOPE.fields}
+    assert list(fields)[:-1] == list(json_schema()["properties"]) and "_corrupt" in fields
+    assert isinstance(fields["key"], StringType) and isinstance(fields["after"], StringType)  # table-shaped: raw
+    source = fields["source"]
+    assert isinstance(source, StructType)
+    names = {f.name: f.dataType for f in source.fields}
+    assert isinstance(names["pos"], ArrayType) and isinstance(names["pos"].elementType, LongType)
+    assert {"region", "cluster_id", "gtid", "file", "server_id"} <= set(names)  # every connector's details
+    cells = fields["cells"]
+    assert isinstance(cells, ArrayType) and isinstance(cells.elementType, StructType)
+    assert [f.name for f in cells.elementType.fields] == ["family", "qualifier", "ts", "type", "value", "tags"]
+    with pytest.raises(ConfigError, match="cannot hold"):
+        spark_type({"type": "number"})
+
+
+def test_every_sink_reads_table_map_keys_the_same_way() -> None:
+    from cdcflow.pipeline.sinks.hbase import target_table
+    from cdcflow.pipeline.sinks.naming import mapped_table
+    from cdcflow.pipeline.sinks.phoenix.schema import target_name
+
+    table_map = {"shop.orders": "SALES.ORDERS", "ns:t": "ns:t_mirror", "users": "users_mirror"}
+    assert mapped_table(table_map, "shop", "orders") == "SALES.ORDERS"
+    assert mapped_table(table_map, "ns", "t") == "ns:t_mirror"  # the HBase spelling is accepted too
+    assert mapped_table(table_map, "default", "users") == "users_mirror"
+    assert mapped_table(table_map, "other", "users") is None
+    assert target_table({"table_map": table_map}, "ns", "t") == "ns:t_mirror"
+    assert target_table({}, "default", "t") == "t_copy"
+    assert target_name("shop", "orders", table_map, "upper") == ("SALES", "ORDERS")
+    sink = DeltaStateSink("d", {"path": "/root", "table_map": {"ns.t": "/elsewhere"}}, {})
+    assert sink.table_path("ns", "t") == "/elsewhere" and sink.table_path("ns", "u") == "/root/ns/u"

@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from cdcflow.stack import ports, process, state
+from cdcflow.stack import ports, process, state_file
 
 
 def test_choose_reuses_free_previous_port_and_replaces_busy_one() -> None:
@@ -22,10 +22,10 @@ def test_choose_reuses_free_previous_port_and_replaces_busy_one() -> None:
 
 
 def test_state_roundtrip(tmp_path: Path) -> None:
-    s = state.ServiceState("kafka", 123, 456, {"broker": 1}, {"bootstrap_servers": "x:1"}, "/l", 1.0)
-    state.save(tmp_path, {"kafka": s})
-    assert state.load(tmp_path) == {"kafka": s}
-    assert state.load(tmp_path / "missing") == {}
+    s = state_file.ServiceState("kafka", 123, 456, {"broker": 1}, {"bootstrap_servers": "x:1"}, "/l", 1.0)
+    state_file.save(tmp_path, {"kafka": s})
+    assert state_file.load(tmp_path) == {"kafka": s}
+    assert state_file.load(tmp_path / "missing") == {}
 
 
 def test_spawn_identify_and_stop_group(tmp_path: Path) -> None:

@@ -153,7 +153,7 @@ class SinkConfig(_Strict):
 
     name: str = Field(pattern=r"^[A-Za-z0-9_\-]+$")
     type: Literal["hbase", "delta", "delta_changelog", "console", "parquet", "phoenix"]
-    # hbase: zk_quorum (default: the source's), table_suffix ("_copy"), table_map {"ns:src": "ns:dst"}
+    # hbase: zk_quorum (default: the source's), table_suffix ("_copy"), table_map {"ns.src": "ns:dst"}
     # delta: path (current-state tables at <path>/<db>/<table>), max_versions (1), typed_columns {"cf:q": "long"}
     # delta_changelog: path (each change exactly once); parquet: path (per-batch folders, debugging)
     options: dict[str, Any] = {}

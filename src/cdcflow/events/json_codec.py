@@ -15,6 +15,7 @@ import json
 import struct
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -24,6 +25,9 @@ from cdcflow.events.cells import Cell, CellType
 from cdcflow.events.model import SCHEMA_VERSION, ChangeEvent, Op, SourceInfo
 
 SCHEMA_ID = f"cdcflow.change/{SCHEMA_VERSION}"
+# The JSON Schema of the record value: the one definition of the envelope (the pipeline's Spark schema
+# is derived from it).
+JSON_SCHEMA_PATH = Path(__file__).resolve().parent / "schema" / f"change-event-v{SCHEMA_VERSION}.json"
 CELL_TYPE_NAMES = {
     CellType.PUT: "Put",
     CellType.DELETE: "Delete",
@@ -94,6 +98,24 @@ class ValueHints:
 
 def column_name(cell: Cell) -> str:
     return (cell.family + b":" + cell.qualifier).decode("utf-8", "backslashreplace")
+
+
+def cell_from_json(row: bytes, cell: Any) -> Cell:
+    """One item of an event's `cells` (a parsed JSON object, or the same record as Spark parsed it:
+    anything indexable by field name) → a Cell of `row`. Bad base64 or type names raise MalformedEvent."""
+    cell_type = CELL_TYPES.get(cell["type"])
+    if cell_type is None:
+        raise MalformedEvent(f"unknown cell type {cell['type']!r}")
+    tags = cell["tags"] if "tags" in cell else None  # noqa: SIM401 - a Spark Row has no .get
+    return Cell(
+        row=row,
+        family=_unb64(cell["family"], "cell family"),
+        qualifier=_unb64(cell["qualifier"], "cell qualifier"),
+        timestamp=int(cell["ts"]),
+        type=cell_type,
+        value=_unb64(cell["value"], "cell value"),
+        tags=_unb64(tags, "cell tags") if tags is not None else b"",
+    )
 
 
 def to_dict(event: ChangeEvent, hints: ValueHints | None = None) -> dict[str, Any]:
@@ -182,26 +204,14 @@ def _from_dict(raw: Any) -> ChangeEvent:
         snapshot=bool(s["snapshot"]),
         extra={k: v for k, v in s.items() if k not in fixed},
     )
-    cells = None
-    if "cells" in raw:
-        cells = tuple(
-            Cell(
-                row=b"",  # filled below
-                family=_unb64(c["family"], "cell family"),
-                qualifier=_unb64(c["qualifier"], "cell qualifier"),
-                timestamp=int(c["ts"]),
-                type=CELL_TYPES[c["type"]],
-                value=_unb64(c["value"], "cell value"),
-                tags=_unb64(c["tags"], "cell tags") if "tags" in c else b"",
-            )
-            for c in raw["cells"]
-        )
+    cells: tuple[Cell, ...] | None
     if source.connector == "hbase":
         key = _unb64(raw["key"]["row"], "key.row")
-        cells = tuple(Cell(key, c.family, c.qualifier, c.timestamp, c.type, c.value, c.tags) for c in cells or ())
+        cells = tuple(cell_from_json(key, c) for c in raw.get("cells") or ())
         after = None  # derived from cells
     else:
         key = json.dumps(raw["key"], separators=(",", ":"), sort_keys=True).encode()
+        cells = tuple(cell_from_json(b"", c) for c in raw["cells"]) if "cells" in raw else None
         after = raw["after"]
     txn, pk_change = raw.get("transaction"), raw.get("pk_change")
     if txn is not None and not isinstance(txn, dict):
@@ -212,3 +222,9 @@ def _from_dict(raw: Any) -> ChangeEvent:
         key=key, op=Op(raw["op"]), source=source, before=raw["before"], after=after, cells=cells,
         transaction=txn, pk_change=pk_change,
     )  # fmt: skip
+
+
+def json_schema() -> dict[str, Any]:
+    """The change event's JSON Schema (draft 2020-12)."""
+    schema: dict[str, Any] = json.loads(JSON_SCHEMA_PATH.read_text())
+    return schema

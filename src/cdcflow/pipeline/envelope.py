@@ -2,57 +2,54 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
     ArrayType,
     BooleanType,
+    DataType,
     LongType,
     StringType,
     StructField,
     StructType,
 )
 
-from cdcflow.events.json_codec import SCHEMA_ID
+from cdcflow.errors import ConfigError
+from cdcflow.events.json_codec import SCHEMA_ID, json_schema
 
-CELL = StructType(
-    [
-        StructField("family", StringType()),
-        StructField("qualifier", StringType()),
-        StructField("ts", LongType()),
-        StructField("type", StringType()),
-        StructField("value", StringType()),
-        StructField("tags", StringType()),
-    ]
-)
-SOURCE = StructType(
-    [
-        StructField("connector", StringType()),
-        StructField("name", StringType()),
-        StructField("db", StringType()),
-        StructField("table", StringType()),
-        StructField("ts_ms", LongType()),
-        StructField("snapshot", BooleanType()),
-        StructField("pos", ArrayType(LongType())),
-        StructField("region", StringType()),
-        StructField("cluster_id", StringType()),
-    ]
-)
-# Objects whose shape depends on the source table (key, before, after) stay raw JSON strings.
-ENVELOPE = StructType(
-    [
-        StructField("schema", StringType()),
-        StructField("op", StringType()),
-        StructField("key", StringType()),
-        StructField("before", StringType()),
-        StructField("after", StringType()),
-        StructField("source", SOURCE),
-        StructField("cells", ArrayType(CELL)),
-        StructField("ts_ms", LongType()),
-        # Filled by from_json (PERMISSIVE) with the raw text when the value is not valid JSON.
-        StructField("_corrupt", StringType()),
-    ]
-)
+
+def spark_type(node: dict[str, Any]) -> DataType:
+    """A JSON Schema node as the Spark type `from_json` parses it into. Objects with declared
+    properties become structs (fields in declaration order); objects whose shape depends on the
+    source table (key, before, after: no declared properties) stay raw JSON strings."""
+    kind = node.get("type")
+    kinds = set(kind) if isinstance(kind, list) else {kind}
+    kinds.discard("null")
+    if "properties" in node and kinds <= {"object", None}:
+        return StructType([StructField(name, spark_type(sub)) for name, sub in node["properties"].items()])
+    if kinds == {"array"}:
+        return ArrayType(spark_type(node.get("items", {})))
+    if kinds == {"integer"}:
+        return LongType()
+    if kinds == {"boolean"}:
+        return BooleanType()
+    if kinds <= {"string", "object", None}:  # strings, enums, consts, and table-shaped objects
+        return StringType()
+    raise ConfigError(f"the change-event JSON Schema has a node Spark cannot hold: {node}")
+
+
+# The envelope as Spark parses it, derived from the JSON Schema (cdcflow/events/schema/), plus the
+# column from_json (PERMISSIVE) fills with the raw text when a value is not valid JSON.
+def envelope_schema() -> StructType:
+    derived = spark_type(json_schema())
+    if not isinstance(derived, StructType):
+        raise ConfigError("the change-event JSON Schema does not describe an object")
+    return StructType([*derived.fields, StructField("_corrupt", StringType())])
+
+
+ENVELOPE = envelope_schema()
 
 
 def _problem(e: Column) -> Column:
@@ -102,4 +99,16 @@ def dedupe(events: DataFrame) -> DataFrame:
         .withColumn("_d_pos", F.col("source.pos"))
         .dropDuplicates(["kafka_key", "_d_region", "_d_pos"])
         .drop("_d_region", "_d_pos")
+    )
+
+
+def newest_per_key(rows: DataFrame, keys: list[str], pos: str = "pos") -> DataFrame:
+    """The row with the greatest position per key (positions order by source commit order): what a
+    current-state sink applies from a batch. Every sink that keeps current state picks its rows here."""
+    columns = [c for c in rows.columns if c not in keys]
+    return (
+        rows.select(*keys, F.struct(*columns).alias("_newest"))
+        .groupBy(*keys)
+        .agg(F.max_by("_newest", F.col(f"_newest.{pos}")).alias("_newest"))
+        .select(*keys, "_newest.*")
     )

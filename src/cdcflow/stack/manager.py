@@ -11,7 +11,7 @@ from typing import Any
 
 from cdcflow.config.model import COMPONENTS
 from cdcflow.errors import CdcflowError, StackError
-from cdcflow.stack import ports, process, state
+from cdcflow.stack import ports, process, state_file
 from cdcflow.stack.hbase import HBaseService
 from cdcflow.stack.kafka import KafkaService
 from cdcflow.stack.mariadb import MariaDBService
@@ -65,7 +65,7 @@ class Stack:
         services = {n: make_service(n) for n in chosen}
         for svc in services.values():
             svc.install()
-        current = state.load(self.home)
+        current = state_file.load(self.home)
         for name, svc in services.items():
             old = current.get(name)
             if old and process.is_ours(old.pid, old.start_ticks):
@@ -73,26 +73,26 @@ class Stack:
                 continue
             if svc.runs_in:  # no process of its own: it shares its (already started) host's
                 host = current[svc.runs_in]
-                current[name] = state.ServiceState(
+                current[name] = state_file.ServiceState(
                     name, host.pid, host.start_ticks, {}, svc.endpoints_in(host.endpoints), host.log, time.time()
                 )
-                state.save(self.home, current)
+                state_file.save(self.home, current)
                 continue
             svc_home = self.home / name
             svc_home.mkdir(parents=True, exist_ok=True)
             chosen_ports = ports.choose(list(svc.port_names), old.ports if old else {})
             log_file = self.log_path(name)
             pid, endpoints = svc.start(svc_home, chosen_ports, log_file)
-            current[name] = state.ServiceState(
+            current[name] = state_file.ServiceState(
                 name, pid, process.start_ticks(pid), chosen_ports, endpoints, str(log_file), time.time()
             )
-            state.save(self.home, current)  # saved before waiting, so `down` can always stop it
+            state_file.save(self.home, current)  # saved before waiting, so `down` can always stop it
         for name, svc in services.items():
             self._wait_healthy(svc, current[name])
             svc.prepare(current[name].endpoints)
         return self.status(chosen)
 
-    def _wait_healthy(self, svc: Service, st: state.ServiceState) -> None:
+    def _wait_healthy(self, svc: Service, st: state_file.ServiceState) -> None:
         deadline = time.monotonic() + svc.start_timeout_s
         last = "no answer yet"
         while time.monotonic() < deadline:
@@ -114,7 +114,7 @@ class Stack:
     def down(self, names: Sequence[str] | None = None) -> list[str]:
         """Stop the named services (default: all). Returns the names that were running."""
         chosen = self._names(names)
-        current = state.load(self.home)
+        current = state_file.load(self.home)
         stopped = []
         for name in reversed(chosen):
             st = current.get(name)
@@ -128,11 +128,11 @@ class Stack:
                 stopped.append(name)
             # Keep the entry (ports, endpoints) so the next `up` can reuse the same addresses.
             st.pid, st.start_ticks = None, None
-            state.save(self.home, current)
+            state_file.save(self.home, current)
         return stopped
 
     def status(self, names: Sequence[str] | None = None) -> list[ServiceStatus]:
-        current = state.load(self.home)
+        current = state_file.load(self.home)
         out = []
         for name in self._names(names):
             st = current.get(name)
@@ -151,7 +151,7 @@ class Stack:
         return out
 
     def endpoints(self, name: str) -> dict[str, Any]:
-        st = state.load(self.home).get(name)
+        st = state_file.load(self.home).get(name)
         if st is None or st.pid is None:
             raise StackError(f"{name} is not started in stack {self.home}; run `cdcflow stack up {name}`")
         return st.endpoints

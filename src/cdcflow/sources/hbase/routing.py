@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import fnmatch
 import re
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 from cdcflow.config import RouteConfig
 from cdcflow.events.cells import Cell, CellType
 from cdcflow.events.json_codec import ValueHints
+from cdcflow.events.topics import change_topic
+from cdcflow.patterns import NameFilter, matches_any
 from cdcflow.sources.hbase.changes import split_table
 
 _DATE_TOKENS = {"yyyy": r"\d{4}", "yy": r"\d{2}", "MM": r"\d{2}", "dd": r"\d{2}", "HH": r"\d{2}"}
@@ -53,6 +54,10 @@ class Route:
     def keeps_everything(self) -> bool:
         return self.columns == ("*",) and not self.exclude_columns
 
+    @cached_property
+    def _column_filter(self) -> NameFilter:
+        return NameFilter(self.columns, self.exclude_columns)
+
     def keep(self, cell: Cell) -> bool:
         fam = cell.family.decode("utf-8", "backslashreplace")
         if cell.type in _FAMILY_WIDE:
@@ -60,11 +65,9 @@ class Route:
             # column can live in this family, unless the whole family is excluded.
             if any(p in ("*", f"{fam}:*") for p in self.exclude_columns):
                 return False
-            return any(fnmatch.fnmatchcase(fam, p.split(":", 1)[0]) for p in self.columns)
+            return matches_any(fam, (p.split(":", 1)[0] for p in self.columns))
         name = f"{fam}:{cell.qualifier.decode('utf-8', 'backslashreplace')}"
-        return any(fnmatch.fnmatchcase(name, p) for p in self.columns) and not any(
-            fnmatch.fnmatchcase(name, p) for p in self.exclude_columns
-        )
+        return self._column_filter(name)
 
 
 class Router:
@@ -81,6 +84,6 @@ class Router:
             if rx.match(full):
                 if cfg.drop:
                     return None
-                topic = cfg.topic or f"{self._prefix}.{namespace}.{qualifier}"
+                topic = cfg.topic or change_topic(self._prefix, namespace, qualifier)
                 return Route(topic, ValueHints(cfg.values), cfg.columns, cfg.exclude_columns)
-        return Route(f"{self._prefix}.{namespace}.{qualifier}", ValueHints(), ("*",), ())
+        return Route(change_topic(self._prefix, namespace, qualifier), ValueHints(), ("*",), ())

@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import base64
 import copy
-import fnmatch
 import logging
-import re
 import threading
 import time
 from collections.abc import Callable
@@ -33,6 +31,8 @@ from cdcflow.clients.mysql import BinlogStream, MySqlEndpoint, StreamStart
 from cdcflow.config import KafkaConfig, MySqlSourceConfig
 from cdcflow.errors import CdcflowError, RetryableError, ServiceUnavailable, TerminalError
 from cdcflow.events.json_codec import encode
+from cdcflow.events.topics import change_topic
+from cdcflow.patterns import NameFilter
 from cdcflow.sources.mysql.binlog.errors import BinlogDecodeError
 from cdcflow.sources.mysql.binlog.events import (
     TABLE_MAP,
@@ -54,8 +54,6 @@ from cdcflow.sources.mysql.transactions import QueryRole, TransactionState
 
 log = logging.getLogger(__name__)
 
-_TOPIC_UNSAFE = re.compile(r"[^A-Za-z0-9._\-]")
-
 
 @dataclass
 class CaptureStats:
@@ -71,17 +69,11 @@ class CaptureStats:
     started: float = field(default_factory=time.monotonic)
 
 
-class TableFilter:
-    def __init__(self, include: tuple[str, ...], exclude: tuple[str, ...], always: tuple[str, ...] = ()) -> None:
-        self.include, self.exclude, self.always = include, exclude, always
+class TableFilter(NameFilter):
+    """The capture's `include`/`exclude` "db.table" patterns, asked per (db, table)."""
 
-    def __call__(self, db: str, table: str) -> bool:
-        name = f"{db}.{table}"
-        if name in self.always:
-            return True
-        return any(fnmatch.fnmatchcase(name, p) for p in self.include) and not any(
-            fnmatch.fnmatchcase(name, p) for p in self.exclude
-        )
+    def __call__(self, db: str, table: str) -> bool:  # type: ignore[override]
+        return super().__call__(f"{db}.{table}")
 
 
 class MySqlCapture:
@@ -109,7 +101,7 @@ class MySqlCapture:
     # -- set-up ----------------------------------------------------------------------------------------
 
     def topic_for(self, db: str, table: str) -> str:
-        return _TOPIC_UNSAFE.sub("_", f"{self.cfg.topic_prefix}.{db}.{table}")
+        return change_topic(self.cfg.topic_prefix, db, table)
 
     def _ensure_topic(self, topic: str) -> None:
         if topic not in self._topics:
@@ -170,7 +162,7 @@ class MySqlCapture:
         self.snapshot = None
         if not snap_cfg.tables:
             return
-        self.filter.always = (snap_cfg.watermark_table,)
+        self.filter.always = frozenset({snap_cfg.watermark_table})
         snapshot_ep = self.ep
         self.snapshot = Snapshotter(snapshot_ep, self.cfg.name, snap_cfg.watermark_table, snap_cfg.chunk_size,
                                     self.progress)  # fmt: skip

@@ -28,6 +28,7 @@ import orjson
 
 from cdcflow.clients.mysql import MySqlEndpoint, connect, execute, query
 from cdcflow.events.model import ChangeEvent, Op, SourceInfo
+from cdcflow.patterns import matches_any
 from cdcflow.sources.mysql.changes import TxnContext
 from cdcflow.sources.mysql.selected_values import render_selected, table_columns
 
@@ -74,8 +75,6 @@ class Snapshotter:
 
     def prepare(self, patterns: tuple[str, ...], keep: Any) -> None:
         """Find the tables to snapshot; create the watermark table. `keep(db, table)`: the capture filter."""
-        import fnmatch
-
         db, table = self.watermark_table.split(".", 1)
         execute(self.ep, f"CREATE DATABASE IF NOT EXISTS `{db}`",
                 f"CREATE TABLE IF NOT EXISTS `{db}`.`{table}` (source VARCHAR(190) PRIMARY KEY, mark VARCHAR(64), "
@@ -84,7 +83,7 @@ class Snapshotter:
                               "WHERE TABLE_TYPE = 'BASE TABLE'")  # fmt: skip
         for db_name, table_name, estimate in rows:
             name = f"{db_name}.{table_name}"
-            if not any(fnmatch.fnmatchcase(name, p) for p in patterns) or not keep(db_name, table_name):
+            if not matches_any(name, patterns) or not keep(db_name, table_name):
                 continue
             if self.progress.get(name, {}).get("done"):
                 continue

@@ -55,9 +55,11 @@ from pyspark.sql.types import (
 from cdcflow.errors import ConfigError
 from cdcflow.events.cells import RowCells
 from cdcflow.events.json_codec import CELL_TYPE_NAMES, CELL_TYPES, VALUE_ENCODINGS, render_value
+from cdcflow.pipeline.envelope import newest_per_key
 from cdcflow.pipeline.sinks.base import Sink
 from cdcflow.pipeline.sinks.delta.cell_state import RowState, StateCell, column_key, merge
 from cdcflow.pipeline.sinks.delta.tables import ensure_table
+from cdcflow.pipeline.sinks.naming import mapped_table
 
 log = logging.getLogger(__name__)
 
@@ -171,7 +173,7 @@ def merge_hbase_rows(
 
 class DeltaStateSink(Sink):
     """Options: path (root; tables at <path>/<db>/<table>; default <stack home>/pipeline/delta),
-    table_map {"db:table": path},
+    table_map {"db.table": path},
     max_versions (per column, default 1), typed_columns {"cf:qual": encoding} (HBase sources)."""
 
     def __init__(self, name: str, options: dict[str, Any], context: dict[str, Any]) -> None:
@@ -192,11 +194,11 @@ class DeltaStateSink(Sink):
             )
 
     def table_path(self, db: str, table: str) -> str:
-        mapped = self.options.get("table_map", {}).get(f"{db}:{table}")
+        mapped = mapped_table(self.options.get("table_map", {}), db, table)
         if mapped:
-            return str(mapped)
+            return mapped
         if "path" not in self.options:
-            raise ConfigError(f"sink {self.name}: no table_map entry for {db}:{table} and no path")
+            raise ConfigError(f"sink {self.name}: no table_map entry for {db}.{table} and no path")
         return f"{str(self.options['path']).rstrip('/')}/{db}/{table}"
 
     def apply_batch(self, events: DataFrame, batch_id: int) -> None:
@@ -278,19 +280,14 @@ class DeltaStateSink(Sink):
     # --- MySQL: per row, guarded by position ------------------------------------------------
     def _apply_mysql(self, events: DataFrame) -> None:
         spark = events.sparkSession
-        latest = (
+        latest = newest_per_key(
             events.select(
-                F.col("source.db").alias("db"), F.col("source.table").alias("table"), "key",
-                F.struct(
-                    F.col("after"), (F.col("op") == "d").alias("deleted"), F.col("op"),
-                    F.col("source.pos").alias("pos"), F.col("source.ts_ms").alias("source_ts_ms"),
-                ).alias("e"),
-            )
-            .groupBy("db", "table", "key")
-            .agg(F.max_by("e", "e.pos").alias("e"))
-            .select("db", "table", "key", "e.*")
-            .persist()
-        )  # fmt: skip
+                F.col("source.db").alias("db"), F.col("source.table").alias("table"), "key", F.col("after"),
+                (F.col("op") == "d").alias("deleted"), F.col("op"), F.col("source.pos").alias("pos"),
+                F.col("source.ts_ms").alias("source_ts_ms"),
+            ),
+            ["db", "table", "key"],
+        ).persist()  # fmt: skip
         try:
             for t in latest.select("db", "table").distinct().collect():
                 batch = latest.where((F.col("db") == t["db"]) & (F.col("table") == t["table"])).drop("db", "table")

@@ -4,36 +4,22 @@ masks puts at or below its timestamp whichever arrives first, so replays cannot 
 
 from __future__ import annotations
 
-import base64
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 
 from cdcflow.clients.hbase.model import Mutation
-from cdcflow.events.cells import Cell
-from cdcflow.events.json_codec import CELL_TYPES
+from cdcflow.events.json_codec import cell_from_json
 from cdcflow.pipeline.sinks.base import Sink
 from cdcflow.pipeline.sinks.hbase.mutations import cell_mutations
-
-
-def spark_cells(row_key: bytes, cells: Iterable[Any]) -> Iterator[Cell]:
-    """Cells of an event as parsed by Spark (base64 strings, type names) → model cells."""
-    for c in cells:
-        yield Cell(
-            row_key,
-            base64.b64decode(c["family"]),
-            base64.b64decode(c["qualifier"]),
-            c["ts"],
-            CELL_TYPES[c["type"]],
-            base64.b64decode(c["value"]),
-        )
+from cdcflow.pipeline.sinks.naming import mapped_table
 
 
 def target_table(options: dict[str, Any], db: str, table: str) -> str:
     source = table if db == "default" else f"{db}:{table}"
-    mapped = options.get("table_map", {}).get(source) or options.get("table_map", {}).get(f"{db}:{table}")
+    mapped = mapped_table(options.get("table_map", {}), db, table)
     return str(mapped) if mapped else f"{source}{options.get('table_suffix', '_copy')}"
 
 
@@ -62,7 +48,7 @@ def _write_partition(rows: Iterator[Row], zk_quorum: str, options: dict[str, Any
             table = target_table(options, r["db"], r["table"])
             batch = pending.setdefault(table, [])
             row_key = bytes(r["row"])
-            batch.extend(cell_mutations(row_key, spark_cells(row_key, r["cells"])))
+            batch.extend(cell_mutations(row_key, (cell_from_json(row_key, c) for c in r["cells"])))
             if len(batch) >= batch_size:
                 client.mutate_batch(table, batch)
                 pending[table] = []

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cdcflow.errors import ConfigError
+from cdcflow.pipeline.sinks.naming import mapped_table
 
 # cdcflow's own columns in its stage and position tables (never in the user's table).
 OP_COLUMN = "CDCFLOW_OP"
@@ -114,7 +115,7 @@ def map_name(name: str, case: str) -> str:
 def target_name(db: str, table: str, table_map: Mapping[str, str], case: str) -> tuple[str, str]:
     """(schema, table) in Phoenix for a MySQL table: the `table_map` entry "db.table" → "SCHEMA.TABLE"
     (or "TABLE", with no schema), else the MySQL names with the `case` rule."""
-    mapped = table_map.get(f"{db}.{table}")
+    mapped = mapped_table(table_map, db, table)
     if mapped is not None:
         schema, _, name = mapped.rpartition(".")
         return schema, name

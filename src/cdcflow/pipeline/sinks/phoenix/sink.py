@@ -26,13 +26,12 @@ Options:
 
 from __future__ import annotations
 
-import fnmatch
 import logging
 import time
 from typing import Any
 
 import orjson
-from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import MapType, StringType
 
@@ -40,6 +39,8 @@ from cdcflow.clients.kafka.client import iter_to_end
 from cdcflow.clients.phoenix import DRIVER, PhoenixConnection, PhoenixError
 from cdcflow.errors import ConfigError, TerminalError
 from cdcflow.jars import phoenix as phoenix_jars
+from cdcflow.patterns import matches_any
+from cdcflow.pipeline.envelope import newest_per_key
 from cdcflow.pipeline.sinks.base import Sink
 from cdcflow.pipeline.sinks.phoenix import schema as ps
 
@@ -176,7 +177,7 @@ class PhoenixSink(Sink):
 
     # --- batches ------------------------------------------------------------------------------
     def _wanted(self, db: str, table: str) -> bool:
-        return any(fnmatch.fnmatchcase(f"{db}.{table}", p) for p in self.patterns)
+        return matches_any(f"{db}.{table}", self.patterns)
 
     def apply_batch(self, events: DataFrame, batch_id: int) -> None:
         spark = events.sparkSession
@@ -189,8 +190,7 @@ class PhoenixSink(Sink):
             F.col("source.db").alias("db"), F.col("source.table").alias("table"), "key", "op",
             values.alias("values"), pos.alias("pos"),
         )  # fmt: skip
-        newest = Window.partitionBy("db", "table", "key").orderBy(F.col("pos").desc())
-        latest = rows.withColumn("_n", F.row_number().over(newest)).where("_n = 1").drop("_n").persist()
+        latest = newest_per_key(rows, ["db", "table", "key"]).persist()
         try:
             found = latest.select("db", "table", F.explode(F.map_keys("values")).alias("c")).distinct().collect()
             tables: dict[tuple[str, str], set[str]] = {}

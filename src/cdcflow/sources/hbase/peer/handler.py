@@ -26,7 +26,7 @@ class CallStats:
     oldest_write_ms: int | None = None
 
 
-class ReplicationSink:
+class ReplicationHandler:
     def __init__(
         self,
         producer: AsyncProducer,

@@ -13,7 +13,7 @@ from prometheus_client import start_http_server
 
 from cdcflow.clients.kafka.producer import AsyncProducer, ProducerSettings
 from cdcflow.config import HBaseSourceConfig, KafkaConfig
-from cdcflow.sources.hbase.peer.handler import ReplicationSink
+from cdcflow.sources.hbase.peer.handler import ReplicationHandler
 from cdcflow.sources.hbase.peer.registry import PeerRegistry
 from cdcflow.sources.hbase.peer.server import PeerServer
 from cdcflow.sources.hbase.routing import Router
@@ -53,7 +53,7 @@ async def run_peer(
         else:
             skip_before = max(skip_before or 0, created)
             log.info("dropping edits written before the peer's creation (%d ms)", created)
-    sink = ReplicationSink(producer, Router(cfg.routes, cfg.topic_prefix), cfg.name, skip_before)
+    sink = ReplicationHandler(producer, Router(cfg.routes, cfg.topic_prefix), cfg.name, skip_before)
     server = PeerServer(
         sink, cfg.peer.host, cfg.peer.port,
         max_inflight_bytes=cfg.max_inflight_mb << 20, max_frame_bytes=cfg.max_frame_mb << 20,

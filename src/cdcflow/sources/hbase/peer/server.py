@@ -22,7 +22,7 @@ from cdcflow.protocols.hbase.server import (
     ServerConnection,
 )
 from cdcflow.sources.hbase.peer import metrics
-from cdcflow.sources.hbase.peer.handler import ReplicationSink
+from cdcflow.sources.hbase.peer.handler import ReplicationHandler
 
 log = logging.getLogger(__name__)
 REPLICATE = "ReplicateWALEntry"
@@ -62,7 +62,7 @@ class _Conn:
 
 class PeerServer:
     def __init__(
-        self, sink: ReplicationSink, host: str, port: int, *, max_inflight_bytes: int, max_frame_bytes: int
+        self, sink: ReplicationHandler, host: str, port: int, *, max_inflight_bytes: int, max_frame_bytes: int
     ) -> None:
         self.sink = sink
         self.host = host
