@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,15 @@ def pipeline_for(
     return config, {"bootstrap_servers": kafka["bootstrap_servers"], "zk_quorum": hbase["zk_quorum"]}, checkpoints
 
 
+def captured_table(hbase_client: HBaseClient, peer: PeerSetup, split_keys: Sequence[bytes] = ()) -> tuple[str, str]:
+    """This test's source table, captured by its own running peer: (table, its change topic)."""
+    source = f"{peer.name}_src"
+    hbase_client.create_table(source, FAMILIES, split_keys=split_keys)
+    peer.add_peer(source)
+    peer.start()
+    return source, f"{peer.name}.default.{source}"
+
+
 def wait_for_topic_rows(kafka: dict[str, Any], topic: str, rows: int) -> None:
     got = k.consume(kafka["bootstrap_servers"], topic, expected=rows, timeout_s=120)
     assert len(got) >= rows, f"only {len(got)} of {rows} events reached {topic}"
@@ -38,13 +48,9 @@ def wait_for_topic_rows(kafka: dict[str, Any], topic: str, rows: int) -> None:
 def test_pipeline_copies_hbase_exactly_and_dead_letters_garbage(
     hbase_client: HBaseClient, peer_setup: PeerSetup, kafka: dict[str, Any], hbase: dict[str, Any], tmp_path: Path
 ) -> None:
-    source = f"{peer_setup.name}_src"
-    hbase_client.create_table(source, FAMILIES, split_keys=[b"\x40", b"\x80", b"\xc0"])
+    source, topic = captured_table(hbase_client, peer_setup, split_keys=[b"\x40", b"\x80", b"\xc0"])
     hbase_client.create_table(f"{source}_copy", FAMILIES)
-    peer_setup.add_peer(source)
-    peer_setup.start()
     workload(hbase_client, source, random.Random(11))
-    topic = f"{peer_setup.name}.default.{source}"
     wait_for_topic_rows(kafka, topic, 80)
     # malformed records in the same topic: not JSON, wrong schema, negative position
     bad_pos = b'{"schema":"cdcflow.change/1","op":"u","source":{"connector":"hbase","pos":[-1]},"cells":[]}'
@@ -84,12 +90,8 @@ def test_pipeline_copies_hbase_exactly_and_dead_letters_garbage(
 def test_a_failing_sink_does_not_block_the_others_and_catches_up(
     hbase_client: HBaseClient, peer_setup: PeerSetup, kafka: dict[str, Any], hbase: dict[str, Any], tmp_path: Path
 ) -> None:
-    source = f"{peer_setup.name}_src"
-    hbase_client.create_table(source, FAMILIES)
-    peer_setup.add_peer(source)
-    peer_setup.start()
+    source, topic = captured_table(hbase_client, peer_setup)
     hbase_client.mutate_batch(source, [Put(b"r%03d" % i).add(b"cf", b"c", b"v%d" % i, 100 + i) for i in range(200)])
-    topic = f"{peer_setup.name}.default.{source}"
     wait_for_topic_rows(kafka, topic, 200)
     changelog = tmp_path / "changelog"
     cfg, context, checkpoints = pipeline_for(
@@ -115,13 +117,9 @@ def test_a_failing_sink_does_not_block_the_others_and_catches_up(
 def test_delta_changelog_holds_each_change_exactly_once(
     hbase_client: HBaseClient, peer_setup: PeerSetup, kafka: dict[str, Any], hbase: dict[str, Any], tmp_path: Path
 ) -> None:
-    source = f"{peer_setup.name}_src"
-    hbase_client.create_table(source, FAMILIES)
-    peer_setup.add_peer(source)
-    peer_setup.start()
+    source, topic = captured_table(hbase_client, peer_setup)
     for i in range(100):
         hbase_client.mutate(source, Put(b"r%02d" % (i % 30)).add(b"cf", b"c", b"v%d" % i, 1000 + i))
-    topic = f"{peer_setup.name}.default.{source}"
     records = k.consume(kafka["bootstrap_servers"], topic, expected=100, timeout_s=120)
     assert len(records) == 100
     # at-least-once upstream: deliver 20 of them a second time
