@@ -1,4 +1,4 @@
-// Spark JDBC dialect for Apache Phoenix, compiled by cdcflow at first use (cdcflow/stack/phoenix.py).
+// Spark JDBC dialect for Apache Phoenix, compiled by cdcflow at first use (cdcflow/jars/phoenix.py).
 //
 // Spark's JDBC writer emits "INSERT INTO t (...) VALUES (...)", which Phoenix rejects: it only
 // has UPSERT. Spark has no Phoenix dialect of its own, so this one alone handles jdbc:phoenix:
