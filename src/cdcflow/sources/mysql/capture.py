@@ -191,8 +191,8 @@ class MySqlCapture:
         try:
             snapshot = self.snapshot
             while not stop.is_set():
-                if snapshot is not None and snapshot.chunk is None and snapshot.plans:
-                    snapshot.maybe_start_chunk()
+                if snapshot is not None:
+                    snapshot.step()  # the chunk's SQL runs in a worker thread
                 raw = stream.read()
                 try:
                     ev = decoder.decode(raw)

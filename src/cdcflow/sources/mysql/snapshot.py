@@ -1,9 +1,9 @@
 """Initial snapshot of selected tables, interleaved with the binlog stream (the DBLog watermark algorithm).
 
-Per chunk, on a separate SQL connection:
+Per chunk, on a separate SQL connection in a worker thread (so the binlog loop never waits for SQL):
   1. write a low watermark  (a row update of the watermark table: it appears in the binlog),
   2. SELECT the next chunk  (`WHERE pk > last ORDER BY pk LIMIT n`, one short statement, no locks),
-  3. write a high watermark.
+  3. write a high watermark (only after the chunk's rows are handed over).
 The capture loop keeps reading the binlog. Between the low and the high watermark it notes the key
 of every change to the chunk's table; at the high watermark it emits the chunk's rows whose keys
 were not changed in that window, as `op: r` events positioned at the high watermark. A row changed
@@ -19,6 +19,7 @@ snapshot resumes from the last acknowledged chunk.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ from typing import Any
 import orjson
 
 from cdcflow.clients.mysql import MySqlEndpoint, connect, execute, query
+from cdcflow.errors import TerminalError
 from cdcflow.events.model import ChangeEvent, Op, SourceInfo
 from cdcflow.patterns import matches_any
 from cdcflow.sources.mysql.changes import TxnContext
@@ -40,8 +42,12 @@ class Chunk:
     table: str  # db.table
     low: str
     high: str
-    rows: dict[bytes, dict[str, Any]]  # key bytes -> row (rendered like the decoder renders it)
-    last_key: list[Any] | None  # the chunk's greatest key (None: empty chunk, the table is done)
+    # Filled by the worker thread before it writes the high watermark:
+    rows: dict[bytes, dict[str, Any]] = field(default_factory=dict)  # key bytes -> row, rendered like events
+    last_key: list[Any] | None = None  # the chunk's greatest key (None: empty chunk, the table is done)
+    selected: threading.Event = field(default_factory=threading.Event)
+    error: BaseException | None = None  # the worker's failure, raised in the capture loop
+    # Kept by the capture loop:
     in_window: bool = False
     changed: set[bytes] = field(default_factory=set)
 
@@ -103,38 +109,62 @@ class Snapshotter:
 
     # -- one chunk -------------------------------------------------------------------------------------
 
-    def maybe_start_chunk(self) -> None:
-        """Between binlog events: if no chunk is in flight, run the next one's watermarks and SELECT."""
-        if self.chunk is not None or not self.plans:
+    def step(self) -> None:
+        """Between binlog events: raise what the chunk worker failed with, or start the next chunk when
+        none is in flight. Never waits for SQL."""
+        chunk = self.chunk
+        if chunk is not None:
+            if chunk.error is not None:
+                self.chunk = None
+                raise chunk.error
+            return
+        if not self.plans:
             return
         name = min(self.plans)
-        plan = self.plans[name]
-        last_key = self.progress[name]["last_key"]
-        low, high = uuid.uuid4().hex, uuid.uuid4().hex
-        conn = connect(self.ep)
+        chunk = Chunk(name, uuid.uuid4().hex, uuid.uuid4().hex)
+        self.chunk = chunk
+        worker = threading.Thread(
+            target=self._select_chunk, args=(chunk, self.plans[name], self.progress[name]["last_key"]),
+            name=f"snapshot-{name}", daemon=True,
+        )  # fmt: skip
+        worker.start()
+
+    def _select_chunk(self, chunk: Chunk, plan: TablePlan, last_key: list[Any] | None) -> None:
+        """The worker: low watermark, SELECT, rows handed to `chunk`, then the high watermark."""
         try:
-            with conn.cursor() as cur:
-                self._mark(cur, low)
-                cur.execute("SET time_zone = '+00:00'")
-                select = ", ".join(f"CAST(`{n}` AS DOUBLE)" if d == "float" else f"`{n}`" for n, d, *_ in plan.columns)
-                key_list = ", ".join(f"`{k}`" for k in plan.key)
-                sql = f"SELECT {select} FROM `{plan.db}`.`{plan.table}`"
-                args: tuple[Any, ...] = ()
-                if last_key is not None:
-                    sql += f" WHERE ({key_list}) > ({', '.join(['%s'] * len(plan.key))})"
-                    args = tuple(_sql_value(v) for v in last_key)
-                sql += f" ORDER BY {key_list} LIMIT {self.chunk_size}"
-                cur.execute(sql, args)
-                raw_rows = cur.fetchall()
-                raw_last = [raw_rows[-1][[c[0] for c in plan.columns].index(k)] for k in plan.key] if raw_rows else None
-                self._mark(cur, high)
-        finally:
-            conn.close()
-        rows: dict[bytes, dict[str, Any]] = {}
-        for raw in raw_rows:
-            row = {n: render_selected(d, c, f, v) for (n, d, c, f, _), v in zip(plan.columns, raw, strict=True)}
-            rows[orjson.dumps({k: row[k] for k in sorted(plan.key)})] = row
-        self.chunk = Chunk(name, low, high, rows, [_plain(v) for v in raw_last] if raw_last else None)
+            conn = connect(self.ep)
+            try:
+                with conn.cursor() as cur:
+                    self._mark(cur, chunk.low)
+                    cur.execute("SET time_zone = '+00:00'")
+                    select = ", ".join(
+                        f"CAST(`{n}` AS DOUBLE)" if d == "float" else f"`{n}`" for n, d, *_ in plan.columns
+                    )
+                    key_list = ", ".join(f"`{k}`" for k in plan.key)
+                    sql = f"SELECT {select} FROM `{plan.db}`.`{plan.table}`"
+                    args: tuple[Any, ...] = ()
+                    if last_key is not None:
+                        sql += f" WHERE ({key_list}) > ({', '.join(['%s'] * len(plan.key))})"
+                        args = tuple(_sql_value(v) for v in last_key)
+                    sql += f" ORDER BY {key_list} LIMIT {self.chunk_size}"
+                    cur.execute(sql, args)
+                    raw_rows = cur.fetchall()
+                    names = [c[0] for c in plan.columns]
+                    raw_last = [raw_rows[-1][names.index(k)] for k in plan.key] if raw_rows else None
+                    rows: dict[bytes, dict[str, Any]] = {}
+                    for raw in raw_rows:
+                        row = {
+                            n: render_selected(d, c, f, v) for (n, d, c, f, _), v in zip(plan.columns, raw, strict=True)
+                        }
+                        rows[orjson.dumps({k: row[k] for k in sorted(plan.key)})] = row
+                    chunk.rows = rows
+                    chunk.last_key = [_plain(v) for v in raw_last] if raw_last else None
+                    chunk.selected.set()  # before the high watermark: the loop may see it at once
+                    self._mark(cur, chunk.high)
+            finally:
+                conn.close()
+        except BaseException as exc:  # handed to the capture loop, which retries from its checkpoint
+            chunk.error = exc
 
     def _mark(self, cur: Any, mark: str) -> None:
         db, table = self.watermark_table.split(".", 1)
@@ -161,6 +191,8 @@ class Snapshotter:
             return []
         if mark != chunk.high or not chunk.in_window:
             return []  # a watermark of an earlier (interrupted) run: ignored
+        if not chunk.selected.is_set():  # cannot happen: the worker writes the high mark after the rows
+            raise TerminalError(f"snapshot of {chunk.table}: high watermark seen before the chunk's rows")
         plan = self.plans[chunk.table]
         events = []
         for index, (key, row_values) in enumerate(chunk.rows.items()):
