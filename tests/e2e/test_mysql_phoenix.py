@@ -24,7 +24,7 @@ from cdcflow.clients.kafka import read_latest
 from cdcflow.clients.mysql import query
 from cdcflow.sources.mysql.checkpoint import Checkpoint
 from cdcflow.stack import Stack
-from cdcflow.testing import ServiceHarness, unique_name
+from cdcflow.testing import ServiceHarness, soak_size, unique_name
 from cdcflow.testing.mysql import WORKLOAD_TABLES, CaptureThread, MySqlWorkload, admin_endpoint, source_config
 
 
@@ -168,7 +168,7 @@ def test_randomized_workload_into_phoenix_survives_pipeline_sigkills(
     )
     pipeline = PipelineProcess(config_path, tmp_path / "pipeline.log")
     rng = random.Random(7)
-    with Writer(workload, per_second=40):
+    with Writer(workload, per_second=soak_size(15, 40)):  # transactions/s; full rate in make soak
         pipeline.start()
         for _ in range(3):
             pipeline.wait_for_batches(rng.randint(1, 4))
@@ -179,7 +179,7 @@ def test_randomized_workload_into_phoenix_survives_pipeline_sigkills(
         pipeline.wait_for_batches(2)
     sizes = finish_and_verify(mariadb, bootstrap, source, capture, pipeline, config_path, db)
     log = pipeline.log.read_text()
-    assert workload.transactions > 300 and workload.rollbacks > 0
+    assert workload.transactions > soak_size(100, 300) and workload.rollbacks > 0
     print(f"phoenix e2e: {workload.transactions} transactions ({workload.rollbacks} rolled back), rows compared "
           f"{sizes}, pipeline runs {log.count('started query phoenix')}")  # fmt: skip
 
@@ -205,7 +205,7 @@ def test_phoenix_sink_rides_out_an_hbase_restart(
             private.endpoints("phoenix")["jdbc_url"], max_offsets_per_trigger=2000, retry_backoff_max_s=8,
         )  # fmt: skip
         pipeline = PipelineProcess(config_path, tmp_path / "pipeline.log")
-        with Writer(workload, per_second=30):
+        with Writer(workload, per_second=soak_size(12, 30)):
             pipeline.start()
             pipeline.wait_for_batches(3)
             private.down(["hbase"])
