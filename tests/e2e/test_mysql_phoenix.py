@@ -23,7 +23,6 @@ import yaml
 from cdcflow.clients.kafka import read_latest
 from cdcflow.clients.mysql import query
 from cdcflow.sources.mysql.checkpoint import Checkpoint
-from cdcflow.stack import Stack
 from cdcflow.testing import ServiceHarness, soak_size, unique_name
 from cdcflow.testing.mysql import WORKLOAD_TABLES, CaptureThread, MySqlWorkload, admin_endpoint, source_config
 
@@ -170,8 +169,8 @@ def test_randomized_workload_into_phoenix_survives_pipeline_sigkills(
     rng = random.Random(7)
     with Writer(workload, per_second=soak_size(15, 40)):  # transactions/s; full rate in make soak
         pipeline.start()
-        for _ in range(3):
-            pipeline.wait_for_batches(rng.randint(1, 4))
+        for _ in range(soak_size(2, 3)):  # SIGKILLs of the pipeline process
+            pipeline.wait_for_batches(rng.randint(1, 3))
             time.sleep(rng.uniform(0, 3))
             pipeline.kill()
             time.sleep(rng.uniform(0, 2))
@@ -185,36 +184,38 @@ def test_randomized_workload_into_phoenix_survives_pipeline_sigkills(
 
 
 def test_phoenix_sink_rides_out_an_hbase_restart(
-    mariadb: dict[str, Any], kafka: dict[str, Any], tmp_path: Path
+    mariadb: dict[str, Any], kafka: dict[str, Any], services: ServiceHarness, tmp_path: Path
 ) -> None:
     """HBase (with Phoenix) restarted under a running pipeline: the sink's batches fail or wait while
     it is down, the pipeline retries, and afterwards Phoenix equals MariaDB row for row.
 
-    HBase here is a private stack of this test, so the restart cannot disturb the other tests."""
-    private = Stack(tmp_path / "hbase-stack")
-    try:
-        private.up(["phoenix"])
-        bootstrap = kafka["bootstrap_servers"]
-        db = unique_name("e2e_phx_rs")
-        workload = MySqlWorkload(admin_endpoint(mariadb), db, seed=29, account_ids=300)
-        workload.create()
-        source = source_config(unique_name("phxrs"), [db])
-        capture = CaptureThread(source, mariadb, bootstrap).start()
-        config_path = write_config(
-            tmp_path, bootstrap, private.endpoints("hbase")["zk_quorum"], mariadb, source,
-            private.endpoints("phoenix")["jdbc_url"], max_offsets_per_trigger=2000, retry_backoff_max_s=8,
-        )  # fmt: skip
-        pipeline = PipelineProcess(config_path, tmp_path / "pipeline.log")
-        with Writer(workload, per_second=soak_size(12, 30)):
-            pipeline.start()
-            pipeline.wait_for_batches(3)
-            private.down(["hbase"])
+    The session's HBase is restarted on the same ports (as the Kafka outage tests do with Kafka), so
+    later tests find it as before; `up` returns once it answers again."""
+    stack = services.stack
+    phoenix_url = services.endpoints("phoenix")["jdbc_url"]
+    zk_quorum = services.endpoints("hbase")["zk_quorum"]
+    bootstrap = kafka["bootstrap_servers"]
+    db = unique_name("e2e_phx_rs")
+    workload = MySqlWorkload(admin_endpoint(mariadb), db, seed=29, account_ids=300)
+    workload.create()
+    source = source_config(unique_name("phxrs"), [db])
+    capture = CaptureThread(source, mariadb, bootstrap).start()
+    config_path = write_config(
+        tmp_path, bootstrap, zk_quorum, mariadb, source, phoenix_url,
+        max_offsets_per_trigger=2000, retry_backoff_max_s=8,
+    )  # fmt: skip
+    pipeline = PipelineProcess(config_path, tmp_path / "pipeline.log")
+    with Writer(workload, per_second=soak_size(12, 30)):
+        pipeline.start()
+        pipeline.wait_for_batches(3)
+        stack.down(["hbase"])
+        try:
             time.sleep(15)  # batches meet a dead HBase meanwhile
-            private.up(["phoenix"])
-            pipeline.wait_for_batches(3, timeout_s=600)  # applying again after the restart
-        finish_and_verify(mariadb, bootstrap, source, capture, pipeline, config_path, db)
-        log = pipeline.log.read_text()
-        print(f"phoenix across an HBase restart: {workload.transactions} transactions, "
-              f"{log.count('query phoenix failed')} failed batch attempts")  # fmt: skip
-    finally:
-        private.down()
+        finally:
+            stack.up(["phoenix"])  # HBase again, with Phoenix inside
+        assert stack.endpoints("phoenix")["jdbc_url"] == phoenix_url
+        pipeline.wait_for_batches(3, timeout_s=600)  # applying again after the restart
+    finish_and_verify(mariadb, bootstrap, source, capture, pipeline, config_path, db)
+    log = pipeline.log.read_text()
+    print(f"phoenix across an HBase restart: {workload.transactions} transactions, "
+          f"{log.count('query phoenix failed')} failed batch attempts")  # fmt: skip

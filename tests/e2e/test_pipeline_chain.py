@@ -32,7 +32,7 @@ from cdcflow.verify.hbase import compare_rows, rows_of, verify_hbase
 
 from .hbase_capture import PeerSetup
 
-MUTATIONS = soak_size(30_000, 100_000)  # full size: make soak
+MUTATIONS = soak_size(20_000, 100_000)  # full size: make soak
 KILLS = 3
 
 
@@ -95,7 +95,7 @@ def test_randomized_workload_survives_three_driver_kills(
         for kill in range(KILLS):
             proc = start_pipeline()
             procs.append(proc)
-            time.sleep(rng.uniform(22, 35))  # Spark starts in ~15 s: the kill lands mid-batch
+            time.sleep(rng.uniform(18, 30))  # Spark starts in ~15 s: the kill lands mid-batch
             assert proc.poll() is None, f"pipeline exited early; see {log_path}:\n{log_path.read_text()[-3000:]}"
             os.killpg(proc.pid, signal.SIGKILL)  # driver, its JVM and Python workers at once
             proc.wait()

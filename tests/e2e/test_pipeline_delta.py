@@ -17,19 +17,15 @@ from cdcflow.pipeline.sinks.delta.state import hbase_state_rows
 from cdcflow.verify.hbase import compare_rows, rows_of
 
 from .hbase_capture import PeerSetup
-from .test_hbase_capture import FAMILIES, SPLITS, workload
-from .test_pipeline_hbase import pipeline_for, wait_for_topic_rows
+from .test_hbase_capture import SPLITS, workload
+from .test_pipeline_hbase import captured_table, pipeline_for, wait_for_topic_rows
 
 
 def test_delta_state_table_equals_the_hbase_source_version_by_version(
     hbase_client: HBaseClient, peer_setup: PeerSetup, kafka: dict[str, Any], hbase: dict[str, Any], tmp_path: Path
 ) -> None:
-    source = f"{peer_setup.name}_src"
-    hbase_client.create_table(source, FAMILIES, split_keys=SPLITS)
-    peer_setup.add_peer(source)
-    peer_setup.start()
+    source, topic = captured_table(hbase_client, peer_setup, split_keys=SPLITS)
     workload(hbase_client, source, random.Random(5))  # every delete type, versions, a 5 MB value
-    topic = f"{peer_setup.name}.default.{source}"
     wait_for_topic_rows(kafka, topic, 80)
     k.consume(kafka["bootstrap_servers"], topic, expected=100_000, timeout_s=5)  # let replication finish
     root = tmp_path / "state"

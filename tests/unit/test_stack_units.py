@@ -48,3 +48,10 @@ def test_spawn_identify_and_stop_group(tmp_path: Path) -> None:
     assert not process.is_ours(pid, ticks)
     assert not process._group_alive(pid)
     assert "up" in process.tail(log)
+
+
+def test_up_with_no_names_means_every_component_in_start_order(tmp_path: Path) -> None:
+    from cdcflow.stack import Stack
+
+    assert Stack(tmp_path)._names(None) == ["mariadb", "kafka", "hbase", "phoenix"]
+    assert Stack(tmp_path)._names(["phoenix"], with_hosts=True) == ["hbase", "phoenix"]  # phoenix lives in HBase
