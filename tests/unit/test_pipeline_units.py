@@ -145,3 +145,37 @@ def test_every_sink_reads_table_map_keys_the_same_way() -> None:
     assert target_name("shop", "orders", table_map, "upper") == ("SALES", "ORDERS")
     sink = DeltaStateSink("d", {"path": "/root", "table_map": {"ns.t": "/elsewhere"}}, {})
     assert sink.table_path("ns", "t") == "/elsewhere" and sink.table_path("ns", "u") == "/root/ns/u"
+
+
+class _EndingQuery:
+    """A streaming query (the port the runner supervises) that runs its last batch while the
+    supervisor looks at it: the progress read sees batch 1, then the query is over after batch 2."""
+
+    def __init__(self) -> None:
+        self.reads = 0
+
+    @property
+    def lastProgress(self) -> dict[str, object]:
+        self.reads += 1
+        batch = 1 if self.reads == 1 else 2
+        behind = "500" if batch == 1 else "0"
+        return {"batchId": batch, "numInputRows": 10, "durationMs": {"triggerExecution": 5},
+                "sources": [{"metrics": {"maxOffsetsBehindLatest": behind}}]}  # fmt: skip
+
+    @property
+    def isActive(self) -> bool:
+        return False
+
+    def exception(self) -> None:
+        return None
+
+
+def test_the_last_batch_of_an_available_now_run_reaches_the_progress(tmp_path: Path) -> None:
+    from cdcflow.pipeline.runner import Pipeline, _Runner, read_progress
+
+    pipeline = Pipeline(PipelineConfig(sinks=(SinkConfig(name="c", type="console"),)), {}, tmp_path)
+    runner = _Runner("c", None, "t", query=_EndingQuery())  # type: ignore[arg-type]
+    pipeline._supervise(runner, available_now=True, max_failures=5)
+    assert runner.done
+    progress = read_progress(tmp_path)["c"]
+    assert progress["spark_batch_id"] == 2 and progress["offsets_behind"] == 0

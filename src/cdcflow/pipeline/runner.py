@@ -265,6 +265,7 @@ class Pipeline:
         if q is not None and q.isActive:
             return
         if q is not None:
+            self._query_progress(r)  # its last batch may have ended between the two looks above
             exc = q.exception()
             r.query = None
             if exc is None:
