@@ -158,6 +158,10 @@ def run_chain(
         threading.Thread(target=mysql_writer.run, name="mysql-demo-writer", daemon=True).start()
     started = time.monotonic()
     interactive = sys.stdout.isatty()
+    # SIGTERM (kill, a service manager) stops the chain the way Ctrl-C does: children first, then the
+    # summary. SIGINT is set too: a shell starts background jobs with it ignored.
+    signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGINT, _interrupt)
     try:
         while True:
             lines = [f"cdcflow run: {time.monotonic() - started:.0f}s  (Ctrl-C stops; logs in {run_dir})", ""]
@@ -209,3 +213,7 @@ def run_chain(
             f"\nwrote {mysql_writer.workload.transactions} MariaDB demo transactions. Compare MariaDB and Phoenix:\n"
             + "\n".join(f"  .venv/bin/cdcflow verify mysql-phoenix {db}.{t}" for t in WORKLOAD_TABLES)
         )
+
+
+def _interrupt(_signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt
