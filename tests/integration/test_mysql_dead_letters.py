@@ -1,14 +1,20 @@
-"""An event the decoder cannot handle goes to the dead-letter topic with its raw bytes and position;
-the capture goes on with everything else."""
+"""An event the decoder cannot handle stops the capture with an error that names it (default), or, with
+`on_undecodable: dead_letter`, goes to the dead-letter topic with its raw bytes and position while the
+capture goes on with everything else."""
 
 from __future__ import annotations
 
 import base64
+import time
 from typing import Any
 
 import orjson
+import pytest
 
-from cdcflow.clients.mysql import execute
+from cdcflow.clients.kafka import end_offsets, read_latest
+from cdcflow.clients.mysql import execute, query
+from cdcflow.sources.mysql.capture import UndecodableEvent
+from cdcflow.sources.mysql.checkpoint import Checkpoint
 from cdcflow.testing import unique_name
 from cdcflow.testing.mysql import CaptureThread, admin_endpoint, read_all, source_config
 
@@ -22,7 +28,7 @@ def test_unsupported_column_is_dead_lettered_and_capture_continues(
     execute(admin, f"CREATE DATABASE {db}",
             f"CREATE TABLE {db}.squeezed (id INT PRIMARY KEY, body VARCHAR(200) COMPRESSED)",
             f"CREATE TABLE {db}.plain (id INT PRIMARY KEY, v VARCHAR(10))")  # fmt: skip
-    cfg = source_config(unique_name("dlqsrc"), [db])
+    cfg = source_config(unique_name("dlqsrc"), [db], on_undecodable="dead_letter")
     capture = CaptureThread(cfg, mariadb, bootstrap).start()
     try:
         execute(admin, f"INSERT INTO {db}.squeezed VALUES (1, REPEAT('x', 150))",
@@ -35,9 +41,40 @@ def test_unsupported_column_is_dead_lettered_and_capture_continues(
     records = [orjson.loads(d) for d in dead]
     assert len(records) == 2 and stats.dead_letters == 2
     assert "compressed columns are not supported" in records[0]["error"]
+    assert {r["table"] for r in records} == {f"{db}.squeezed"}
     assert "could not be decoded" in records[1]["error"]
     for r in records:
         raw = base64.b64decode(r["raw_event"])
         assert r["file"].startswith("binlog.") and r["gtid"] and r["end_pos"] == int.from_bytes(raw[13:17], "little")
         assert len(raw) == int.from_bytes(raw[9:13], "little")  # the whole event, as read from the binlog
     assert {base64.b64decode(r["raw_event"])[4] for r in records} == {19, 23}  # TABLE_MAP, WRITE_ROWS
+
+
+def test_by_default_an_undecodable_event_stops_the_capture_naming_where(
+    mariadb: dict[str, Any], kafka: dict[str, Any]
+) -> None:
+    bootstrap = kafka["bootstrap_servers"]
+    admin = admin_endpoint(mariadb)
+    db = unique_name("undec")
+    execute(admin, f"CREATE DATABASE {db}",
+            f"CREATE TABLE {db}.squeezed (id INT PRIMARY KEY, body VARCHAR(200) COMPRESSED)",
+            f"CREATE TABLE {db}.plain (id INT PRIMARY KEY, v VARCHAR(10))")  # fmt: skip
+    cfg = source_config(unique_name("undecsrc"), [db])
+    capture = CaptureThread(cfg, mariadb, bootstrap).start()
+    execute(admin, f"INSERT INTO {db}.plain VALUES (1, 'before')")
+    (before_bad,) = query(admin, "SELECT @@gtid_binlog_pos")[0]
+    execute(admin, f"INSERT INTO {db}.squeezed VALUES (1, REPEAT('x', 150))",
+            f"INSERT INTO {db}.plain VALUES (2, 'after')")  # fmt: skip
+    deadline = time.monotonic() + 30
+    while capture.error is None and time.monotonic() < deadline:  # the capture ends on its own
+        time.sleep(0.1)
+    with pytest.raises(UndecodableEvent) as failure:
+        capture.stop()  # re-raises the capture thread's error
+    message = str(failure.value)
+    assert f"of table {db}.squeezed" in message and "binlog." in message and "GTID 0-" in message
+    assert "compressed columns are not supported" in message and "on_undecodable is 'stop'" in message
+    assert capture.capture.stats.restarts == 0  # terminal: not retried as if the server were unavailable
+    stored = read_latest(bootstrap, cfg.offsets_topic, cfg.name.encode())
+    assert stored is not None and Checkpoint.from_bytes(stored).gtid_state == before_bad  # not past the bad event
+    plain = f"{cfg.topic_prefix}.{db}.plain"
+    assert sum(end_offsets(bootstrap, plain).values()) == 1  # nothing after it was published

@@ -5,9 +5,16 @@ from __future__ import annotations
 import pytest
 
 from cdcflow.errors import TerminalError
-from cdcflow.sources.mysql.binlog.events import GTID_STANDALONE, EventHeader, GtidEvent
+from cdcflow.sources.mysql.binlog.events import (
+    GTID_COMPLETED_XA,
+    GTID_PREPARED_XA,
+    GTID_STANDALONE,
+    GTID_TRANSACTIONAL,
+    EventHeader,
+    GtidEvent,
+)
 from cdcflow.sources.mysql.checkpoint import AckFrontier, Checkpoint
-from cdcflow.sources.mysql.transactions import QueryRole, TransactionState
+from cdcflow.sources.mysql.transactions import GroupKind, QueryRole, TransactionState, savepoint_name
 
 pytestmark = pytest.mark.unit
 
@@ -16,8 +23,11 @@ def header(log_pos: int, server_id: int = 1, ts: int = 1_700_000_000) -> EventHe
     return EventHeader(timestamp=ts, type=0, server_id=server_id, size=10, log_pos=log_pos, flags=0)
 
 
-def gtid(domain: int, seq: int, standalone: bool = False, server_id: int = 1) -> GtidEvent:
-    return GtidEvent(header(100, server_id), domain, seq, GTID_STANDALONE if standalone else 0)
+def gtid(
+    domain: int, seq: int, standalone: bool = False, server_id: int = 1, flags: int = GTID_TRANSACTIONAL,
+    xid: str | None = None,
+) -> GtidEvent:  # fmt: skip
+    return GtidEvent(header(100, server_id), domain, seq, flags | (GTID_STANDALONE if standalone else 0), xid)
 
 
 def start() -> Checkpoint:
@@ -33,7 +43,7 @@ def test_a_committed_transaction_releases_its_checkpoint_once_acknowledged() -> 
     assert opened is not None
     _ctx, txn = opened
     txn.outstanding += 1  # one record sent, not yet acknowledged
-    assert state.query_role("COMMIT") is QueryRole.END
+    assert state.query_role("COMMIT") is QueryRole.COMMIT
     checkpoint = state.commit(header(500), {"db.t": {"done": True}})
     assert checkpoint.gtid_state == "0-1-11,3-2-7" and checkpoint.pos == 500
     assert state.open is None and frontier.advance() is None  # still waiting for the acknowledgement
@@ -46,8 +56,14 @@ def test_query_roles_inside_and_outside_transactions() -> None:
     assert state.query_role("COMMIT") is QueryRole.OUTSIDE
     state.begin(gtid(0, 11))
     assert state.query_role(" begin ") is QueryRole.STATEMENT
-    assert state.query_role("SAVEPOINT s1") is QueryRole.STATEMENT
-    assert state.query_role("rollback") is QueryRole.END
+    assert state.query_role("SAVEPOINT `s1`") is QueryRole.SAVEPOINT
+    assert state.query_role("RELEASE SAVEPOINT `s1`") is QueryRole.STATEMENT
+    # The old prefix match took these for the end of the transaction.
+    assert state.query_role("ROLLBACK TO `s1`") is QueryRole.ROLLBACK_TO
+    assert state.query_role("rollback work to savepoint s1") is QueryRole.ROLLBACK_TO
+    assert state.query_role("rollback") is QueryRole.ROLLBACK
+    assert state.query_role("COMMIT") is QueryRole.COMMIT
+    assert state.query_role("XA END X'7831',X'',1") is QueryRole.STATEMENT
     state.commit(header(200), {})
     state.begin(gtid(0, 12, standalone=True))
     assert state.query_role("ALTER TABLE t ADD c INT") is QueryRole.DDL
@@ -61,5 +77,52 @@ def test_rotate_moves_the_file_of_later_transactions() -> None:
 
 
 def test_a_commit_without_an_open_transaction_fails_loudly() -> None:
-    with pytest.raises(TerminalError, match="no open transaction"):
+    with pytest.raises(TerminalError, match="no open group"):
         TransactionState(start(), AckFrontier()).commit(header(300), {})
+
+
+def test_group_kinds_follow_mariadbs_gtid_flags() -> None:
+    state = TransactionState(start(), AckFrontier())
+    cases = [
+        (gtid(0, 11), GroupKind.STREAMED, False),
+        (gtid(0, 12, flags=0), GroupKind.BUFFERED, True),  # touched a non-transactional table
+        (gtid(0, 13, standalone=True, flags=0), GroupKind.STANDALONE, False),
+        (gtid(0, 14, flags=GTID_TRANSACTIONAL | GTID_PREPARED_XA, xid="X'7831',X'',1"), GroupKind.XA_PREPARE, True),
+        (gtid(0, 15, standalone=True, flags=GTID_COMPLETED_XA, xid="X'7831',X'',1"), GroupKind.XA_COMPLETION, False),
+    ]
+    for event, kind, holds in cases:
+        state.begin(event)
+        assert (state.kind, state.holds_rows, state.xid) == (kind, holds, event.xid)
+        state.commit(header(300), {})
+
+
+def test_xa_groups_keep_the_prepared_set_in_every_checkpoint() -> None:
+    state = TransactionState(start(), AckFrontier())
+    xid = "X'7831',X'',1"
+    state.begin(gtid(0, 11, flags=GTID_PREPARED_XA, xid=xid))
+    state.xa_prepared_here(xid, 3)
+    prepared = state.commit(header(300), {})
+    assert prepared.xa_prepared == {xid: {"gtid": "0-1-11", "records": 3}}
+    assert Checkpoint.from_bytes(prepared.to_bytes()).xa_prepared == prepared.xa_prepared
+    state.begin(gtid(0, 12, flags=GTID_PREPARED_XA | GTID_TRANSACTIONAL, xid="X'7832',X'',1"))
+    state.commit(header(400), {})  # an ordinary group in between keeps the set
+    state.begin(gtid(0, 13, standalone=True, flags=GTID_COMPLETED_XA, xid=xid))
+    assert state.query_role(f"XA COMMIT {xid}") is QueryRole.XA_COMMIT
+    assert state.xa_completed_here(xid) == {"gtid": "0-1-11", "records": 3}
+    assert state.commit(header(500), {}).xa_prepared == {}
+    # A restart from the prepare's checkpoint knows the transaction is still prepared.
+    assert TransactionState(prepared, AckFrontier()).xa_prepared == prepared.xa_prepared
+    state.begin(gtid(0, 14, standalone=True, flags=GTID_COMPLETED_XA, xid=xid))
+    assert state.query_role(f"xa rollback {xid}") is QueryRole.XA_ROLLBACK
+    assert state.xa_completed_here(xid) is None  # never prepared here: the capture says so
+    with pytest.raises(TerminalError, match="not XA COMMIT"):
+        state.query_role("COMMIT")
+
+
+@pytest.mark.parametrize(
+    ("query", "name"),
+    [("SAVEPOINT `s1`", "s1"), ("ROLLBACK TO `S1`", "s1"), ("ROLLBACK TO SAVEPOINT `a``b`", "a`b"),
+     ("savepoint x", "x"), ("ROLLBACK WORK TO sp_2", "sp_2")],
+)  # fmt: skip
+def test_savepoint_names_as_mariadb_writes_them(query: str, name: str) -> None:
+    assert savepoint_name(query) == name

@@ -129,6 +129,16 @@ class MySqlSourceConfig(_Strict):
     offsets_topic: str = "cdcflow-mysql-offsets"
     schema_history_topic: str = "cdcflow-mysql-schema-history"
     dead_letter_topic: str = "cdcflow-mysql-dead-letter"
+    # Rows of prepared XA transactions wait here (compacted) until XA COMMIT / XA ROLLBACK.
+    xa_topic: str = "cdcflow-mysql-xa"
+    # A binlog event the decoder cannot read (CRC mismatch, unsupported column type, garbage):
+    # stop (default: the capture exits with an error naming table, file, position and GTID) or
+    # dead_letter (its raw bytes and position go to dead_letter_topic; the capture goes on without it).
+    on_undecodable: Literal["stop", "dead_letter"] = "stop"
+    # Rows that must wait for the end of their event group (savepoints in transactions that touch
+    # non-transactional tables, prepared XA) are kept in memory up to this size, then in temp files.
+    held_memory_mb: int = Field(default=64, ge=1)
+    spill_dir: str | None = None  # where those temp files go (null: the system's temp directory)
     topic_partitions: int = Field(default=1, ge=1)
     checkpoint_interval_ms: int = Field(default=1000, ge=10)
     heartbeat_s: float = Field(default=1.0, gt=0, le=60)

@@ -30,6 +30,7 @@ def source_config(name: str, databases: list[str], **overrides: Any) -> MySqlSou
         "offsets_topic": f"{name}-offsets",
         "schema_history_topic": f"{name}-schema-history",
         "dead_letter_topic": f"{name}-dead-letter",
+        "xa_topic": f"{name}-xa",
         "checkpoint_interval_ms": 200,
         **overrides,
     }

@@ -168,7 +168,8 @@ class SyncProducer:
         self._factory = factory
         self._producer = factory(settings.librdkafka_config())
 
-    def send(self, topic: str, key: bytes | None, value: bytes, on_delivery: DeliveryCallback) -> None:
+    def send(self, topic: str, key: bytes | None, value: bytes | None, on_delivery: DeliveryCallback) -> None:
+        """Queue one record (value None: a tombstone)."""
         try:
             self._producer.produce(topic, value, key, on_delivery=on_delivery)
         except BufferError:

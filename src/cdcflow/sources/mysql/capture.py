@@ -25,8 +25,8 @@ from typing import Any
 
 import orjson
 
-from cdcflow.clients.kafka import create_store_topic, create_topic, read_latest
-from cdcflow.clients.kafka.producer import ProducerSettings, SyncProducer
+from cdcflow.clients.kafka import create_store_topic, create_topic, iter_to_end, read_latest
+from cdcflow.clients.kafka.producer import DeliveryCallback, ProducerSettings, SyncProducer
 from cdcflow.clients.mysql import BinlogStream, MySqlEndpoint, StreamStart
 from cdcflow.config import KafkaConfig, MySqlSourceConfig
 from cdcflow.errors import CdcflowError, RetryableError, ServiceUnavailable, TerminalError
@@ -37,6 +37,8 @@ from cdcflow.sources.mysql.binlog.errors import BinlogDecodeError
 from cdcflow.sources.mysql.binlog.events import (
     TABLE_MAP,
     BinlogDecoder,
+    BinlogEvent,
+    EventHeader,
     GtidEvent,
     HeartbeatEvent,
     QueryEvent,
@@ -44,13 +46,16 @@ from cdcflow.sources.mysql.binlog.events import (
     RowsEvent,
     TableMapEvent,
     UnsupportedEvent,
+    XaPrepareEvent,
     XidEvent,
 )
 from cdcflow.sources.mysql.changes import TxnContext, key_columns, row_changes
 from cdcflow.sources.mysql.checkpoint import AckFrontier, Checkpoint, PendingTxn
 from cdcflow.sources.mysql.preflight import ServerInfo, preflight
 from cdcflow.sources.mysql.snapshot import Snapshotter
-from cdcflow.sources.mysql.transactions import QueryRole, TransactionState
+from cdcflow.sources.mysql.transactions import QueryRole, TransactionState, savepoint_name
+from cdcflow.sources.mysql.txn_buffer import HeldRecord, RecordBuffer
+from cdcflow.sources.mysql.xa import HoldingKey, check_complete
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +68,13 @@ class CaptureStats:
     dead_letters: int = 0
     restarts: int = 0
     snapshot_rows: int = 0
+    rolled_back_rows: int = 0  # rows MariaDB wrote that a ROLLBACK (TO SAVEPOINT) or XA ROLLBACK undid
+    rolled_back_groups: int = 0  # event groups that ended in ROLLBACK
+    xa_prepared: int = 0
+    xa_committed: int = 0
+    xa_rolled_back: int = 0
+    xa_waiting: int = 0  # prepared XA transactions not completed yet
+    xa_unknown: int = 0  # XA COMMIT/ROLLBACK of a transaction prepared before the capture's start
     checkpoints: int = 0
     last_source_ts_ms: int = 0
     checkpoint: Checkpoint | None = None
@@ -93,6 +105,10 @@ class MySqlCapture:
         self.filter = TableFilter(cfg.include, cfg.exclude)
         self._topics: set[str] = set()
         self._table_columns: dict[str, list[dict[str, object]]] = {}  # last schema published per table
+        self._group: RecordBuffer | None = None  # rows of the open group held until its end
+        self._xa_held: dict[str, RecordBuffer] = {}  # xid -> rows of a prepared XA transaction
+        self._xa_garbage: list[bytes] = []  # XA-topic keys to delete (a stored checkpoint is past them)
+        self._since_poll = 0
         self.server: ServerInfo | None = None
         self.snapshot: Snapshotter | None = None
         self.progress: dict[str, Any] = {}  # snapshot progress, carried in every checkpoint
@@ -122,7 +138,8 @@ class MySqlCapture:
     def run(self, stop: threading.Event) -> CaptureStats:
         self.server = preflight(self.ep, self.cfg.server_id)
         log.info("MySQL source %s: %s at %s:%s", self.cfg.name, self.server.version, self.ep.host, self.ep.port)
-        for topic, compact in ((self.cfg.offsets_topic, True), (self.cfg.schema_history_topic, False)):
+        for topic, compact in ((self.cfg.offsets_topic, True), (self.cfg.schema_history_topic, False),
+                               (self.cfg.xa_topic, True)):  # fmt: skip
             create_store_topic(self.bootstrap, topic, compact=compact)
         checkpoint = self.load_checkpoint()
         self._setup_snapshot(checkpoint)
@@ -172,22 +189,24 @@ class MySqlCapture:
         stream = BinlogStream(self.ep, self.cfg.server_id, heartbeat_s=self.cfg.heartbeat_s,
                               read_timeout_s=max(10.0, self.cfg.heartbeat_s * 5))  # fmt: skip
         self.producer.reset()  # anything unacknowledged from a previous attempt is re-sent from `start`
+        # Schema records sent in the last attempt may have been purged unacknowledged: describe every
+        # table again when it next appears.
+        self._table_columns.clear()
+        self._group = None
+        self._load_xa(start)
         if self.snapshot is not None:  # snapshot progress goes back with the stream position
             self.snapshot.chunk = None
             self.progress.clear()
             self.progress.update(copy.deepcopy(start.snapshot))
             self.snapshot.prepare(self.cfg.snapshot.tables, TableFilter(self.cfg.include, self.cfg.exclude))
         frontier = AckFrontier()
-        if self.server.mariadb:
-            stream.open(StreamStart(gtid_state=start.gtid_state or ""))
-        else:
-            stream.open(StreamStart(file=start.file, pos=start.pos))
+        stream.open(StreamStart(gtid_state=start.gtid_state or ""))
         self.streaming.set()
         decoder = BinlogDecoder(collations=self.server.collations, table_filter=self.filter)
         decoder.checksum = stream.checksum
         position = TransactionState(start, frontier)
         last_flush = time.monotonic()
-        since_poll = 0
+        self._since_poll = 0
         try:
             snapshot = self.snapshot
             while not stop.is_set():
@@ -197,45 +216,9 @@ class MySqlCapture:
                 try:
                     ev = decoder.decode(raw)
                 except BinlogDecodeError as exc:
-                    event_type = raw[4] if len(raw) > 4 else -1
-                    if event_type == TABLE_MAP or (position.ctx is not None and _is_rows(event_type)):
-                        self._dead_letter(raw, exc, position.file, position.ctx, position.txn, frontier)
-                        continue
-                    raise ServiceUnavailable(f"undecodable binlog event (type {event_type}): {exc}") from exc
-                h = ev.header
-                if isinstance(ev, RowsEvent):
-                    if ev.schema is None or position.open is None:
-                        continue
-                    ctx, txn = position.open
-                    self._publish_rows(ev, ctx, txn, frontier)
-                    since_poll += len(ev.rows)
-                    if since_poll >= 2000:
-                        self.producer.poll(0)
-                        since_poll = 0
-                elif isinstance(ev, TableMapEvent):
-                    if ev.schema is not None and position.open is not None:
-                        self._maybe_publish_schema(ev, *position.open, frontier)
-                elif isinstance(ev, GtidEvent):
-                    position.begin(ev)
-                elif isinstance(ev, (XidEvent, QueryEvent)):
-                    opened = position.open
-                    if opened is None:
-                        continue
-                    if isinstance(ev, QueryEvent):
-                        role = position.query_role(ev.query)
-                        if role is not QueryRole.END and role is not QueryRole.DDL:
-                            continue
-                        if role is QueryRole.DDL:
-                            self._publish_ddl(ev, *opened, frontier)
-                    position.commit(h, self.progress)
-                    self.stats.transactions += 1
-                    self.stats.last_source_ts_ms = h.timestamp * 1000
-                elif isinstance(ev, HeartbeatEvent):  # sent only when there is nothing newer: caught up
-                    self.stats.last_source_ts_ms = int(time.time() * 1000)
-                elif isinstance(ev, RotateEvent):
-                    position.rotate(ev.next_file)
-                elif isinstance(ev, UnsupportedEvent):
-                    raise TerminalError(f"binlog at {position.file}:{h.start_pos}: {ev.reason}")
+                    self._undecodable(raw, exc, decoder, position)
+                    continue
+                self._on_event(ev, position)
                 now = time.monotonic()
                 if now - last_flush >= self.cfg.checkpoint_interval_ms / 1000:
                     self._checkpoint(frontier)
@@ -247,27 +230,252 @@ class MySqlCapture:
             if frontier.failure is None:
                 self._checkpoint(frontier)
                 self.producer.flush(10.0)
+            if self._group is not None:
+                self._group.clear()
+                self._group = None
+
+    def _on_event(self, ev: BinlogEvent, position: TransactionState) -> None:
+        h = ev.header
+        if isinstance(ev, RowsEvent):
+            if ev.schema is not None and position.open is not None:
+                self._publish_rows(ev, position)
+                self._since_poll += len(ev.rows)
+                if self._since_poll >= 2000:
+                    self.producer.poll(0)
+                    self._since_poll = 0
+        elif isinstance(ev, TableMapEvent):
+            if ev.schema is not None and position.open is not None:
+                self._maybe_publish_schema(ev, *position.open)
+        elif isinstance(ev, GtidEvent):
+            if position.open is not None:
+                raise TerminalError(f"binlog at {position.file}:{h.start_pos}: GTID {ev.gtid} starts a group "
+                                    f"while {position.ctx.id if position.ctx else '?'} is still open")  # fmt: skip
+            position.begin(ev)
+            self._group = self._new_buffer() if position.holds_rows else None
+        elif isinstance(ev, XidEvent):
+            if position.open is not None:
+                self._release_group(position)
+                self._end_group(h, position)
+        elif isinstance(ev, XaPrepareEvent):
+            if position.open is not None:
+                if ev.one_phase:  # XA COMMIT ... ONE PHASE: an ordinary commit
+                    self._release_group(position)
+                else:
+                    self._hold_prepared(ev.xid, position)
+                self._end_group(h, position)
+        elif isinstance(ev, QueryEvent):
+            self._on_query(ev, position)
+        elif isinstance(ev, HeartbeatEvent):  # sent only when there is nothing newer: caught up
+            self.stats.last_source_ts_ms = int(time.time() * 1000)
+        elif isinstance(ev, RotateEvent):
+            position.rotate(ev.next_file)
+        elif isinstance(ev, UnsupportedEvent):
+            raise TerminalError(f"binlog at {position.file}:{h.start_pos}: {ev.reason}")
+
+    def _on_query(self, ev: QueryEvent, position: TransactionState) -> None:
+        role = position.query_role(ev.query)
+        opened = position.open
+        if role is QueryRole.OUTSIDE or role is QueryRole.STATEMENT or opened is None:
+            return
+        ctx, txn = opened
+        if role is QueryRole.SAVEPOINT:
+            if self._group is None:  # rows before a savepoint cannot be undone by ROLLBACK TO: hold from here
+                self._group = self._new_buffer()
+            position.savepoints[savepoint_name(ev.query)] = self._group.mark()
+            return
+        if role is QueryRole.ROLLBACK_TO:
+            name = savepoint_name(ev.query)
+            mark = position.savepoints.get(name)
+            if mark is None or self._group is None:
+                raise TerminalError(f"binlog at {position.file}:{ev.header.start_pos} ({ctx.gtid}): {ev.query!r} "
+                                    "without its SAVEPOINT earlier in the group")  # fmt: skip
+            dropped = self._group.truncate(mark)
+            position.savepoints = {n: m for n, m in position.savepoints.items() if m <= mark}
+            self.stats.rolled_back_rows += dropped
+            log.debug("%s: ROLLBACK TO %s undid %d rows", ctx.gtid, name, dropped)
+            return
+        if role is QueryRole.COMMIT:
+            self._release_group(position)
+        elif role is QueryRole.ROLLBACK:
+            if position.streamed_rows:
+                raise TerminalError(
+                    f"binlog at {position.file}:{ev.header.start_pos} ({ctx.gtid}): a group MariaDB marked as "
+                    f"transactional ends in ROLLBACK after {position.streamed_rows} of its rows were published"
+                )
+            self._discard_group(position)
+        elif role is QueryRole.DDL:
+            self._publish_ddl(ev, ctx, txn)
+        elif role in (QueryRole.XA_COMMIT, QueryRole.XA_ROLLBACK):
+            self._complete_xa(position, commit=role is QueryRole.XA_COMMIT)
+        self._end_group(ev.header, position)
+
+    def _end_group(self, header: EventHeader, position: TransactionState) -> None:
+        position.commit(header, self.progress)
+        self.stats.transactions += 1
+        self.stats.last_source_ts_ms = header.timestamp * 1000
+
+    # -- rows held until their group ends ---------------------------------------------------------------
+
+    def _new_buffer(self, memory_mb: float | None = None) -> RecordBuffer:
+        budget = self.cfg.held_memory_mb if memory_mb is None else memory_mb
+        return RecordBuffer(int(budget * 2**20), self.cfg.spill_dir)
+
+    def _emit(self, record: HeldRecord, position: TransactionState | None, txn: PendingTxn) -> None:
+        """A change event of the open group: out now, or held until the group's end says it happened."""
+        if self._group is not None:
+            self._group.append(record)
+            return
+        if position is not None:
+            position.streamed_rows += 1
+        self._send_change(record, txn)
+
+    def _send_change(self, record: HeldRecord, txn: PendingTxn) -> None:
+        snapshot = self.snapshot
+        if record.table and snapshot is not None and snapshot.chunk is not None and snapshot.chunk.in_window:
+            snapshot.observe(record.table, record.key or b"")
+        self._ensure_topic(record.topic)
+        self._send(record.topic, record.key, record.value, txn)
+        self.stats.events += 1
+
+    def _release_group(self, position: TransactionState) -> None:
+        """The open group committed: its held rows go out."""
+        group, self._group = self._group, None
+        if group is None:
+            return
+        assert position.txn is not None
+        for record in group:
+            self._send_change(record, position.txn)
+            self._since_poll += 1
+            if self._since_poll >= 2000:
+                self.producer.poll(0)
+                self._since_poll = 0
+        group.clear()
+
+    def _discard_group(self, position: TransactionState) -> None:
+        """The open group ended in ROLLBACK: MariaDB wrote rows that never happened."""
+        group, self._group = self._group, None
+        dropped = len(group) if group is not None else 0
+        if group is not None:
+            group.clear()
+        self.stats.rolled_back_rows += dropped
+        self.stats.rolled_back_groups += 1
+        log.debug("%s ended in ROLLBACK: %d rows not published", position.ctx.gtid if position.ctx else "?", dropped)
+
+    # -- XA ------------------------------------------------------------------------------------------------
+
+    def _load_xa(self, start: Checkpoint) -> None:
+        """The held rows of the XA transactions `start` lists as prepared, from the XA topic; anything else
+        there (left by an earlier run) is deleted."""
+        for held in self._xa_held.values():
+            held.clear()
+        self._xa_held = {}
+        found: dict[tuple[str, str], dict[int, bytes]] = {}
+        for rec in iter_to_end(self.bootstrap, self.cfg.xa_topic, timeout_s=120):
+            key = HoldingKey.from_bytes(rec.key or b"")
+            if key is None or key.source != self.cfg.name:
+                continue
+            rows = found.setdefault((key.xid, key.gtid), {})
+            if rec.value is None:
+                rows.pop(key.seq, None)
+            else:
+                rows[key.seq] = rec.value
+        for (xid, gtid), rows in found.items():
+            wanted = start.xa_prepared.get(xid)
+            if wanted is None or wanted["gtid"] != gtid:
+                for seq in rows:
+                    self.producer.send(self.cfg.xa_topic, HoldingKey(self.cfg.name, xid, gtid, seq).to_bytes(), None,
+                                       _ignore_ack)  # fmt: skip
+        for xid, wanted in start.xa_prepared.items():
+            values = check_complete(xid, wanted["gtid"], int(wanted["records"]), found.get((xid, wanted["gtid"]), {}))
+            held = self._new_buffer(memory_mb=4)
+            for value in values:
+                held.append(HeldRecord.from_bytes(value))
+            self._xa_held[xid] = held
+        if self._xa_held:
+            log.info("%d prepared XA transactions wait for XA COMMIT/ROLLBACK: %s", len(self._xa_held),
+                     ", ".join(sorted(self._xa_held)))  # fmt: skip
+        self.stats.xa_waiting = len(self._xa_held)
+
+    def _hold_prepared(self, xid: str, position: TransactionState) -> None:
+        """XA PREPARE: the group's rows wait under `xid`, in memory and in the XA topic."""
+        assert position.ctx is not None and position.ctx.gtid is not None and position.txn is not None
+        group, self._group = self._group, None
+        held = group if group is not None else self._new_buffer(memory_mb=4)
+        gtid = position.ctx.gtid
+        for seq, record in enumerate(held):
+            key = HoldingKey(self.cfg.name, xid, gtid, seq).to_bytes()
+            self._send(self.cfg.xa_topic, key, record.to_bytes(), position.txn)
+        old = self._xa_held.pop(xid, None)
+        if old is not None:
+            old.clear()
+        self._xa_held[xid] = held
+        position.xa_prepared_here(xid, len(held))
+        self.stats.xa_prepared += 1
+        self.stats.xa_waiting = len(self._xa_held)
+
+    def _complete_xa(self, position: TransactionState, commit: bool) -> None:
+        """XA COMMIT publishes the rows held for the group's XA id, XA ROLLBACK drops them; their XA-topic
+        records are deleted once a stored checkpoint is past this group."""
+        assert position.txn is not None and position.ctx is not None
+        xid = position.xid or ""
+        prepared = position.xa_completed_here(xid)
+        held = self._xa_held.pop(xid, None)
+        self.stats.xa_waiting = len(self._xa_held)
+        if prepared is None or held is None:
+            self.stats.xa_unknown += 1
+            log.warning("%s: XA %s of %s, which was prepared before this capture's start position: its rows "
+                        "were not captured", position.ctx.gtid, "COMMIT" if commit else "ROLLBACK", xid)  # fmt: skip
+            return
+        if commit:
+            for record in held:
+                self._send_change(record, position.txn)
+            self.stats.xa_committed += 1
+        else:
+            self.stats.xa_rolled_back += 1
+            self.stats.rolled_back_rows += len(held)
+        position.txn.released.extend(
+            HoldingKey(self.cfg.name, xid, prepared["gtid"], seq).to_bytes() for seq in range(len(held))
+        )
+        held.clear()
+
+    # -- checkpoints ---------------------------------------------------------------------------------------
 
     def _checkpoint(self, frontier: AckFrontier) -> None:
         self.producer.poll(0)
         if frontier.failure is not None:
             raise ServiceUnavailable(f"Kafka did not acknowledge a record: {frontier.failure}")
+        for key in self._xa_garbage:  # XA-topic records no stored checkpoint needs any more
+            self.producer.send(self.cfg.xa_topic, key, None, _ignore_ack)
+        self._xa_garbage = []
         newest = frontier.advance()
         if newest is None:
             return
-        self.producer.send(self.cfg.offsets_topic, self.cfg.name.encode(), newest.to_bytes(), _ignore_ack)
+        released, frontier.released = frontier.released, []
+        self.producer.send(self.cfg.offsets_topic, self.cfg.name.encode(), newest.to_bytes(),
+                           self._on_checkpoint_stored(released))  # fmt: skip
         self.stats.checkpoint = newest
         self.stats.checkpoints += 1
 
+    def _on_checkpoint_stored(self, released: list[bytes]) -> DeliveryCallback:
+        """Checkpoint records need no acknowledgement (a lost one only means resuming from an earlier one),
+        but what a checkpoint releases waits until it is stored."""
+
+        def on_delivery(err: Any, _msg: Any) -> None:
+            if err is None and released:
+                self._xa_garbage.extend(released)
+
+        return on_delivery
+
     # -- publishing ------------------------------------------------------------------------------------
 
-    def _send(self, topic: str, key: bytes | None, value: bytes, txn: PendingTxn, frontier: AckFrontier) -> None:
+    def _send(self, topic: str, key: bytes | None, value: bytes, txn: PendingTxn) -> None:
         txn.outstanding += 1
         self.producer.send(topic, key, value, txn.on_delivery)
 
-    def _publish_rows(self, ev: RowsEvent, ctx: TxnContext, txn: PendingTxn, frontier: AckFrontier) -> None:
+    def _publish_rows(self, ev: RowsEvent, position: TransactionState) -> None:
         schema = ev.schema
-        assert schema is not None
+        assert schema is not None and position.open is not None
+        ctx, txn = position.open
         snapshot = self.snapshot
         if snapshot is not None and snapshot.is_watermark_table(schema.qualified):
             for _before, after in ev.rows:
@@ -276,23 +484,18 @@ class MySqlCapture:
                 if reads:
                     db, table = chunk_table.split(".", 1)
                     topic = self.topic_for(db, table)
-                    self._ensure_topic(topic)
                     for change in reads:
-                        self._send(topic, change.key, encode(change), txn, frontier)
+                        self._emit(HeldRecord(topic, change.key, encode(change)), position, txn)
                     self.stats.snapshot_rows += len(reads)
             return
         topic = self.topic_for(schema.db, schema.table)
-        self._ensure_topic(topic)
         keys = key_columns(schema, self.cfg.key_columns)
-        watching = snapshot is not None and snapshot.chunk is not None and snapshot.chunk.in_window
         for change in row_changes(ev, ctx, self.cfg.name, keys):
-            if watching:
-                snapshot.observe(schema.qualified, change.key)  # type: ignore[union-attr]
-            self._send(topic, change.key, encode(change), txn, frontier)
-            self.stats.events += 1
+            self._emit(HeldRecord(topic, change.key, encode(change), schema.qualified), position, txn)
 
-    def _maybe_publish_schema(self, ev: TableMapEvent, ctx: TxnContext, txn: PendingTxn, frontier: AckFrontier) -> None:
-        """Record a table's columns in the schema history whenever they differ from the last ones seen."""
+    def _maybe_publish_schema(self, ev: TableMapEvent, ctx: TxnContext, txn: PendingTxn) -> None:
+        """Record a table's columns in the schema history whenever they differ from the last ones seen.
+        (Not held with the group's rows: a table's description stays true if its rows are rolled back.)"""
         assert ev.schema is not None
         columns = ev.schema.describe()
         name = ev.schema.qualified
@@ -304,34 +507,49 @@ class MySqlCapture:
             "columns": columns, "gtid": ctx.gtid, "file": ctx.file,
             "pos": [ctx.file_index, ev.header.start_pos, 0], "ts_ms": ev.header.timestamp * 1000,
         }  # fmt: skip
-        self._send(self.cfg.schema_history_topic, self.cfg.name.encode(), orjson.dumps(record), txn, frontier)
+        self._send(self.cfg.schema_history_topic, self.cfg.name.encode(), orjson.dumps(record), txn)
 
-    def _publish_ddl(self, ev: QueryEvent, ctx: TxnContext, txn: PendingTxn, frontier: AckFrontier) -> None:
+    def _publish_ddl(self, ev: QueryEvent, ctx: TxnContext, txn: PendingTxn) -> None:
         record = {
             "kind": "ddl", "source": self.cfg.name, "db": ev.db, "ddl": ev.query, "gtid": ctx.gtid, "file": ctx.file,
             "pos": [ctx.file_index, ev.header.start_pos, 0], "ts_ms": ev.header.timestamp * 1000,
         }  # fmt: skip
-        self._send(self.cfg.schema_history_topic, self.cfg.name.encode(), orjson.dumps(record), txn, frontier)
+        self._send(self.cfg.schema_history_topic, self.cfg.name.encode(), orjson.dumps(record), txn)
         self.stats.ddl += 1
         log.info("DDL at %s:%d (%s): %s", ctx.file, ev.header.start_pos, ctx.gtid, ev.query[:200])
 
-    def _dead_letter(
-        self, raw: bytes, exc: Exception, file: str, ctx: TxnContext | None, txn: PendingTxn | None,
-        frontier: AckFrontier,
-    ) -> None:  # fmt: skip
-        """An event that cannot be decoded: its raw bytes and position go to the dead-letter topic."""
+    # -- events the decoder cannot read --------------------------------------------------------------------
+
+    def _undecodable(self, raw: bytes, exc: BinlogDecodeError, decoder: BinlogDecoder,
+                     position: TransactionState) -> None:  # fmt: skip
+        """`on_undecodable: stop` (default) ends the capture with an error naming where; `dead_letter` sends
+        the raw bytes and position to the dead-letter topic and goes on without them."""
+        event_type = raw[4] if len(raw) > 4 else -1
+        end_pos = int.from_bytes(raw[13:17], "little") if len(raw) >= 17 else None
+        table = decoder.table_of(raw) if len(raw) > 4 else None
+        gtid = position.ctx.gtid if position.ctx else None
+        where = (f"binlog event type {event_type}{f' of table {table}' if table else ''} ending at "
+                 f"{position.file}:{end_pos} (GTID {gtid or 'none open'})")  # fmt: skip
+        opened = position.open
+        can_skip = opened is not None and (event_type == TABLE_MAP or _is_rows(event_type))
+        if self.cfg.on_undecodable == "stop" or not can_skip:
+            policy = ("mysql.on_undecodable is 'stop'" if self.cfg.on_undecodable == "stop"
+                      else "only rows and TABLE_MAP events can be dead-lettered")  # fmt: skip
+            raise UndecodableEvent(f"cannot decode the {where}: {exc}. Stopped: {policy}; nothing after this "
+                                   "event was published or checkpointed.")  # fmt: skip
+        assert opened is not None
+        ctx, txn = opened
         record = {
-            "source": self.cfg.name, "error": str(exc), "file": file,
-            "gtid": ctx.gtid if ctx else None, "raw_event": base64.b64encode(raw).decode("ascii"),
-            "end_pos": int.from_bytes(raw[13:17], "little") if len(raw) >= 17 else None,
+            "source": self.cfg.name, "error": str(exc), "file": position.file, "table": table,
+            "gtid": ctx.gtid, "raw_event": base64.b64encode(raw).decode("ascii"), "end_pos": end_pos,
         }  # fmt: skip
-        log.error(
-            "dead-lettering an undecodable binlog event at %s:%s (%s): %s", file, record["end_pos"], record["gtid"], exc
-        )
-        if txn is None:
-            txn = frontier.begin()  # outside a transaction: its own unit (no checkpoint of its own)
-        self._send(self.cfg.dead_letter_topic, self.cfg.name.encode(), orjson.dumps(record), txn, frontier)
+        log.error("dead-lettering the undecodable %s: %s", where, exc)
+        self._send(self.cfg.dead_letter_topic, self.cfg.name.encode(), orjson.dumps(record), txn)
         self.stats.dead_letters += 1
+
+
+class UndecodableEvent(TerminalError):
+    """A binlog event the decoder cannot read, under `on_undecodable: stop`."""
 
 
 def _is_rows(event_type: int) -> bool:

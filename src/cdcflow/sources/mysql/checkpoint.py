@@ -27,6 +27,9 @@ class Checkpoint:
     ts_ms: int = 0  # source time of that transaction
     # Snapshot progress per table: {"db.table": {"last_key": [...] | None, "done": bool, "rows": n}}
     snapshot: dict[str, Any] = field(default_factory=dict)
+    # Prepared XA transactions not yet committed or rolled back at this point of the stream:
+    # {xid: {"gtid": prepare group's GTID, "records": n}}; their rows wait in the source's XA topic.
+    xa_prepared: dict[str, Any] = field(default_factory=dict)
 
     def to_bytes(self) -> bytes:
         return orjson.dumps({**asdict(self), "written_ms": int(time.time() * 1000)})
@@ -38,7 +41,7 @@ class Checkpoint:
             return cls(
                 gtid_state=raw["gtid_state"], file=str(raw["file"]), pos=int(raw["pos"]),
                 server_id=int(raw.get("server_id", 0)), ts_ms=int(raw.get("ts_ms", 0)),
-                snapshot=dict(raw.get("snapshot") or {}),
+                snapshot=dict(raw.get("snapshot") or {}), xa_prepared=dict(raw.get("xa_prepared") or {}),
             )  # fmt: skip
         except (ValueError, KeyError, TypeError) as exc:
             raise TerminalError(f"stored MySQL checkpoint is unreadable ({exc}): {data[:200]!r}") from exc
@@ -48,12 +51,14 @@ class PendingTxn:
     """Acknowledgements still owed for one source transaction. `on_delivery` is the producer callback
     of all its records (librdkafka's shape: error or None, message)."""
 
-    __slots__ = ("checkpoint", "frontier", "outstanding")
+    __slots__ = ("checkpoint", "frontier", "outstanding", "released")
 
     def __init__(self, frontier: AckFrontier) -> None:
         self.outstanding = 0
         self.checkpoint: Checkpoint | None = None  # set at its commit event
         self.frontier = frontier
+        # Done once a stored checkpoint covers this transaction (clean-up of XA topic records).
+        self.released: list[bytes] = []
 
     def on_delivery(self, err: Any, _msg: Any) -> None:
         if err is None:
@@ -68,6 +73,7 @@ class AckFrontier:
     def __init__(self) -> None:
         self._txns: deque[PendingTxn] = deque()
         self.failure: str | None = None  # first delivery failure seen: the capture must resume from a checkpoint
+        self.released: list[bytes] = []
 
     def begin(self) -> PendingTxn:
         txn = PendingTxn(self)
@@ -84,10 +90,13 @@ class AckFrontier:
         txn.checkpoint = checkpoint
 
     def advance(self) -> Checkpoint | None:
-        """Pop every leading transaction that is committed and fully acknowledged; the newest one's checkpoint."""
+        """Pop every leading transaction that is committed and fully acknowledged; the newest one's checkpoint.
+        Their `released` items collect in `self.released` until the caller takes them."""
         newest = None
         while self._txns and self._txns[0].checkpoint is not None and self._txns[0].outstanding == 0:
-            newest = self._txns.popleft().checkpoint
+            txn = self._txns.popleft()
+            newest = txn.checkpoint
+            self.released.extend(txn.released)
         return newest
 
     @property

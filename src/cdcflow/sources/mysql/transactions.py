@@ -1,15 +1,18 @@
 """The capture's transaction state machine: where the binlog stream stands, one event at a time.
 
 Pure (no I/O), in the manner of h11's `_state.py`: everything that moves the stream's position
-(GTID state, current file, the open transaction and whether it is a standalone DDL, the commit
-that releases a checkpoint to the ack frontier) changes here and nowhere else. The capture loop
-reads, decodes, feeds the decoded event here, and publishes what it is told to.
+(GTID state, current file, the open event group and what kind it is, its savepoints, the prepared
+XA transactions, the group end that releases a checkpoint to the ack frontier) changes here and
+nowhere else. The capture loop reads, decodes, feeds the decoded event here, and publishes what it
+is told to. What MariaDB 10.11 writes for savepoints, mixed-engine rollbacks and XA (checked with
+SHOW BINLOG EVENTS) is in docs/decisions/0006-mysql-groups-savepoints-xa.md.
 """
 
 from __future__ import annotations
 
 import copy
 import enum
+import re
 from typing import Any
 
 from cdcflow.errors import TerminalError
@@ -17,17 +20,48 @@ from cdcflow.sources.mysql.binlog.events import EventHeader, GtidEvent, file_ind
 from cdcflow.sources.mysql.changes import TxnContext
 from cdcflow.sources.mysql.checkpoint import AckFrontier, Checkpoint, PendingTxn
 
-# Query events that end a transaction group.
-TXN_END_QUERIES = ("COMMIT", "ROLLBACK", "XA COMMIT", "XA ROLLBACK")
+_SAVEPOINT = re.compile(r"^SAVEPOINT\s+(.+?)\s*$", re.IGNORECASE | re.DOTALL)
+_ROLLBACK_TO = re.compile(r"^ROLLBACK\s+(?:WORK\s+)?TO\s+(?:SAVEPOINT\s+)?(.+?)\s*$", re.IGNORECASE | re.DOTALL)
+_COMMIT = re.compile(r"^COMMIT(?:\s+WORK)?\s*$", re.IGNORECASE)
+_ROLLBACK = re.compile(r"^ROLLBACK(?:\s+WORK)?\s*$", re.IGNORECASE)
+_XA_STATEMENT = re.compile(r"^XA\s+(START|BEGIN|END)\b", re.IGNORECASE)
+_XA_COMMIT = re.compile(r"^XA\s+COMMIT\b", re.IGNORECASE)
+_XA_ROLLBACK = re.compile(r"^XA\s+ROLLBACK\b", re.IGNORECASE)
+
+
+class GroupKind(enum.Enum):
+    """How the capture treats the rows of an event group (MariaDB: from its GTID event's flags)."""
+
+    STREAMED = "streamed"  # transactional tables only: every row in the group is committed; rows go out at once
+    BUFFERED = "buffered"  # may hold rows a ROLLBACK / ROLLBACK TO undoes: rows wait for the group's end
+    STANDALONE = "standalone"  # one statement, no commit event (DDL)
+    XA_PREPARE = "xa_prepare"  # rows of a prepared XA transaction: held until XA COMMIT / XA ROLLBACK
+    XA_COMPLETION = "xa_completion"  # XA COMMIT or XA ROLLBACK of a prepared XA transaction
 
 
 class QueryRole(enum.Enum):
-    """What a Query event means for the open transaction."""
+    """What a Query event means for the open event group."""
 
-    OUTSIDE = "outside"  # no transaction open: nothing to do
-    STATEMENT = "statement"  # BEGIN or a statement inside the transaction (e.g. SAVEPOINT): nothing to do
+    OUTSIDE = "outside"  # no group open: nothing to do
+    STATEMENT = "statement"  # BEGIN, XA START/END, RELEASE SAVEPOINT ...: nothing to do
+    SAVEPOINT = "savepoint"  # remember where the group's rows stand
+    ROLLBACK_TO = "rollback_to"  # the rows since that savepoint did not happen
+    COMMIT = "commit"  # ends the group: its rows happened
+    ROLLBACK = "rollback"  # ends the group: its rows did not happen
     DDL = "ddl"  # a standalone statement (DDL): publish it, then it commits
-    END = "end"  # ends the transaction: commit
+    XA_COMMIT = "xa_commit"  # the prepared XA transaction's rows happened
+    XA_ROLLBACK = "xa_rollback"  # they did not
+
+
+def savepoint_name(query: str) -> str:
+    """`SAVEPOINT `s1``, ``ROLLBACK TO `s1` `` → "s1" (names compare case-insensitively, like MariaDB's)."""
+    m = _SAVEPOINT.match(query.strip()) or _ROLLBACK_TO.match(query.strip())
+    if m is None:
+        raise TerminalError(f"not a savepoint statement: {query[:200]!r}")
+    name = m[1]
+    if len(name) >= 2 and name[0] == name[-1] == "`":
+        name = name[1:-1].replace("``", "`")
+    return name.lower()
 
 
 def parse_gtid_state(text: str) -> dict[int, str]:
@@ -46,7 +80,7 @@ def format_gtid_state(state: dict[int, str]) -> str:
 
 
 class TransactionState:
-    """The stream position and the open transaction, from a start checkpoint on."""
+    """The stream position and the open event group, from a start checkpoint on."""
 
     def __init__(self, start: Checkpoint, frontier: AckFrontier) -> None:
         self.frontier = frontier
@@ -55,16 +89,26 @@ class TransactionState:
         self.file_index = file_index(start.file) if start.file else 0
         self.txn: PendingTxn | None = None
         self.ctx: TxnContext | None = None
-        self._standalone = False
+        self.kind = GroupKind.STREAMED
+        self.xid: str | None = None  # XA groups: the XA transaction id
+        self.savepoints: dict[str, int] = {}  # savepoint name -> buffer mark, in the open group
+        self.streamed_rows = 0  # rows of the open group already published (not held)
+        # Prepared XA transactions not completed yet: xid -> {"gtid": prepare group, "records": n}
+        self.xa_prepared: dict[str, dict[str, Any]] = copy.deepcopy(start.xa_prepared)
         self._gtid = (0, "")
         self.committed = 0
 
     @property
     def open(self) -> tuple[TxnContext, PendingTxn] | None:
-        """The open transaction (its context for events, its pending acknowledgements), if any."""
+        """The open group (its context for events, its pending acknowledgements), if any."""
         if self.ctx is None or self.txn is None:
             return None
         return self.ctx, self.txn
+
+    @property
+    def holds_rows(self) -> bool:
+        """Rows of the open group must wait for its end (they may be undone, or wait for XA COMMIT)."""
+        return self.kind in (GroupKind.BUFFERED, GroupKind.XA_PREPARE)
 
     def rotate(self, next_file: str) -> None:
         self.file, self.file_index = next_file, file_index(next_file)
@@ -72,34 +116,71 @@ class TransactionState:
     def begin(self, ev: GtidEvent) -> TxnContext:
         self.txn = self.frontier.begin()
         self.ctx = TxnContext(id=ev.gtid, gtid=ev.gtid, file=self.file, file_index=self.file_index)
-        self._standalone = ev.standalone
+        if ev.xa_completion:
+            self.kind = GroupKind.XA_COMPLETION
+        elif ev.xa_prepare:
+            self.kind = GroupKind.XA_PREPARE
+        elif ev.standalone:
+            self.kind = GroupKind.STANDALONE
+        elif ev.transactional:
+            self.kind = GroupKind.STREAMED
+        else:
+            self.kind = GroupKind.BUFFERED
+        self.xid = ev.xid
+        self.savepoints = {}
+        self.streamed_rows = 0
         self._gtid = (ev.domain_id, ev.gtid)
         return self.ctx
 
     def query_role(self, query: str) -> QueryRole:
         if self.open is None:
             return QueryRole.OUTSIDE
-        stmt = query.strip().upper()
-        if stmt == "BEGIN":
+        stmt = query.strip()
+        if self.kind is GroupKind.XA_COMPLETION:
+            if _XA_COMMIT.match(stmt):
+                return QueryRole.XA_COMMIT
+            if _XA_ROLLBACK.match(stmt):
+                return QueryRole.XA_ROLLBACK
+            raise TerminalError(f"XA completion group {self._gtid[1]} holds {stmt[:200]!r}, not XA COMMIT/ROLLBACK")
+        if stmt.upper() == "BEGIN" or _XA_STATEMENT.match(stmt):
             return QueryRole.STATEMENT
-        if self._standalone:
+        if self.kind is GroupKind.STANDALONE:
             return QueryRole.DDL
-        if stmt.startswith(TXN_END_QUERIES):
-            return QueryRole.END
-        return QueryRole.STATEMENT
+        if _SAVEPOINT.match(stmt):
+            return QueryRole.SAVEPOINT
+        if _ROLLBACK_TO.match(stmt):
+            return QueryRole.ROLLBACK_TO
+        if _COMMIT.match(stmt):
+            return QueryRole.COMMIT
+        if _ROLLBACK.match(stmt):
+            return QueryRole.ROLLBACK
+        return QueryRole.STATEMENT  # RELEASE SAVEPOINT and anything else inside a group changes no row
+
+    def xa_prepared_here(self, xid: str, records: int) -> None:
+        """The open group prepared XA transaction `xid` with `records` held rows."""
+        assert self.ctx is not None and self.ctx.gtid is not None
+        self.xa_prepared[xid] = {"gtid": self.ctx.gtid, "records": records}
+
+    def xa_completed_here(self, xid: str) -> dict[str, Any] | None:
+        """The open group commits or rolls back `xid`; what was prepared for it (None: prepared before the
+        capture's start, so nothing is held)."""
+        return self.xa_prepared.pop(xid, None)
 
     def commit(self, header: EventHeader, snapshot_progress: dict[str, Any]) -> Checkpoint:
-        """The open transaction ends at `header`: its checkpoint goes to the frontier, which releases it
-        once this transaction and every earlier one are acknowledged."""
+        """The open group ends at `header` (committed or rolled back: either way the stream is past it): its
+        checkpoint goes to the frontier, which releases it once this group and every earlier one are
+        acknowledged."""
         if self.txn is None:
-            raise TerminalError(f"commit at {self.file}:{header.log_pos} with no open transaction")
+            raise TerminalError(f"end of a group at {self.file}:{header.log_pos} with no open group")
         self.gtid_state[self._gtid[0]] = self._gtid[1]
         checkpoint = Checkpoint(
             gtid_state=format_gtid_state(self.gtid_state), file=self.file, pos=header.log_pos,
             server_id=header.server_id, ts_ms=header.timestamp * 1000,
             snapshot=copy.deepcopy(snapshot_progress) if snapshot_progress else {},
+            xa_prepared=copy.deepcopy(self.xa_prepared),
         )  # fmt: skip
         self.frontier.commit(self.txn, checkpoint)
         self.txn, self.ctx = None, None
+        self.kind, self.xid, self.savepoints = GroupKind.STREAMED, None, {}
         self.committed += 1
         return checkpoint

@@ -25,6 +25,7 @@ from cdcflow.sources.mysql.binlog.errors import BinlogDecodeError
 QUERY, ROTATE, FORMAT_DESCRIPTION, XID, TABLE_MAP, HEARTBEAT = 2, 4, 15, 16, 19, 27
 WRITE_ROWS_V1, UPDATE_ROWS_V1, DELETE_ROWS_V1 = 23, 24, 25
 WRITE_ROWS_V2, UPDATE_ROWS_V2, DELETE_ROWS_V2 = 30, 31, 32
+XA_PREPARE = 38  # ends the first half of an XA transaction (XA PREPARE)
 TRANSACTION_PAYLOAD = 40  # MySQL 8 binlog transaction compression
 MARIADB_ANNOTATE_ROWS, MARIADB_BINLOG_CHECKPOINT, MARIADB_GTID, MARIADB_GTID_LIST = 160, 161, 162, 163
 MARIADB_START_ENCRYPTION = 164
@@ -41,8 +42,9 @@ HEADER = struct.Struct("<IBIIIH")  # timestamp, type, server_id, event size, end
 HEADER_LEN = 19
 ARTIFICIAL_FLAG = 0x20  # LOG_EVENT_ARTIFICIAL_F: made up by the server for this stream (fake rotate, ...)
 
-# MariaDB GTID event flags2.
-GTID_STANDALONE, GTID_GROUP_COMMIT_ID = 0x01, 0x02
+# MariaDB GTID event flags2 (sql/log_event.h, Gtid_log_event::FL_*).
+GTID_STANDALONE, GTID_GROUP_COMMIT_ID, GTID_TRANSACTIONAL = 0x01, 0x02, 0x04
+GTID_PREPARED_XA, GTID_COMPLETED_XA = 0x40, 0x80
 
 # Optional metadata fields of TABLE_MAP (binlog_row_metadata=FULL).
 (OPT_SIGNEDNESS, OPT_DEFAULT_CHARSET, OPT_COLUMN_CHARSET, OPT_COLUMN_NAME, OPT_SET_STR_VALUE, OPT_ENUM_STR_VALUE,
@@ -95,6 +97,7 @@ class GtidEvent(BinlogEvent):
     domain_id: int
     seq_no: int
     flags2: int
+    xid: str | None = None  # XA groups: the XA transaction id, as MariaDB prints it (X'gtrid',X'bqual',formatID)
 
     @property
     def gtid(self) -> str:
@@ -102,8 +105,32 @@ class GtidEvent(BinlogEvent):
 
     @property
     def standalone(self) -> bool:
-        """A group of one statement with no commit event (DDL)."""
+        """A group of one statement with no commit event (DDL, XA COMMIT/ROLLBACK)."""
         return bool(self.flags2 & GTID_STANDALONE)
+
+    @property
+    def transactional(self) -> bool:
+        """Set by MariaDB when the transaction changed transactional tables only. Only such a group
+        is free of rows that a later ROLLBACK / ROLLBACK TO SAVEPOINT in the same group undoes."""
+        return bool(self.flags2 & GTID_TRANSACTIONAL)
+
+    @property
+    def xa_prepare(self) -> bool:
+        """The first half of an XA transaction: its rows, ended by an XA_PREPARE event."""
+        return bool(self.flags2 & GTID_PREPARED_XA)
+
+    @property
+    def xa_completion(self) -> bool:
+        """The second half: one XA COMMIT or XA ROLLBACK query for `xid`."""
+        return bool(self.flags2 & GTID_COMPLETED_XA)
+
+
+@dataclass(frozen=True)
+class XaPrepareEvent(BinlogEvent):
+    """End of the prepared half of an XA transaction (`XA PREPARE`, or `XA COMMIT ... ONE PHASE`)."""
+
+    xid: str
+    one_phase: bool
 
 
 @dataclass(frozen=True)
@@ -178,6 +205,43 @@ def _bits(data: bytes, count: int) -> list[bool]:
     return [bool(value >> i & 1) for i in range(count)]
 
 
+def format_xid(format_id: int, gtrid: bytes, bqual: bytes) -> str:
+    """An XA id the way MariaDB writes it in XA queries of the binlog: X'7831',X'',1."""
+    return f"X'{gtrid.hex()}',X'{bqual.hex()}',{format_id}"
+
+
+def _gtid(header: EventHeader, body: bytes) -> GtidEvent:
+    # seq_no(8) domain_id(4) flags2(1) [commit_id(8) if GROUP_COMMIT_ID] [XA: formatID(4) gtrid_len(1)
+    # bqual_len(1) data] [flags_extra ...]; padded to 19 bytes.
+    if len(body) < 13:
+        raise BinlogDecodeError("GTID event too short")
+    seq_no, domain_id, flags2 = struct.unpack_from("<QIB", body)
+    xid = None
+    if flags2 & (GTID_PREPARED_XA | GTID_COMPLETED_XA):
+        p = 13 + (8 if flags2 & GTID_GROUP_COMMIT_ID else 0)
+        if p + 6 > len(body):
+            raise BinlogDecodeError("GTID event of an XA transaction: XA id beyond the event")
+        format_id = int.from_bytes(body[p : p + 4], "little", signed=True)
+        gtrid_len, bqual_len = body[p + 4], body[p + 5]
+        if gtrid_len > 64 or bqual_len > 64 or p + 6 + gtrid_len + bqual_len > len(body):
+            raise BinlogDecodeError(f"GTID event of an XA transaction: bad XA id lengths {gtrid_len}/{bqual_len}")
+        data = body[p + 6 : p + 6 + gtrid_len + bqual_len]
+        xid = format_xid(format_id, data[:gtrid_len], data[gtrid_len:])
+    return GtidEvent(header, domain_id, seq_no, flags2, xid)
+
+
+def _xa_prepare(header: EventHeader, body: bytes) -> XaPrepareEvent:
+    # one_phase(1) formatID(4) gtrid_length(4) bqual_length(4) data
+    if len(body) < 13:
+        raise BinlogDecodeError("XA_PREPARE event too short")
+    one_phase = body[0] != 0
+    format_id, gtrid_len, bqual_len = struct.unpack_from("<iII", body, 1)
+    if gtrid_len > 64 or bqual_len > 64 or 13 + gtrid_len + bqual_len > len(body):
+        raise BinlogDecodeError(f"XA_PREPARE event: bad XA id lengths {gtrid_len}/{bqual_len}")
+    data = body[13 : 13 + gtrid_len + bqual_len]
+    return XaPrepareEvent(header, format_xid(format_id, data[:gtrid_len], data[gtrid_len:]), one_phase)
+
+
 def file_index(binlog_file: str) -> int:
     """`binlog.000042` -> 42: the file part of an event's sortable position."""
     _, _, suffix = binlog_file.rpartition(".")
@@ -223,10 +287,9 @@ class BinlogDecoder:
         if t == TABLE_MAP:
             return self._table_map(header, body)
         if t == MARIADB_GTID:
-            if len(body) < 13:
-                raise BinlogDecodeError("GTID event too short")
-            seq_no, domain_id, flags2 = struct.unpack_from("<QIB", body)
-            return GtidEvent(header, domain_id, seq_no, flags2)
+            return _gtid(header, body)
+        if t == XA_PREPARE:
+            return _xa_prepare(header, body)
         if t == XID:
             if len(body) < 8:
                 raise BinlogDecodeError("XID event too short")
@@ -332,6 +395,27 @@ class BinlogDecoder:
         self._broken.pop(table_id, None)
         self._remember(key, table_id, schema)
         return TableMapEvent(header, table_id, db, table, schema)
+
+    def table_of(self, data: bytes) -> str | None:
+        """Best effort, for error messages: the "db.table" a TABLE_MAP or rows event is about."""
+        try:
+            event_type = data[4]
+            body = data[HEADER_LEN:]
+            if event_type == TABLE_MAP:
+                _table_id, p = self._table_id(body, TABLE_MAP)
+                db = body[p + 1 : p + 1 + body[p]].decode("utf-8", "replace")
+                p += body[p] + 2
+                return f"{db}.{body[p + 1 : p + 1 + body[p]].decode('utf-8', 'replace')}"
+            if event_type in ROWS_KIND:
+                table_id, _ = self._table_id(body, event_type)
+                schema = self._tables.get(table_id)
+                if schema is not None:
+                    return schema.qualified
+                broken = self._broken.get(table_id)
+                return broken.split(":", 1)[0] if broken else None
+        except (IndexError, BinlogDecodeError):
+            return None
+        return None
 
     def _remember(self, key: bytes, table_id: int, schema: TableSchema | None) -> None:
         if len(self._table_cache) > 4096:
