@@ -139,6 +139,12 @@ class MySqlSourceConfig(_Strict):
     # non-transactional tables, prepared XA) are kept in memory up to this size, then in temp files.
     held_memory_mb: int = Field(default=64, ge=1)
     spill_dir: str | None = None  # where those temp files go (null: the system's temp directory)
+    # A change event larger than this (or than its topic's max.message.bytes) cannot be one Kafka record:
+    # split (default) publishes a marker in the table's topic and the whole event in parts to
+    # oversize_topic (docs/mysql.md); stop ends the capture with an error naming the row.
+    max_record_bytes: int = Field(default=8 * 2**20, ge=64 * 1024, le=256 * 2**20)
+    oversize: Literal["split", "stop"] = "split"
+    oversize_topic: str = "cdcflow-mysql-oversize"
     topic_partitions: int = Field(default=1, ge=1)
     checkpoint_interval_ms: int = Field(default=1000, ge=10)
     heartbeat_s: float = Field(default=1.0, gt=0, le=60)

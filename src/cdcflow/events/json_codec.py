@@ -144,6 +144,8 @@ def to_dict(event: ChangeEvent, hints: ValueHints | None = None) -> dict[str, An
         out["transaction"] = event.transaction
     if event.pk_change is not None:
         out["pk_change"] = event.pk_change
+    if event.oversize is not None:
+        out["oversize"] = event.oversize
     if event.cells is not None:
         cells = []
         after: dict[str, Any] = {}
@@ -218,9 +220,12 @@ def _from_dict(raw: Any) -> ChangeEvent:
         raise MalformedEvent("transaction must be an object")
     if pk_change is not None and not isinstance(pk_change, dict):
         raise MalformedEvent("pk_change must be an object")
+    oversize = raw.get("oversize")
+    if oversize is not None and not isinstance(oversize, dict):
+        raise MalformedEvent("oversize must be an object")
     return ChangeEvent(
         key=key, op=Op(raw["op"]), source=source, before=raw["before"], after=after, cells=cells,
-        transaction=txn, pk_change=pk_change,
+        transaction=txn, pk_change=pk_change, oversize=oversize,
     )  # fmt: skip
 
 

@@ -44,3 +44,5 @@ class ChangeEvent:
     transaction: dict[str, Any] | None = None
     # MySQL only, on both halves of a primary-key change: {"old_key": {...}, "new_key": {...}}
     pk_change: dict[str, Any] | None = None
+    # Set on the stand-in for a change too large for its topic (events/oversize.py)
+    oversize: dict[str, Any] | None = None

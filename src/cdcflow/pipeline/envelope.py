@@ -66,6 +66,15 @@ def _problem(e: Column) -> Column:
             F.lit("source.pos must be a non-empty array of non-negative integers"),
         )
         .when((e["source"]["connector"] == "hbase") & e["cells"].isNull(), F.lit("hbase event without cells"))
+        .when(
+            e["oversize"].isNotNull(),
+            F.concat(
+                F.lit("oversize change: values left out here, the whole event is in topic "),
+                F.coalesce(e["oversize"]["topic"], F.lit("?")),
+                F.lit(" under key "),
+                F.coalesce(e["oversize"]["id"], F.lit("?")),
+            ),
+        )
     )
 
 

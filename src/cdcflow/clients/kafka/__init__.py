@@ -12,6 +12,7 @@ from cdcflow.clients.kafka.client import (
     ping,
     produce_sync,
     read_latest,
+    topic_config,
 )
 
 __all__ = [
@@ -26,4 +27,5 @@ __all__ = [
     "ping",
     "produce_sync",
     "read_latest",
+    "topic_config",
 ]

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin._config import ConfigResource
 from confluent_kafka.cimpl import NewTopic
 
 from cdcflow.errors import RetryableError, ServiceUnavailable, TerminalError
@@ -238,3 +239,17 @@ def create_store_topic(bootstrap: str, name: str, compact: bool, timeout_s: floa
     per key survives) or kept forever (schema history: every record matters). Existing is fine."""
     config = {"cleanup.policy": "compact"} if compact else {"retention.ms": "-1", "retention.bytes": "-1"}
     create_topic(bootstrap, name, partitions=1, timeout_s=timeout_s, config=config)
+
+
+def topic_config(bootstrap: str, topic: str, name: str, timeout_s: float = 30.0) -> str | None:
+    """One effective configuration value of `topic` (its own or the broker's default)."""
+    admin = _admin(bootstrap)
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    try:
+        configs = admin.describe_configs([resource], request_timeout=timeout_s)[resource].result(timeout=timeout_s)
+    except KafkaException as exc:
+        err: KafkaError = exc.args[0]
+        cls = RetryableError if err.retriable() else TerminalError
+        raise cls(f"describe topic {topic}: {err.str()}") from exc
+    entry = configs.get(name)
+    return None if entry is None else entry.value

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import KafkaError, Message, Producer
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from cdcflow.errors import RetryableError, TerminalError
 
@@ -172,6 +172,9 @@ class SyncProducer:
         """Queue one record (value None: a tombstone)."""
         try:
             self._producer.produce(topic, value, key, on_delivery=on_delivery)
+        except KafkaException as exc:  # refused before sending (too large, unknown setting): retrying fails again
+            raise TerminalError(f"Kafka producer refused a record of {len(value or b'')} bytes for {topic}: "
+                                f"{exc.args[0].str() if exc.args else exc}") from exc  # fmt: skip
         except BufferError:
             while True:
                 self._producer.poll(0.05)  # local queue full: let acknowledgements drain it

@@ -25,12 +25,14 @@ from typing import Any
 
 import orjson
 
-from cdcflow.clients.kafka import create_store_topic, create_topic, iter_to_end, read_latest
+from cdcflow.clients.kafka import create_store_topic, create_topic, iter_to_end, read_latest, topic_config
 from cdcflow.clients.kafka.producer import DeliveryCallback, ProducerSettings, SyncProducer
 from cdcflow.clients.mysql import BinlogStream, MySqlEndpoint, StreamStart
 from cdcflow.config import KafkaConfig, MySqlSourceConfig
 from cdcflow.errors import CdcflowError, RetryableError, ServiceUnavailable, TerminalError
 from cdcflow.events.json_codec import encode
+from cdcflow.events.model import ChangeEvent
+from cdcflow.events.oversize import split as split_oversize
 from cdcflow.events.topics import change_topic
 from cdcflow.patterns import NameFilter
 from cdcflow.sources.mysql.binlog.errors import BinlogDecodeError
@@ -75,6 +77,7 @@ class CaptureStats:
     xa_rolled_back: int = 0
     xa_waiting: int = 0  # prepared XA transactions not completed yet
     xa_unknown: int = 0  # XA COMMIT/ROLLBACK of a transaction prepared before the capture's start
+    oversize: int = 0  # changes too large for their topic, published as a marker and parts
     checkpoints: int = 0
     last_source_ts_ms: int = 0
     checkpoint: Checkpoint | None = None
@@ -98,12 +101,13 @@ class MySqlCapture:
         self.bootstrap = bootstrap
         settings = ProducerSettings(
             bootstrap, kafka.compression, kafka.linger_ms, kafka.delivery_timeout_ms,
+            max_message_bytes=max(16 * 2**20, cfg.max_record_bytes + 2**20),
             extra={"queue.buffering.max.kbytes": str(cfg.max_inflight_mb * 1024), **kafka.properties},
         )  # fmt: skip
         self.producer = producer_factory(settings)
         self.stats = CaptureStats()
         self.filter = TableFilter(cfg.include, cfg.exclude)
-        self._topics: set[str] = set()
+        self._topics: dict[str, int] = {}  # topic -> largest encoded event it takes
         self._table_columns: dict[str, list[dict[str, object]]] = {}  # last schema published per table
         self._group: RecordBuffer | None = None  # rows of the open group held until its end
         self._xa_held: dict[str, RecordBuffer] = {}  # xid -> rows of a prepared XA transaction
@@ -119,10 +123,37 @@ class MySqlCapture:
     def topic_for(self, db: str, table: str) -> str:
         return change_topic(self.cfg.topic_prefix, db, table)
 
-    def _ensure_topic(self, topic: str) -> None:
-        if topic not in self._topics:
-            create_topic(self.bootstrap, topic, partitions=self.cfg.topic_partitions)
-            self._topics.add(topic)
+    def _ensure_topic(self, topic: str) -> int:
+        """Create `topic` if needed; the largest event it takes (its max.message.bytes, less room for the
+        key and the record's framing, and at most max_record_bytes)."""
+        limit = self._topics.get(topic)
+        if limit is None:
+            create_topic(self.bootstrap, topic, partitions=self.cfg.topic_partitions,
+                         config={"max.message.bytes": str(self.cfg.max_record_bytes + 64 * 1024)})  # fmt: skip
+            topic_max = int(topic_config(self.bootstrap, topic, "max.message.bytes") or self.cfg.max_record_bytes)
+            limit = min(self.cfg.max_record_bytes, topic_max - 16 * 1024)
+            self._topics[topic] = limit
+        return limit
+
+    def _change_records(self, change: ChangeEvent, topic: str, table: str) -> list[HeldRecord]:
+        """A change event as the records that carry it: one, or (too large for its topic) parts and a marker."""
+        value = encode(change)
+        limit = self._ensure_topic(topic)
+        if len(value) <= limit:
+            return [HeldRecord(topic, change.key, value, table)]
+        where = f"{table} key {change.key.decode(errors='replace')[:200]} at {list(change.source.pos)}"
+        if self.cfg.oversize == "stop":
+            raise TerminalError(f"the change of {where} is {len(value)} bytes, over the {limit} bytes topic {topic} "
+                                "takes, and mysql.oversize is 'stop'")  # fmt: skip
+        parts, marker = split_oversize(change, value, self.cfg.oversize_topic, limit)
+        self._ensure_topic(self.cfg.oversize_topic)
+        part_key = orjson.loads(parts[0])["id"].encode()
+        self.stats.oversize += 1
+        log.warning("the change of %s is %d bytes, over the %d bytes topic %s takes: published as a marker there "
+                    "and %d parts in %s", where, len(value), limit, topic, len(parts),
+                    self.cfg.oversize_topic)  # fmt: skip
+        return [*(HeldRecord(self.cfg.oversize_topic, part_key, p) for p in parts),
+                HeldRecord(topic, change.key, marker, table)]  # fmt: skip
 
     def load_checkpoint(self) -> Checkpoint | None:
         raw = read_latest(self.bootstrap, self.cfg.offsets_topic, self.cfg.name.encode())
@@ -333,9 +364,9 @@ class MySqlCapture:
         snapshot = self.snapshot
         if record.table and snapshot is not None and snapshot.chunk is not None and snapshot.chunk.in_window:
             snapshot.observe(record.table, record.key or b"")
-        self._ensure_topic(record.topic)
         self._send(record.topic, record.key, record.value, txn)
-        self.stats.events += 1
+        if record.table:
+            self.stats.events += 1
 
     def _release_group(self, position: TransactionState) -> None:
         """The open group committed: its held rows go out."""
@@ -485,13 +516,15 @@ class MySqlCapture:
                     db, table = chunk_table.split(".", 1)
                     topic = self.topic_for(db, table)
                     for change in reads:
-                        self._emit(HeldRecord(topic, change.key, encode(change)), position, txn)
+                        for record in self._change_records(change, topic, ""):
+                            self._emit(record, position, txn)
                     self.stats.snapshot_rows += len(reads)
             return
         topic = self.topic_for(schema.db, schema.table)
         keys = key_columns(schema, self.cfg.key_columns)
         for change in row_changes(ev, ctx, self.cfg.name, keys):
-            self._emit(HeldRecord(topic, change.key, encode(change), schema.qualified), position, txn)
+            for record in self._change_records(change, topic, schema.qualified):
+                self._emit(record, position, txn)
 
     def _maybe_publish_schema(self, ev: TableMapEvent, ctx: TxnContext, txn: PendingTxn) -> None:
         """Record a table's columns in the schema history whenever they differ from the last ones seen.

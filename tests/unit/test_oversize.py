@@ -1,0 +1,57 @@
+"""Changes too large for one Kafka record: the parts give the original bytes back, the marker fits."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cdcflow.events.json_codec import decode, encode
+from cdcflow.events.model import ChangeEvent, Op, SourceInfo
+from cdcflow.events.oversize import reassemble, split
+
+pytestmark = pytest.mark.unit
+
+
+def change(values: dict[str, object], op: Op = Op.UPDATE) -> ChangeEvent:
+    source = SourceInfo("mysql", "src", "db", "t", 1, (3, 400, 0), extra={"gtid": "0-1-9"})
+    return ChangeEvent(key=b'{"id":7}', op=op, source=source, before=dict(values), after=dict(values))
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.dictionaries(st.text(min_size=1, max_size=8), st.text(max_size=3000), max_size=6), st.integers(2000, 6000))
+def test_parts_reassemble_and_the_marker_fits(values: dict[str, object], limit: int) -> None:
+    event = change({"id": 7, **values})
+    encoded = encode(event)
+    parts, marker = split(event, encoded, "cdcflow.db.t", limit)
+    assert reassemble(reversed(parts)) == encoded
+    assert len(marker) <= limit
+    decoded = decode(marker)
+    assert decoded.oversize is not None and decoded.key == event.key and decoded.source.pos == event.source.pos
+    assert decoded.oversize["sha256"] and decoded.oversize["parts"] == len(parts)
+    for column in decoded.oversize["columns"]:
+        side, name = column.split(".", 1)
+        assert (decoded.before if side == "before" else decoded.after)[name] is None  # type: ignore[index]
+
+
+def test_the_largest_values_are_left_out_first() -> None:
+    event = change({"id": 7, "blob": "x" * 3_000_000, "small": "kept"}, op=Op.CREATE)
+    event = ChangeEvent(key=event.key, op=Op.CREATE, source=event.source, after=event.after)
+    encoded = encode(event)
+    parts, marker = split(event, encoded, "topic", 10_000)
+    assert len(parts) == 6 and all(len(p) < 800_000 for p in parts)
+    body = orjson.loads(marker)
+    assert body["after"] == {"id": 7, "blob": None, "small": "kept"} and body["before"] is None
+    assert body["oversize"]["columns"] == ["after.blob"] and body["oversize"]["bytes"] == len(encoded)
+
+
+def test_missing_or_corrupt_parts_are_refused() -> None:
+    event = change({"id": 7, "blob": "y" * 1_200_000})
+    parts, _ = split(event, encode(event), "topic", 10_000)
+    with pytest.raises(ValueError, match="have parts"):
+        reassemble(parts[:-1])
+    bad = orjson.loads(parts[0])
+    bad["data"] = bad["data"][:-8] + "AAAAAAAA"
+    with pytest.raises(ValueError, match="do not match"):
+        reassemble([orjson.dumps(bad), *parts[1:]])
