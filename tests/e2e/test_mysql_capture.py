@@ -1,15 +1,18 @@
 """MariaDB -> `cdcflow mysql run` (a real process) -> Kafka; tables rebuilt from the events equal SELECT *.
 
-The fault test kills the capture with SIGKILL three times in the middle of a randomized workload,
-stops Kafka for 30 s, and then checks every table row by row, and that every checkpoint the
-capture ever stored stands exactly on a transaction boundary (MariaDB's own BINLOG_GTID_POS of
-the stored file/position equals the stored GTID state).
+The fault test kills the capture with SIGKILL three times in the middle of a randomized workload
+(savepoints in mixed-engine transactions, XA prepared and decided later), stops Kafka for 30 s with
+a 10 s delivery timeout (so deliveries really fail and the capture resumes from its checkpoint), and
+then checks every table row by row, and that every checkpoint the capture ever stored stands exactly
+on a transaction boundary (MariaDB's own BINLOG_GTID_POS of the stored file/position equals the
+stored GTID state). A second test kills and restarts MariaDB itself under a running capture.
 """
 
 from __future__ import annotations
 
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -32,8 +35,9 @@ from cdcflow.verify.mysql import compare_tables, rebuild, source_rows
 
 class CaptureProcess:
     def __init__(
-        self, workdir: Path, mariadb: dict[str, Any], bootstrap: str, name: str, db: str, **overrides: Any
-    ) -> None:
+        self, workdir: Path, mariadb: dict[str, Any], bootstrap: str, name: str, db: str,
+        kafka: dict[str, Any] | None = None, **overrides: Any,
+    ) -> None:  # fmt: skip
         self.cfg = source_config(name, [db], **overrides)
         self.bootstrap = bootstrap
         self.log = workdir / f"{name}.log"
@@ -41,7 +45,8 @@ class CaptureProcess:
         mysql = self.cfg.model_dump(mode="json")
         mysql.update(host=mariadb["host"], port=mariadb["port"], user=mariadb["repl_user"],
                      password=mariadb["repl_password"])  # fmt: skip
-        self.config_path.write_text(yaml.safe_dump({"kafka": {"bootstrap_servers": bootstrap}, "mysql": mysql}))
+        kafka_cfg = {"bootstrap_servers": bootstrap, **(kafka or {})}
+        self.config_path.write_text(yaml.safe_dump({"kafka": kafka_cfg, "mysql": mysql}))
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
@@ -121,6 +126,15 @@ def check_checkpoints_on_boundaries(admin: Any, bootstrap: str, offsets_topic: s
     return len(records)
 
 
+def final_summary(log: str) -> dict[str, int]:
+    """The counters of the capture's last "mysql capture stopped: ..." line."""
+    line = log.rsplit("mysql capture stopped: ", 1)[1].splitlines()[0]
+    m = re.search(r"(\d+) rows rolled back \((\d+) groups.*XA (\d+) prepared/(\d+) committed/(\d+) rolled back", line)
+    assert m, line
+    keys = ("rolled_back_rows", "rolled_back_groups", "xa_prepared", "xa_committed", "xa_rolled_back")
+    return dict(zip(keys, map(int, m.groups()), strict=True))
+
+
 def run_workload(workload: MySqlWorkload, stop: threading.Event, tps: float = 40) -> threading.Thread:
     def loop() -> None:
         while not stop.is_set():
@@ -141,7 +155,8 @@ def test_randomized_workload_survives_sigkills_and_kafka_outage(
     db = unique_name("e2e_mysql")
     workload = MySqlWorkload(admin, db, seed=5)
     workload.create()
-    capture = CaptureProcess(tmp_path, mariadb, bootstrap, unique_name("faults"), db)
+    capture = CaptureProcess(tmp_path, mariadb, bootstrap, unique_name("faults"), db,
+                             kafka={"delivery_timeout_ms": 10_000})  # fmt: skip
     capture.start()
     stop = threading.Event()
     thread = run_workload(workload, stop)
@@ -155,7 +170,7 @@ def test_randomized_workload_survives_sigkills_and_kafka_outage(
         time.sleep(3)
         services.stack.down(["kafka"])
         try:
-            time.sleep(30)  # the workload keeps writing; the capture keeps reading and retrying
+            time.sleep(30)  # > delivery.timeout.ms: queued records fail; the capture resumes from its checkpoint
         finally:
             services.stack.up(["kafka"])
         assert services.stack.endpoints("kafka")["bootstrap_servers"] == bootstrap
@@ -170,9 +185,16 @@ def test_randomized_workload_survives_sigkills_and_kafka_outage(
     values = read_topics(bootstrap, [capture.cfg.topic_prefix + f".{db}.{t}" for t in WORKLOAD_TABLES])
     sizes = check_tables(admin, db, values)
     checkpoints = check_checkpoints_on_boundaries(admin, bootstrap, capture.cfg.offsets_topic)
-    assert workload.transactions > 500 and workload.rollbacks > 0 and all(sizes.values())
-    print(f"faults: {workload.transactions} transactions ({workload.rollbacks} rolled back), {len(values)} events, "
-          f"rows {sizes}, {checkpoints} checkpoints all on boundaries, restarts: {log.count('resuming')}")  # fmt: skip
+    assert workload.transactions > 500 and all(sizes.values())
+    # The paths this test claims to force: deliveries that timed out during the outage, and rows MariaDB
+    # wrote to the binlog that a ROLLBACK (TO SAVEPOINT) or XA ROLLBACK undid, dropped by the capture.
+    assert "Message timed out" in log and "resuming from the last acknowledged checkpoint" in log
+    last = final_summary(log)
+    assert last["rolled_back_rows"] > 0 and last["xa_committed"] > 0 and last["xa_rolled_back"] > 0, last
+    print(f"faults: {workload.transactions} transactions ({workload.rollbacks} rolled back, "
+          f"{workload.savepoint_rollbacks} to a savepoint, XA {workload.xa_commits} committed/"
+          f"{workload.xa_rollbacks} rolled back), {len(values)} events, rows {sizes}, {checkpoints} checkpoints all "
+          f"on boundaries, restarts: {log.count('resuming')}, last capture: {last}")  # fmt: skip
 
 
 def peak_rss_mb(pid: int) -> float:
@@ -299,3 +321,48 @@ def test_snapshot_of_a_million_rows_while_writing_then_streaming(
     assert reads >= total * 0.9 and writes["n"] > 1000
     print(f"snapshot: {len(source)} rows equal; {reads} snapshot reads, {len(values) - reads} stream events, "
           f"{writes['n']} concurrent writes, one SIGKILL mid-snapshot")  # fmt: skip
+
+
+def test_mariadb_killed_and_restarted_under_a_running_capture(kafka: dict[str, Any], tmp_path: Path) -> None:
+    """mariadbd gets SIGKILL mid-workload and stays down longer than the capture's read timeout (10 s); the
+    capture keeps retrying, resumes from its checkpoint when the server is back, and nothing is lost."""
+    from cdcflow.stack import Stack
+
+    bootstrap = kafka["bootstrap_servers"]
+    private = Stack(tmp_path / "private-stack")
+    private.up(["mariadb"])
+    try:
+        mariadb = private.endpoints("mariadb")
+        admin = admin_endpoint(mariadb)
+        db = unique_name("restart")
+        workload = MySqlWorkload(admin, db, seed=7, account_ids=500)
+        workload.create()
+        capture = CaptureProcess(tmp_path, mariadb, bootstrap, unique_name("mdbrestart"), db)
+        capture.start()
+        stop = threading.Event()
+        thread = run_workload(workload, stop, tps=20)
+        try:
+            time.sleep(6)
+            (pid,) = [s.pid for s in private.status(["mariadb"])]
+            assert pid
+            os.kill(pid, signal.SIGKILL)
+            time.sleep(15)
+            private.up(["mariadb"])
+            assert private.endpoints("mariadb")["port"] == mariadb["port"]
+            time.sleep(8)
+        finally:
+            stop.set()
+            thread.join(60)
+        (gtid_pos,) = query(admin, "SELECT @@gtid_binlog_pos")[0]
+        capture.wait_caught_up(gtid_pos)
+        assert capture.stop() == 0
+        log = capture.log.read_text()
+        assert "capture interrupted" in log and f"{mariadb['port']}" in log.split("capture interrupted", 1)[1][:400]
+        values = read_topics(bootstrap, [capture.cfg.topic_prefix + f".{db}.{t}" for t in WORKLOAD_TABLES])
+        sizes = check_tables(admin, db, values)
+        checkpoints = check_checkpoints_on_boundaries(admin, bootstrap, capture.cfg.offsets_topic)
+        assert workload.transactions > 100 and workload.connection_errors > 0
+        print(f"mariadb restart: {workload.transactions} transactions, {workload.connection_errors} connection "
+              f"errors in the workload, rows {sizes}, {checkpoints} checkpoints on boundaries")  # fmt: skip
+    finally:
+        private.down()

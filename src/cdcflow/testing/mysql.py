@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import uuid
 from typing import Any
@@ -101,12 +102,19 @@ WORKLOAD_TABLES = {
         order_id BIGINT NOT NULL, line SMALLINT UNSIGNED NOT NULL, qty MEDIUMINT, price DECIMAL(10,3),
         sku CHAR(12) CHARACTER SET latin1, shipped_at DATETIME NULL, PRIMARY KEY (order_id, line)
     ) DEFAULT CHARSET=utf8mb4""",
+    # Non-transactional: a transaction that writes it and then rolls back (to a savepoint) makes MariaDB
+    # write rows into the binlog that did not happen (docs/decisions/0006-mysql-groups-savepoints-xa.md).
+    "audit": "(id INT NOT NULL PRIMARY KEY, txn INT, note VARCHAR(40)) ENGINE=MyISAM DEFAULT CHARSET=utf8mb4",
+    # Written only by XA transactions (prepared, then committed or rolled back after other transactions).
+    "xa_ledger": "(id INT NOT NULL PRIMARY KEY, amount DECIMAL(10,2), note VARCHAR(40)) DEFAULT CHARSET=utf8mb4",
 }
 
 
 class MySqlWorkload:
     """Random transactions over every supported type: inserts, updates (also of primary keys), deletes,
-    multi-row statements, rollbacks. The source of truth afterwards is simply SELECT *."""
+    multi-row statements, rollbacks, savepoints (in transactions that also write a MyISAM table, so
+    the binlog holds rows that were rolled back), and XA transactions prepared on another connection and
+    committed or rolled back after the next transaction. The source of truth afterwards is SELECT *."""
 
     def __init__(self, ep: MySqlEndpoint, db: str, seed: int = 1, account_ids: int = 2000) -> None:
         import random
@@ -116,7 +124,13 @@ class MySqlWorkload:
         self.transactions = 0
         self.rollbacks = 0
         self.statements = 0
+        self.savepoint_rollbacks = 0
+        self.xa_commits = 0
+        self.xa_rollbacks = 0
         self._conn: Any = None
+        self._xa_conn: Any = None
+        self._xa_pending: str | None = None
+        self.connection_errors = 0
 
     def create(self) -> None:
         from cdcflow.clients.mysql import execute
@@ -207,22 +221,122 @@ class MySqlWorkload:
             pass  # a key change onto an existing key: the statement fails, the transaction goes on
 
     def transaction(self) -> None:
+        """One random transaction. A lost connection (the server restarted) is dropped and re-opened by the
+        next call; whatever the server kept is what SELECT * shows afterwards."""
+        from cdcflow.clients.mysql import ConnectionLost
+        from cdcflow.errors import ServiceUnavailable
+
+        try:
+            self._transaction()
+        except (*ConnectionLost, ServiceUnavailable):
+            self.connection_errors += 1
+            for conn in (self._conn, self._xa_conn):
+                if conn is not None:
+                    with contextlib.suppress(Exception):  # already broken
+                        conn.close()
+            self._conn = self._xa_conn = None
+
+    def _transaction(self) -> None:
         from cdcflow.clients.mysql import connect
 
         if self._conn is None:
             self._conn = connect(self.ep, autocommit=False)
-        conn = self._conn
+        conn, r = self._conn, self.rng
+        pending = self._xa_pending  # prepared by the previous call: decided after this transaction
+        if pending is None and r.random() < 0.08:
+            self._xa_prepare()
         with conn.cursor() as cur:
-            for _ in range(self.rng.randrange(1, 8)):
+            mixed = r.random() < 0.25
+            if mixed and r.random() < 0.5:
+                self._audit(cur)
+            for _ in range(r.randrange(1, 8)):
+                if r.random() < 0.15:  # a savepoint, statements, then back to it (or keep them)
+                    cur.execute("SAVEPOINT sp")
+                    for _ in range(r.randrange(1, 4)):
+                        self._statement(cur)
+                    if mixed:
+                        self._audit(cur)
+                    if r.random() < 0.6:
+                        cur.execute("ROLLBACK TO SAVEPOINT sp")
+                        self.savepoint_rollbacks += 1
+                    else:
+                        cur.execute("RELEASE SAVEPOINT sp")
                 self._statement(cur)
-        if self.rng.random() < 0.1:
+        if r.random() < 0.1:
             conn.rollback()
             self.rollbacks += 1
         else:
             conn.commit()
             self.transactions += 1
+        if pending is not None:  # an XA prepared before this transaction, decided after it
+            self._xa_pending = None
+            self._xa_finish(pending)
+
+    def _audit(self, cur: Any) -> None:
+        r = self.rng
+        values = (r.randrange(1, 500), self.transactions, f"n{r.randrange(10**6)}")
+        cur.execute(f"INSERT INTO {self.db}.audit VALUES (%s, %s, %s) "
+                    "ON DUPLICATE KEY UPDATE txn = VALUES(txn), note = VALUES(note)", values)  # fmt: skip
+
+    def _xa_prepare(self) -> None:
+        from cdcflow.clients.mysql import IntegrityError, connect
+
+        if self._xa_conn is None:
+            self._xa_conn = connect(self.ep, autocommit=True)
+        r, db = self.rng, self.db
+        xid = f"{db}-{self.transactions}-{r.randrange(10**9)}"
+        with self._xa_conn.cursor() as cur:
+            cur.execute(f"XA START '{xid}'")
+            for _ in range(r.randrange(1, 4)):
+                i = r.randrange(1, 200)
+                try:
+                    if r.random() < 0.6:
+                        values = (i, f"{r.randrange(10**5)}.25", xid)
+                        cur.execute(f"INSERT INTO {db}.xa_ledger VALUES (%s, %s, %s) "
+                                    "ON DUPLICATE KEY UPDATE amount = amount + VALUES(amount)", values)  # fmt: skip
+                    elif r.random() < 0.5:
+                        cur.execute(f"UPDATE {db}.xa_ledger SET note = %s WHERE id BETWEEN %s AND %s", (xid, i, i + 5))
+                    else:
+                        cur.execute(f"DELETE FROM {db}.xa_ledger WHERE id = %s", (i,))
+                except IntegrityError:
+                    pass
+            cur.execute(f"XA END '{xid}'")
+            cur.execute(f"XA PREPARE '{xid}'")
+        self._xa_pending = xid
+
+    def _xa_finish(self, xid: str) -> None:
+        from cdcflow.clients.mysql import connect
+
+        if self._xa_conn is None:  # after a server restart the prepared transaction is still there
+            self._xa_conn = connect(self.ep, autocommit=True)
+        with self._xa_conn.cursor() as cur:
+            if self.rng.random() < 0.75:
+                cur.execute(f"XA COMMIT '{xid}'")
+                self.xa_commits += 1
+            else:
+                cur.execute(f"XA ROLLBACK '{xid}'")
+                self.xa_rollbacks += 1
+
+    def _finish_prepared(self) -> None:
+        """Commit what this workload left prepared (e.g. across a server restart)."""
+        from cdcflow.clients.mysql import connect
+
+        conn = connect(self.ep, autocommit=True)
+        try:
+            with conn.cursor() as cur:
+                cur.execute("XA RECOVER")
+                for _format, _gtrid_len, _bqual_len, data in cur.fetchall():
+                    xid = data.decode() if isinstance(data, bytes) else str(data)
+                    if xid.startswith(f"{self.db}-"):
+                        cur.execute(f"XA COMMIT '{xid}'")
+                        self.xa_commits += 1
+        finally:
+            conn.close()
 
     def close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+        self._xa_pending = None
+        for conn in (self._conn, self._xa_conn):
+            if conn is not None:
+                conn.close()
+        self._conn = self._xa_conn = None
+        self._finish_prepared()

@@ -149,13 +149,19 @@ def iter_to_end(bootstrap: str, topic: str, timeout_s: float = 30.0) -> Iterator
         {"bootstrap.servers": bootstrap, "group.id": f"cdcflow-scan-{time.time_ns()}", "enable.auto.commit": False}
     )
     try:
-        meta = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
+        try:
+            meta = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
+        except KafkaException as exc:
+            raise ServiceUnavailable(f"read {topic}: {exc}") from exc
         if meta is None or meta.error is not None:
             return
         ends: dict[int, int] = {}
         starts = []
         for p in meta.partitions:
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s)
+            try:
+                low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s)
+            except KafkaException as exc:
+                raise ServiceUnavailable(f"read {topic}: {exc}") from exc
             if high > low:
                 ends[p] = high
                 starts.append(TopicPartition(topic, p, low))

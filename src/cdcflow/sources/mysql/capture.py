@@ -593,8 +593,17 @@ def _ignore_ack(_err: object, _msg: object) -> None:
     """Checkpoint records: a lost one only means resuming from an earlier one (duplicates, no loss)."""
 
 
+def summary(s: CaptureStats) -> str:
+    return (
+        f"{s.events} events, {s.snapshot_rows} snapshot rows, {s.transactions} groups, {s.ddl} DDL, "
+        f"{s.rolled_back_rows} rows rolled back ({s.rolled_back_groups} groups ended in ROLLBACK), "
+        f"XA {s.xa_prepared} prepared/{s.xa_committed} committed/{s.xa_rolled_back} rolled back/{s.xa_waiting} "
+        f"waiting, {s.oversize} oversize, {s.dead_letters} dead letters, {s.restarts} restarts"
+    )
+
+
 def run_forever(capture: MySqlCapture, stop: threading.Event) -> CaptureStats:
-    """Run until `stop`; log progress every 10 s."""
+    """Run until `stop`; log progress every 10 s and a summary at the end."""
 
     def report() -> None:
         last = 0
@@ -603,15 +612,15 @@ def run_forever(capture: MySqlCapture, stop: threading.Event) -> CaptureStats:
             rate = (s.events - last) / 10.0
             last = s.events
             lag = time.time() * 1000 - s.last_source_ts_ms if s.last_source_ts_ms else 0
-            log.info(
-                "mysql: %d events (%.0f/s), %d snapshot rows, %d transactions, %d DDL, %d dead letters, %d restarts, "
-                "source lag %.1f s, checkpoint %s", s.events, rate, s.snapshot_rows, s.transactions, s.ddl,
-                s.dead_letters, s.restarts, lag / 1000,
-                s.checkpoint.gtid_state if s.checkpoint else None,
-            )  # fmt: skip
+            log.info("mysql: %s; %.0f events/s, source lag %.1f s, checkpoint %s", summary(s), rate, lag / 1000,
+                     s.checkpoint.gtid_state if s.checkpoint else None)  # fmt: skip
 
     threading.Thread(target=report, name="mysql-progress", daemon=True).start()
     try:
-        return capture.run(stop)
-    except CdcflowError:
+        stats = capture.run(stop)
+    except CdcflowError as exc:
+        log.error("mysql capture stopped after %s: %s", summary(capture.stats), exc)
         raise
+    log.info("mysql capture stopped: %s; checkpoint %s", summary(stats),
+             stats.checkpoint.gtid_state if stats.checkpoint else None)  # fmt: skip
+    return stats
