@@ -219,7 +219,7 @@ def mysql_status(config_path: Path | None) -> None:
     from cdcflow.sources.mysql.checkpoint import Checkpoint
 
     cfg = wiring.load(config_path)
-    raw = read_latest(wiring.bootstrap(cfg), cfg.mysql.offsets_topic, cfg.mysql.name.encode())
+    raw = read_latest(wiring.kafka(cfg), cfg.mysql.offsets_topic, cfg.mysql.name.encode())
     if raw is None:
         click.echo(f"{cfg.mysql.name}: no checkpoint yet (starts at: {cfg.mysql.start})")
         return

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from cdcflow.clients.hbase import NativeHBaseClient
+from cdcflow.clients.kafka import KafkaEndpoint
 from cdcflow.clients.mysql import MySqlEndpoint
 from cdcflow.config import CdcflowConfig, load_config
 from cdcflow.errors import ConfigError
@@ -34,6 +35,11 @@ def bootstrap(cfg: CdcflowConfig) -> str:
     if cfg.kafka.bootstrap_servers:
         return cfg.kafka.bootstrap_servers
     return str(Stack(cfg.stack.resolved_home()).endpoints("kafka")["bootstrap_servers"])
+
+
+def kafka(cfg: CdcflowConfig) -> KafkaEndpoint:
+    """Kafka with the connection settings (SASL, TLS) of `kafka.properties`, for every client."""
+    return KafkaEndpoint.of(bootstrap(cfg), cfg.kafka.properties)
 
 
 def prepare_peer_cluster(cfg: CdcflowConfig) -> str:
@@ -79,6 +85,7 @@ def pipeline_context(cfg: CdcflowConfig) -> dict[str, Any]:
     context: dict[str, Any] = {
         "bootstrap_servers": bootstrap(cfg), "zk_quorum": source_zk(cfg), "data_dir": str(data_dir(cfg)),
         "mysql_schema_history_topic": cfg.mysql.schema_history_topic,
+        "kafka_properties": dict(cfg.kafka.properties),
     }  # fmt: skip
     if any(s.type == "phoenix" and not s.options.get("url") for s in cfg.pipeline.sinks):
         context["phoenix_url"] = Stack(cfg.stack.resolved_home()).endpoints("phoenix")["jdbc_url"]

@@ -21,6 +21,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
+from cdcflow.clients.kafka.java import java_client_options
 from cdcflow.config import PipelineConfig
 from cdcflow.config.model import DEAD_LETTER_QUERY as DEAD_LETTER_QUERY  # re-exported
 from cdcflow.errors import ConfigError
@@ -104,6 +105,10 @@ class Pipeline:
         self.context = context
         self.checkpoint_root = checkpoint_root
         self.sinks: list[Sink] = [make_sink(s, context) for s in cfg.sinks]
+        # kafka.properties (SASL, TLS) as Spark's Kafka options: the pipeline connects like the captures.
+        self.kafka_options = {
+            f"kafka.{k}": v for k, v in java_client_options(context.get("kafka_properties") or {}).items()
+        }
         self.spark: SparkSession | None = None
         self._progress_lock = threading.Lock()
 
@@ -115,6 +120,7 @@ class Pipeline:
             .option("startingOffsets", "earliest")
             .option("maxOffsetsPerTrigger", str(self.cfg.max_offsets_per_trigger))
             .option("kafka.metadata.max.age.ms", "5000")
+            .options(**self.kafka_options)
             .load()
         )
 
@@ -196,6 +202,7 @@ class Pipeline:
                 out.write.format("kafka")
                 .option("kafka.bootstrap.servers", self.context["bootstrap_servers"])
                 .option("topic", self.cfg.dead_letter_topic)
+                .options(**self.kafka_options)
                 .save()
             )
 

@@ -32,9 +32,12 @@ logger.started.level = INFO
 """
 
 
+SASL_USER, SASL_PASSWORD = "cdcflow", "cdcflow-secret"
+
+
 class KafkaService(Service):
     name = "kafka"
-    port_names = ("broker", "controller")
+    port_names = ("broker", "controller", "sasl")
     start_timeout_s = 90.0
 
     def __init__(self, heap_mb: int = 512) -> None:
@@ -57,7 +60,7 @@ class KafkaService(Service):
 
     def start(self, home: Path, ports: dict[str, int], log: Path) -> tuple[int, dict[str, Any]]:
         data = home / "data"
-        broker, controller = ports["broker"], ports["controller"]
+        broker, controller, sasl = ports["broker"], ports["controller"], ports["sasl"]
         props = home / "server.properties"
         # A static voter set (not --standalone) keeps a formatted log dir valid when ports change.
         props.write_text(
@@ -66,11 +69,18 @@ class KafkaService(Service):
                     "process.roles=broker,controller",
                     "node.id=1",
                     f"controller.quorum.voters=1@127.0.0.1:{controller}",
-                    f"listeners=PLAINTEXT://127.0.0.1:{broker},CONTROLLER://127.0.0.1:{controller}",
-                    f"advertised.listeners=PLAINTEXT://127.0.0.1:{broker}",
+                    f"listeners=PLAINTEXT://127.0.0.1:{broker},CONTROLLER://127.0.0.1:{controller},"
+                    f"SASL_PLAINTEXT://127.0.0.1:{sasl}",
+                    f"advertised.listeners=PLAINTEXT://127.0.0.1:{broker},SASL_PLAINTEXT://127.0.0.1:{sasl}",
                     "inter.broker.listener.name=PLAINTEXT",
                     "controller.listener.names=CONTROLLER",
-                    "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+                    "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,"
+                    "SASL_PLAINTEXT:SASL_PLAINTEXT",
+                    # A second listener that wants SASL/PLAIN, to test clients configured for a secured cluster.
+                    "sasl.enabled.mechanisms=PLAIN",
+                    "listener.name.sasl_plaintext.plain.sasl.jaas.config="
+                    "org.apache.kafka.common.security.plain.PlainLoginModule required "
+                    f'username="{SASL_USER}" password="{SASL_PASSWORD}" user_{SASL_USER}="{SASL_PASSWORD}";',
                     f"log.dirs={data}",
                     "num.partitions=1",
                     "offsets.topic.replication.factor=1",
@@ -95,7 +105,12 @@ class KafkaService(Service):
             if proc.returncode != 0:
                 raise StackError(f"kafka storage format failed:\n{proc.stdout}{proc.stderr}")
         pid = process.spawn(self._java(home, "kafka.Kafka", str(props)), log, cwd=home)
-        return pid, {"bootstrap_servers": f"127.0.0.1:{broker}"}
+        return pid, {
+            "bootstrap_servers": f"127.0.0.1:{broker}",
+            "sasl_bootstrap_servers": f"127.0.0.1:{sasl}",  # SASL_PLAINTEXT, mechanism PLAIN
+            "sasl_username": SASL_USER,
+            "sasl_password": SASL_PASSWORD,
+        }
 
     def check(self, endpoints: dict[str, Any]) -> str:
         brokers = kafka_client.ping(endpoints["bootstrap_servers"], timeout_s=3.0)

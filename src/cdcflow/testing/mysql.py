@@ -41,8 +41,12 @@ def source_config(name: str, databases: list[str], **overrides: Any) -> MySqlSou
 class CaptureThread:
     """`cdcflow mysql run` in a thread of the test process."""
 
-    def __init__(self, cfg: MySqlSourceConfig, mariadb: dict[str, Any], bootstrap: str) -> None:
-        self.capture = MySqlCapture(cfg, KafkaConfig(bootstrap_servers=bootstrap), repl_endpoint(mariadb), bootstrap)
+    def __init__(
+        self, cfg: MySqlSourceConfig, mariadb: dict[str, Any], bootstrap: str,
+        kafka_properties: dict[str, str] | None = None,
+    ) -> None:  # fmt: skip
+        kafka = KafkaConfig(bootstrap_servers=bootstrap, properties=kafka_properties or {})
+        self.capture = MySqlCapture(cfg, kafka, repl_endpoint(mariadb), bootstrap)
         self.stop_event = threading.Event()
         self.error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name=f"capture-{cfg.name}", daemon=True)

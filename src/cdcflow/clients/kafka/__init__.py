@@ -1,8 +1,11 @@
 """Kafka access. `client.py` is the only module in cdcflow that imports the Kafka client library."""
 
 from cdcflow.clients.kafka.client import (
+    KafkaEndpoint,
     KafkaRecord,
+    KafkaTarget,
     TopicReader,
+    client_config,
     consume,
     create_store_topic,
     create_topic,
@@ -16,8 +19,11 @@ from cdcflow.clients.kafka.client import (
 )
 
 __all__ = [
+    "KafkaEndpoint",
     "KafkaRecord",
+    "KafkaTarget",
     "TopicReader",
+    "client_config",
     "consume",
     "create_store_topic",
     "create_topic",

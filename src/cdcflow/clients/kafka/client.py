@@ -23,13 +23,50 @@ class KafkaRecord:
     value: bytes | None
 
 
-def _admin(bootstrap: str) -> AdminClient:
+# Settings of `kafka.properties` that every client needs, not only producers: how to reach and
+# authenticate to the brokers. (Producer tuning such as linger.ms would only draw warnings elsewhere.)
+CONNECTION_PREFIXES = ("security.", "sasl.", "ssl.", "ssl_", "enable.ssl", "client.", "socket.", "broker.",
+                       "metadata.", "api.version", "enable.sasl")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class KafkaEndpoint:
+    """Where Kafka is and how to talk to it (SASL, TLS, ...): every client cdcflow opens gets the same
+    connection settings. A plain "host:port" string is accepted wherever this is."""
+
+    bootstrap_servers: str
+    properties: tuple[tuple[str, str], ...] = ()  # librdkafka settings, as in the config's kafka.properties
+
+    @classmethod
+    def of(cls, bootstrap_servers: str, properties: dict[str, str] | None = None) -> KafkaEndpoint:
+        return cls(bootstrap_servers, tuple(sorted((properties or {}).items())))
+
+    def __str__(self) -> str:
+        return self.bootstrap_servers
+
+    def connection_properties(self) -> dict[str, str]:
+        return {k: v for k, v in self.properties if k.startswith(CONNECTION_PREFIXES)}
+
+
+KafkaTarget = str | KafkaEndpoint
+
+
+ClientSettings = dict[str, str | int | float | bool]
+
+
+def client_config(target: KafkaTarget, settings: ClientSettings | None = None) -> ClientSettings:
+    """A librdkafka configuration for a consumer or admin client of `target`."""
+    endpoint = target if isinstance(target, KafkaEndpoint) else KafkaEndpoint(target)
+    return {**(settings or {}), "bootstrap.servers": endpoint.bootstrap_servers, **endpoint.connection_properties()}
+
+
+def _admin(bootstrap: KafkaTarget) -> AdminClient:
     # log_level 0: while a broker starts, librdkafka would print every refused connection to
     # stderr; the caller gets the failure as an exception instead.
-    return AdminClient({"bootstrap.servers": bootstrap, "socket.connection.setup.timeout.ms": 5000, "log_level": 0})
+    return AdminClient(client_config(bootstrap, {"socket.connection.setup.timeout.ms": 5000, "log_level": 0}))
 
 
-def ping(bootstrap: str, timeout_s: float = 5.0) -> int:
+def ping(bootstrap: KafkaTarget, timeout_s: float = 5.0) -> int:
     """A real metadata request; returns the number of brokers that answered."""
     try:
         meta = _admin(bootstrap).list_topics(timeout=timeout_s)
@@ -40,7 +77,7 @@ def ping(bootstrap: str, timeout_s: float = 5.0) -> int:
     return len(meta.brokers)
 
 
-def list_topics(bootstrap: str, timeout_s: float = 10.0) -> list[str]:
+def list_topics(bootstrap: KafkaTarget, timeout_s: float = 10.0) -> list[str]:
     try:
         return sorted(_admin(bootstrap).list_topics(timeout=timeout_s).topics)
     except KafkaException as exc:
@@ -48,7 +85,7 @@ def list_topics(bootstrap: str, timeout_s: float = 10.0) -> list[str]:
 
 
 def create_topic(
-    bootstrap: str, name: str, partitions: int = 1, replication: int = 1, timeout_s: float = 30.0,
+    bootstrap: KafkaTarget, name: str, partitions: int = 1, replication: int = 1, timeout_s: float = 30.0,
     config: dict[str, str] | None = None,
 ) -> None:  # fmt: skip
     """Create `name` (with topic-level `config`); an existing topic is fine (idempotent)."""
@@ -66,13 +103,13 @@ def create_topic(
 
 
 def produce_sync(
-    bootstrap: str, topic: str, records: list[tuple[bytes | None, bytes]], timeout_s: float = 30.0
+    bootstrap: KafkaTarget, topic: str, records: list[tuple[bytes | None, bytes]], timeout_s: float = 30.0
 ) -> list[tuple[int, int]]:
     """Produce with acks=all and idempotence; return (partition, offset) per record once all are acknowledged.
 
     Any delivery failure raises: nothing is reported as sent unless Kafka acknowledged it.
     """
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all"})
+    producer = Producer(client_config(bootstrap, {"enable.idempotence": True, "acks": "all"}))
     results: list[tuple[int, int] | None] = [None] * len(records)
     errors: list[str] = []
 
@@ -94,16 +131,18 @@ def produce_sync(
 
 
 def consume(
-    bootstrap: str, topic: str, *, expected: int, timeout_s: float = 30.0, group: str | None = None
+    bootstrap: KafkaTarget, topic: str, *, expected: int, timeout_s: float = 30.0, group: str | None = None
 ) -> list[KafkaRecord]:
     """Read `topic` from the beginning until `expected` records arrived or `timeout_s` passed."""
     consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": group or f"cdcflow-read-{time.time_ns()}",
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-        }
+        client_config(
+            bootstrap,
+            {
+                "group.id": group or f"cdcflow-read-{time.time_ns()}",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+            },
+        )
     )
     out: list[KafkaRecord] = []
     try:
@@ -124,9 +163,9 @@ def consume(
     return out
 
 
-def end_offsets(bootstrap: str, topic: str, timeout_s: float = 10.0) -> dict[int, int]:
+def end_offsets(bootstrap: KafkaTarget, topic: str, timeout_s: float = 10.0) -> dict[int, int]:
     """Partition → high watermark (the offset the next record will get); {} if the topic is absent."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"cdcflow-offsets-{time.time_ns()}"})
+    consumer = Consumer(client_config(bootstrap, {"group.id": f"cdcflow-offsets-{time.time_ns()}"}))
     try:
         meta = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
         if meta is None or meta.error is not None:
@@ -138,15 +177,15 @@ def end_offsets(bootstrap: str, topic: str, timeout_s: float = 10.0) -> dict[int
         consumer.close()
 
 
-def read_to_end(bootstrap: str, topic: str, timeout_s: float = 30.0) -> list[KafkaRecord]:
+def read_to_end(bootstrap: KafkaTarget, topic: str, timeout_s: float = 30.0) -> list[KafkaRecord]:
     """Every record of `topic` from its start to its end now ([] if the topic does not exist)."""
     return list(iter_to_end(bootstrap, topic, timeout_s))
 
 
-def iter_to_end(bootstrap: str, topic: str, timeout_s: float = 30.0) -> Iterator[KafkaRecord]:
+def iter_to_end(bootstrap: KafkaTarget, topic: str, timeout_s: float = 30.0) -> Iterator[KafkaRecord]:
     """`read_to_end` one record at a time (a store topic may hold many records before compaction)."""
     consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": f"cdcflow-scan-{time.time_ns()}", "enable.auto.commit": False}
+        client_config(bootstrap, {"group.id": f"cdcflow-scan-{time.time_ns()}", "enable.auto.commit": False})
     )
     try:
         try:
@@ -191,16 +230,18 @@ def iter_to_end(bootstrap: str, topic: str, timeout_s: float = 30.0) -> Iterator
 class TopicReader:
     """Reads topics from the beginning, incrementally: each `poll` returns what arrived since."""
 
-    def __init__(self, bootstrap: str, topics: list[str]) -> None:
+    def __init__(self, bootstrap: KafkaTarget, topics: list[str]) -> None:
         self._consumer = Consumer(
-            {
-                "bootstrap.servers": bootstrap,
-                "group.id": f"cdcflow-reader-{time.time_ns()}",
-                "auto.offset.reset": "earliest",
-                "enable.auto.commit": False,
-                "fetch.message.max.bytes": 32 * 1024 * 1024,
-                "topic.metadata.refresh.interval.ms": 1000,
-            }
+            client_config(
+                bootstrap,
+                {
+                    "group.id": f"cdcflow-reader-{time.time_ns()}",
+                    "auto.offset.reset": "earliest",
+                    "enable.auto.commit": False,
+                    "fetch.message.max.bytes": 32 * 1024 * 1024,
+                    "topic.metadata.refresh.interval.ms": 1000,
+                },
+            )
         )
         self._consumer.subscribe(topics)
 
@@ -228,7 +269,7 @@ class TopicReader:
         self._consumer.close()
 
 
-def read_latest(bootstrap: str, topic: str, key: bytes, timeout_s: float = 30.0) -> bytes | None:
+def read_latest(bootstrap: KafkaTarget, topic: str, key: bytes, timeout_s: float = 30.0) -> bytes | None:
     """The newest value of `key` in `topic` (a compacted store such as the offsets topic), read to its end.
 
     None if the topic or the key does not exist. A tombstone (null value) also reads as None.
@@ -240,14 +281,14 @@ def read_latest(bootstrap: str, topic: str, key: bytes, timeout_s: float = 30.0)
     return latest
 
 
-def create_store_topic(bootstrap: str, name: str, compact: bool, timeout_s: float = 30.0) -> None:
+def create_store_topic(bootstrap: KafkaTarget, name: str, compact: bool, timeout_s: float = 30.0) -> None:
     """A single-partition topic that keeps its records: log-compacted (checkpoints: the newest value
     per key survives) or kept forever (schema history: every record matters). Existing is fine."""
     config = {"cleanup.policy": "compact"} if compact else {"retention.ms": "-1", "retention.bytes": "-1"}
     create_topic(bootstrap, name, partitions=1, timeout_s=timeout_s, config=config)
 
 
-def topic_config(bootstrap: str, topic: str, name: str, timeout_s: float = 30.0) -> str | None:
+def topic_config(bootstrap: KafkaTarget, topic: str, name: str, timeout_s: float = 30.0) -> str | None:
     """One effective configuration value of `topic` (its own or the broker's default)."""
     admin = _admin(bootstrap)
     resource = ConfigResource(ConfigResource.Type.TOPIC, topic)

@@ -25,7 +25,14 @@ from typing import Any
 
 import orjson
 
-from cdcflow.clients.kafka import create_store_topic, create_topic, iter_to_end, read_latest, topic_config
+from cdcflow.clients.kafka import (
+    KafkaEndpoint,
+    create_store_topic,
+    create_topic,
+    iter_to_end,
+    read_latest,
+    topic_config,
+)
 from cdcflow.clients.kafka.producer import DeliveryCallback, ProducerSettings, SyncProducer
 from cdcflow.clients.mysql import BinlogStream, MySqlEndpoint, StreamStart
 from cdcflow.config import KafkaConfig, MySqlSourceConfig
@@ -98,7 +105,8 @@ class MySqlCapture:
     ) -> None:  # fmt: skip
         self.cfg = cfg
         self.ep = endpoint
-        self.bootstrap = bootstrap
+        # Every Kafka client of the capture (admin, readers of its own topics) gets kafka.properties too.
+        self.bootstrap = KafkaEndpoint.of(bootstrap, kafka.properties)
         settings = ProducerSettings(
             bootstrap, kafka.compression, kafka.linger_ms, kafka.delivery_timeout_ms,
             max_message_bytes=max(16 * 2**20, cfg.max_record_bytes + 2**20),

@@ -35,7 +35,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import MapType, StringType
 
-from cdcflow.clients.kafka.client import iter_to_end
+from cdcflow.clients.kafka.client import KafkaEndpoint, iter_to_end
 from cdcflow.clients.phoenix import DRIVER, PhoenixConnection, PhoenixError
 from cdcflow.errors import ConfigError, TerminalError
 from cdcflow.jars import phoenix as phoenix_jars
@@ -113,7 +113,8 @@ class PhoenixSink(Sink):
         if not self.history_topic:
             return None
         latest = None
-        for rec in iter_to_end(self.context["bootstrap_servers"], str(self.history_topic)):
+        kafka = KafkaEndpoint.of(self.context["bootstrap_servers"], self.context.get("kafka_properties"))
+        for rec in iter_to_end(kafka, str(self.history_topic)):
             try:
                 doc = orjson.loads(rec.value or b"")
             except orjson.JSONDecodeError:
