@@ -22,14 +22,16 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 import yaml
 
 from cdcflow.clients.kafka import end_offsets, read_latest
 from cdcflow.clients.kafka.client import consume
 from cdcflow.clients.mysql import execute, query
+from cdcflow.sources.mysql.capture import BinlogHistoryChanged
 from cdcflow.sources.mysql.checkpoint import Checkpoint
 from cdcflow.testing import ServiceHarness, soak_size, unique_name
-from cdcflow.testing.mysql import WORKLOAD_TABLES, MySqlWorkload, admin_endpoint, source_config
+from cdcflow.testing.mysql import WORKLOAD_TABLES, CaptureThread, MySqlWorkload, admin_endpoint, source_config
 from cdcflow.verify.mysql import compare_tables, rebuild, source_rows
 
 
@@ -364,5 +366,10 @@ def test_mariadb_killed_and_restarted_under_a_running_capture(kafka: dict[str, A
         assert workload.transactions > 100 and workload.connection_errors > 0
         print(f"mariadb restart: {workload.transactions} transactions, {workload.connection_errors} connection "
               f"errors in the workload, rows {sizes}, {checkpoints} checkpoints on boundaries")  # fmt: skip
+        # RESET MASTER starts a new history with lower sequence numbers: resuming there must be refused loudly.
+        execute(admin, "RESET MASTER", f"INSERT INTO {db}.audit VALUES (100000, 1, 'new history')")
+        again = CaptureThread(capture.cfg, mariadb, bootstrap)
+        with pytest.raises(BinlogHistoryChanged, match="binlog history is not the one"):
+            again.start()
     finally:
         private.down()

@@ -38,7 +38,8 @@ def test_mysql_capture_through_sasl_resumes_with_its_xa_rows(mariadb: dict[str, 
     try:
         execute(admin, f"INSERT INTO {db}.t VALUES (1, 'one')")
         with xa.cursor() as cur:
-            for sql in ("XA START 'sasl1'", "INSERT INTO t VALUES (2, 'xa')", "XA END 'sasl1'", "XA PREPARE 'sasl1'"):
+            xid = f"'{db}-1'"
+            for sql in (f"XA START {xid}", "INSERT INTO t VALUES (2, 'xa')", f"XA END {xid}", f"XA PREPARE {xid}"):
                 cur.execute(sql)
         (gtid_pos,) = query(admin, "SELECT @@gtid_binlog_pos")[0]
         deadline = time.monotonic() + 60
@@ -51,7 +52,7 @@ def test_mysql_capture_through_sasl_resumes_with_its_xa_rows(mariadb: dict[str, 
     capture = CaptureThread(cfg, mariadb, sasl, kafka_properties=props).start()
     try:
         with xa.cursor() as cur:
-            cur.execute("XA COMMIT 'sasl1'")
+            cur.execute(f"XA COMMIT '{db}-1'")
         values = read_all(kafka["bootstrap_servers"], [f"{cfg.topic_prefix}.{db}.t"], expected=2)
     finally:
         stats = capture.stop()

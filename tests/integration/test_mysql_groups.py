@@ -80,17 +80,17 @@ def test_savepoints_mixed_engines_and_xa_are_published_exactly_as_committed(
         run(conn, "BEGIN", "INSERT INTO inno VALUES (30, 'rolled back')", "INSERT INTO myi VALUES (30, 'kept')",
             "DELETE FROM inno WHERE id = 11", "ROLLBACK")  # fmt: skip
         # XA: committed and rolled back, each with an ordinary transaction between PREPARE and the outcome.
-        run(xa, "XA START 'x1'", "INSERT INTO inno VALUES (40, 'xa')", "UPDATE inno SET v = 'xa' WHERE id = 20",
-            "XA END 'x1'", "XA PREPARE 'x1'")  # fmt: skip
+        run(xa, f"XA START '{db}-x1'", "INSERT INTO inno VALUES (40, 'xa')", "UPDATE inno SET v = 'xa' WHERE id = 20",
+            f"XA END '{db}-x1'", f"XA PREPARE '{db}-x1'")  # fmt: skip
         run(other, "INSERT INTO inno VALUES (41, 'between')")
-        run(xa, "XA COMMIT 'x1'")
-        run(xa, "XA START 'x2'", "INSERT INTO inno VALUES (42, 'xa rolled back')", "DELETE FROM inno WHERE id = 41",
-            "XA END 'x2'", "XA PREPARE 'x2'")  # fmt: skip
+        run(xa, f"XA COMMIT '{db}-x1'")
+        run(xa, f"XA START '{db}-x2'", "INSERT INTO inno VALUES (42, 'xa rolled back')",
+            "DELETE FROM inno WHERE id = 41", f"XA END '{db}-x2'", f"XA PREPARE '{db}-x2'")  # fmt: skip
         run(other, "INSERT INTO inno VALUES (43, 'between')")
-        run(xa, "XA ROLLBACK 'x2'")
+        run(xa, f"XA ROLLBACK '{db}-x2'")
         # Prepared before a restart, committed after it: the checkpoint passes the PREPARE.
-        run(xa, "XA START 'x3'", "INSERT INTO inno VALUES (50, 'prepared')", "DELETE FROM inno WHERE id = 43",
-            "XA END 'x3'", "XA PREPARE 'x3'")  # fmt: skip
+        run(xa, f"XA START '{db}-x3'", "INSERT INTO inno VALUES (50, 'prepared')", "DELETE FROM inno WHERE id = 43",
+            f"XA END '{db}-x3'", f"XA PREPARE '{db}-x3'")  # fmt: skip
         run(other, "INSERT INTO inno VALUES (51, 'after prepare')")
         (gtid_pos,) = query(admin, "SELECT @@gtid_binlog_pos")[0]
         wait_for_checkpoint(capture, gtid_pos)
@@ -104,7 +104,7 @@ def test_savepoints_mixed_engines_and_xa_are_published_exactly_as_committed(
 
     capture = CaptureThread(cfg, mariadb, bootstrap).start()
     try:
-        run(xa, "XA COMMIT 'x3'")
+        run(xa, f"XA COMMIT '{db}-x3'")
         run(other, "UPDATE inno SET v = 'last' WHERE id = 50")
         (gtid_pos,) = query(admin, "SELECT @@gtid_binlog_pos")[0]
         wait_for_checkpoint(capture, gtid_pos)

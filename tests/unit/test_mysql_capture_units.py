@@ -31,7 +31,7 @@ def rows_event(kind: str, rows: list[tuple[dict[str, object] | None, dict[str, o
 
 
 def test_update_that_changes_the_key_becomes_a_linked_delete_and_create() -> None:
-    txn = TxnContext(id="0-1-9", gtid="0-1-9", file="binlog.000003", file_index=3)
+    txn = TxnContext(id="0-1-9", gtid="0-1-9", file="binlog.000003", seq=9, event_index=2)
     ev = rows_event("update", [({"b": 1, "a": 2, "v": "x"}, {"b": 1, "a": 3, "v": "x"}),
                                ({"b": 5, "a": 5, "v": "p"}, {"b": 5, "a": 5, "v": "q"})])  # fmt: skip
     out = row_changes(ev, txn, "src", key_columns(SCHEMA, {}))
@@ -42,7 +42,7 @@ def test_update_that_changes_the_key_becomes_a_linked_delete_and_create() -> Non
     assert out[0].after is None and out[1].before is None and out[2].pk_change is None
     assert [e.transaction for e in out] == [{"id": "0-1-9", "order": n} for n in (1, 2, 3)]
     # position: [file index, start of the rows event, row index]
-    assert [e.source.pos for e in out] == [(3, 1000, 0), (3, 1000, 0), (3, 1000, 1)]
+    assert [e.source.pos for e in out] == [(9, 2, 0), (9, 2, 0), (9, 2, 1)]
     assert out[2].source.extra == {"gtid": "0-1-9", "server_id": 1, "file": "binlog.000003", "position": 1000, "row": 1}
     again = decode(encode(out[0]))  # the envelope round-trips, links included
     assert again.pk_change == out[0].pk_change and again.transaction == out[0].transaction
@@ -56,7 +56,7 @@ def test_tables_without_a_primary_key_use_configured_columns_or_the_whole_row() 
 
 
 def test_null_is_kept_distinct_from_missing() -> None:
-    txn = TxnContext(id="t", gtid=None, file="binlog.000001", file_index=1)
+    txn = TxnContext(id="t", gtid=None, file="binlog.000001", seq=1)
     (ev,) = row_changes(rows_event("insert", [(None, {"b": 1, "a": 1, "v": None})]), txn, "s", ("a", "b"))
     raw = orjson.loads(encode(ev))
     assert raw["after"] == {"b": 1, "a": 1, "v": None} and "v" in raw["after"]

@@ -14,7 +14,13 @@ from cdcflow.sources.mysql.binlog.events import (
     GtidEvent,
 )
 from cdcflow.sources.mysql.checkpoint import AckFrontier, Checkpoint
-from cdcflow.sources.mysql.transactions import GroupKind, QueryRole, TransactionState, savepoint_name
+from cdcflow.sources.mysql.transactions import (
+    GroupKind,
+    QueryRole,
+    TransactionState,
+    history_behind,
+    savepoint_name,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -38,7 +44,7 @@ def test_a_committed_transaction_releases_its_checkpoint_once_acknowledged() -> 
     frontier = AckFrontier()
     state = TransactionState(start(), frontier)
     ctx = state.begin(gtid(0, 11))
-    assert ctx.gtid == "0-1-11" and ctx.file == "mysql-bin.000004" and ctx.file_index == 4
+    assert ctx.gtid == "0-1-11" and ctx.file == "mysql-bin.000004" and ctx.seq == 11
     opened = state.open
     assert opened is not None
     _ctx, txn = opened
@@ -72,7 +78,7 @@ def test_query_roles_inside_and_outside_transactions() -> None:
 def test_rotate_moves_the_file_of_later_transactions() -> None:
     state = TransactionState(start(), AckFrontier())
     state.rotate("mysql-bin.000005")
-    assert state.begin(gtid(0, 11)).file_index == 5
+    assert state.begin(gtid(0, 11)).file == "mysql-bin.000005"
     assert state.commit(header(300), {}).file == "mysql-bin.000005"
 
 
@@ -126,3 +132,21 @@ def test_xa_groups_keep_the_prepared_set_in_every_checkpoint() -> None:
 )  # fmt: skip
 def test_savepoint_names_as_mariadb_writes_them(query: str, name: str) -> None:
     assert savepoint_name(query) == name
+
+
+def test_a_sequence_number_that_goes_back_is_a_changed_history() -> None:
+    state = TransactionState(start(), AckFrontier())
+    state.begin(gtid(3, 8))  # domain 3 was at 7
+    state.commit(header(300), {})
+    with pytest.raises(TerminalError, match="does not follow 3-1-8 in domain 3"):
+        state.begin(gtid(3, 8))
+    state.begin(gtid(5, 1))  # a new domain starts anywhere
+
+
+def test_history_behind_names_each_domain_the_server_lacks() -> None:
+    assert history_behind("0-1-10,3-2-7", "0-1-12,3-2-7") == []
+    assert history_behind("", "0-1-3") == []
+    assert history_behind("0-1-10,3-2-7", "0-1-4") == [
+        "domain 0: the checkpoint is at 0-1-10, the server's binlog ends at 0-1-4",
+        "domain 3: the checkpoint is at 3-2-7, the server's binlog has no such domain",
+    ]

@@ -34,7 +34,7 @@ from cdcflow.clients.kafka import (
     topic_config,
 )
 from cdcflow.clients.kafka.producer import DeliveryCallback, ProducerSettings, SyncProducer
-from cdcflow.clients.mysql import BinlogStream, MySqlEndpoint, StreamStart
+from cdcflow.clients.mysql import BinlogStream, MySqlEndpoint, StreamStart, query
 from cdcflow.config import KafkaConfig, MySqlSourceConfig
 from cdcflow.errors import CdcflowError, RetryableError, ServiceUnavailable, TerminalError
 from cdcflow.events.json_codec import encode
@@ -62,7 +62,7 @@ from cdcflow.sources.mysql.changes import TxnContext, key_columns, row_changes
 from cdcflow.sources.mysql.checkpoint import AckFrontier, Checkpoint, PendingTxn
 from cdcflow.sources.mysql.preflight import ServerInfo, preflight
 from cdcflow.sources.mysql.snapshot import Snapshotter
-from cdcflow.sources.mysql.transactions import QueryRole, TransactionState, savepoint_name
+from cdcflow.sources.mysql.transactions import QueryRole, TransactionState, history_behind, savepoint_name
 from cdcflow.sources.mysql.txn_buffer import HeldRecord, RecordBuffer
 from cdcflow.sources.mysql.xa import HoldingKey, check_complete
 
@@ -188,6 +188,7 @@ class MySqlCapture:
                 "no checkpoint for %s: starting at %s", self.cfg.name, checkpoint.gtid_state or "the oldest binlog"
             )
         else:
+            self._check_history(checkpoint)
             log.info(
                 "resuming %s after GTID %s (%s:%d)",
                 self.cfg.name,
@@ -211,6 +212,26 @@ class MySqlCapture:
             assert self.stats.checkpoint is not None
             checkpoint = self.stats.checkpoint
         return self.stats
+
+    def _check_history(self, checkpoint: Checkpoint) -> None:
+        """Refuse to resume on a binlog history other than the checkpoint's: positions would go backwards
+        and every sink would ignore the changes that follow."""
+        assert self.server is not None
+        problems = history_behind(checkpoint.gtid_state or "", self.server.gtid_binlog_pos)
+        if not problems and checkpoint.file and checkpoint.server_id == self.server.server_id:
+            # The same server: its binlog at the checkpoint's file/position must be where the checkpoint says.
+            rows = query(self.ep, "SELECT BINLOG_GTID_POS(%s, %s)", (checkpoint.file, checkpoint.pos))
+            there = rows[0][0] if rows else None
+            if there is not None and there != "" and there != checkpoint.gtid_state:
+                problems.append(f"{checkpoint.file}:{checkpoint.pos} is at GTID {there} on the server, "
+                                f"not at the checkpoint's {checkpoint.gtid_state}")  # fmt: skip
+        if problems:
+            raise BinlogHistoryChanged(
+                f"MySQL source {self.cfg.name}: the server's binlog history is not the one this capture's checkpoint "
+                f"came from ({'; '.join(problems)}). Resuming would publish positions that go backwards. If the "
+                f"history was reset on purpose, delete the checkpoint (key {self.cfg.name!r} in "
+                f"{self.cfg.offsets_topic}) and start again, rebuilding the sinks."
+            )
 
     def _setup_snapshot(self, checkpoint: Checkpoint | None) -> None:
         snap_cfg = self.cfg.snapshot
@@ -276,7 +297,8 @@ class MySqlCapture:
     def _on_event(self, ev: BinlogEvent, position: TransactionState) -> None:
         h = ev.header
         if isinstance(ev, RowsEvent):
-            if ev.schema is not None and position.open is not None:
+            if ev.schema is not None and position.ctx is not None:
+                position.ctx.event_index += 1
                 self._publish_rows(ev, position)
                 self._since_poll += len(ev.rows)
                 if self._since_poll >= 2000:
@@ -546,14 +568,14 @@ class MySqlCapture:
         record = {
             "kind": "table", "source": self.cfg.name, "db": ev.schema.db, "table": ev.schema.table,
             "columns": columns, "gtid": ctx.gtid, "file": ctx.file,
-            "pos": [ctx.file_index, ev.header.start_pos, 0], "ts_ms": ev.header.timestamp * 1000,
+            "pos": [ctx.seq, ctx.event_index, 0], "ts_ms": ev.header.timestamp * 1000,
         }  # fmt: skip
         self._send(self.cfg.schema_history_topic, self.cfg.name.encode(), orjson.dumps(record), txn)
 
     def _publish_ddl(self, ev: QueryEvent, ctx: TxnContext, txn: PendingTxn) -> None:
         record = {
             "kind": "ddl", "source": self.cfg.name, "db": ev.db, "ddl": ev.query, "gtid": ctx.gtid, "file": ctx.file,
-            "pos": [ctx.file_index, ev.header.start_pos, 0], "ts_ms": ev.header.timestamp * 1000,
+            "pos": [ctx.seq, 0, 0], "ts_ms": ev.header.timestamp * 1000,
         }  # fmt: skip
         self._send(self.cfg.schema_history_topic, self.cfg.name.encode(), orjson.dumps(record), txn)
         self.stats.ddl += 1
@@ -587,6 +609,10 @@ class MySqlCapture:
         log.error("dead-lettering the undecodable %s: %s", where, exc)
         self._send(self.cfg.dead_letter_topic, self.cfg.name.encode(), orjson.dumps(record), txn)
         self.stats.dead_letters += 1
+
+
+class BinlogHistoryChanged(TerminalError):
+    """The server's binlog is not the history the checkpoint was taken from."""
 
 
 class UndecodableEvent(TerminalError):

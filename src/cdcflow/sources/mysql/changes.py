@@ -23,12 +23,18 @@ from cdcflow.sources.mysql.binlog.events import Row, RowsEvent
 
 @dataclass
 class TxnContext:
-    """The transaction a rows event belongs to, as the capture loop tracks it."""
+    """The event group a rows event belongs to, as the capture loop tracks it.
 
-    id: str  # MariaDB GTID "domain-server-seq", else "file:position" of its first event
+    Positions (`source.pos`) are [GTID sequence number, rows event within the group, row within the
+    event]: the same on every server that holds the transaction (a replica after a failover numbers
+    its binlog files differently, but not its GTIDs), and increasing in commit order within a GTID
+    domain, which gtid_strict_mode keeps monotonic. docs/mysql.md "Positions" says what compares."""
+
+    id: str  # MariaDB GTID "domain-server-seq"
     gtid: str | None
     file: str
-    file_index: int
+    seq: int  # the GTID's sequence number
+    event_index: int = 0  # rows events of the group so far (the capture counts them)
     order: int = 0  # events emitted so far in this transaction
 
 
@@ -54,7 +60,7 @@ def row_changes(ev: RowsEvent, txn: TxnContext, source_name: str, key_cols: tupl
     for index, (before, after) in enumerate(ev.rows):
         source = SourceInfo(
             connector="mysql", name=source_name, db=schema.db, table=schema.table, ts_ms=h.timestamp * 1000,
-            pos=(txn.file_index, h.start_pos, index),
+            pos=(txn.seq, txn.event_index, index),
             extra={"gtid": txn.gtid, "server_id": h.server_id, "file": txn.file, "position": h.start_pos, "row": index},
         )  # fmt: skip
         if ev.kind == "insert":

@@ -200,7 +200,7 @@ class Snapshotter:
                 continue
             source = SourceInfo(
                 connector="mysql", name=self.source_name, db=plan.db, table=plan.table, ts_ms=ts_ms,
-                pos=(ctx.file_index, pos, index), snapshot=True,
+                pos=(ctx.seq, ctx.event_index, index), snapshot=True,
                 extra={"gtid": ctx.gtid, "file": ctx.file, "position": pos, "row": index},
             )  # fmt: skip
             events.append(ChangeEvent(key=key, op=Op.READ, source=source, after=row_values))

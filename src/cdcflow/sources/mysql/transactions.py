@@ -16,7 +16,7 @@ import re
 from typing import Any
 
 from cdcflow.errors import TerminalError
-from cdcflow.sources.mysql.binlog.events import EventHeader, GtidEvent, file_index
+from cdcflow.sources.mysql.binlog.events import EventHeader, GtidEvent
 from cdcflow.sources.mysql.changes import TxnContext
 from cdcflow.sources.mysql.checkpoint import AckFrontier, Checkpoint, PendingTxn
 
@@ -79,6 +79,21 @@ def format_gtid_state(state: dict[int, str]) -> str:
     return ",".join(state[d] for d in sorted(state))
 
 
+def history_behind(checkpoint_state: str, server_state: str) -> list[str]:
+    """Domains where the server's binlog is behind the checkpoint: its history is not the one the checkpoint
+    came from (RESET MASTER, or a failover to a server that lacks transactions the capture published)."""
+    ours, theirs = parse_gtid_state(checkpoint_state), parse_gtid_state(server_state)
+    problems = []
+    for domain, gtid in sorted(ours.items()):
+        seq = int(gtid.rsplit("-", 1)[1])
+        server = theirs.get(domain)
+        if server is None:
+            problems.append(f"domain {domain}: the checkpoint is at {gtid}, the server's binlog has no such domain")
+        elif int(server.rsplit("-", 1)[1]) < seq:
+            problems.append(f"domain {domain}: the checkpoint is at {gtid}, the server's binlog ends at {server}")
+    return problems
+
+
 class TransactionState:
     """The stream position and the open event group, from a start checkpoint on."""
 
@@ -86,7 +101,6 @@ class TransactionState:
         self.frontier = frontier
         self.gtid_state = parse_gtid_state(start.gtid_state or "")
         self.file = start.file
-        self.file_index = file_index(start.file) if start.file else 0
         self.txn: PendingTxn | None = None
         self.ctx: TxnContext | None = None
         self.kind = GroupKind.STREAMED
@@ -111,11 +125,19 @@ class TransactionState:
         return self.kind in (GroupKind.BUFFERED, GroupKind.XA_PREPARE)
 
     def rotate(self, next_file: str) -> None:
-        self.file, self.file_index = next_file, file_index(next_file)
+        self.file = next_file
 
     def begin(self, ev: GtidEvent) -> TxnContext:
+        last = self.gtid_state.get(ev.domain_id)
+        if last is not None and ev.seq_no <= int(last.rsplit("-", 1)[1]):
+            # Positions are ordered by sequence number: a sink would ignore everything from here on.
+            raise TerminalError(
+                f"binlog at {self.file}:{ev.header.start_pos}: GTID {ev.gtid} does not follow {last} in domain "
+                f"{ev.domain_id}; the binlog history changed (RESET MASTER, a failover to a server with another "
+                "history, or gtid_strict_mode=OFF with several writers in one domain)"
+            )
         self.txn = self.frontier.begin()
-        self.ctx = TxnContext(id=ev.gtid, gtid=ev.gtid, file=self.file, file_index=self.file_index)
+        self.ctx = TxnContext(id=ev.gtid, gtid=ev.gtid, file=self.file, seq=ev.seq_no)
         if ev.xa_completion:
             self.kind = GroupKind.XA_COMPLETION
         elif ev.xa_prepare:
