@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import struct
+import zlib
 from decimal import Decimal
 from pathlib import Path
 
@@ -117,6 +119,36 @@ def test_random_bytes_raise_only_decode_errors(blob: bytes) -> None:
         decoder.decode(blob)
     except BinlogDecodeError:
         pass
+
+
+# Every event type the decoder reads a body of; rows events and TABLE_MAP name the golden table's id.
+BODY_TYPES = (2, 4, 16, 19, 23, 24, 25, 30, 31, 32, 38, 160, 162, 163)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.sampled_from(BODY_TYPES), st.binary(max_size=300), st.booleans(), st.integers(0, 0xFFFF))
+def test_random_bodies_behind_valid_headers_reach_the_body_decoders(
+    event_type: int, body: bytes, known_table: bool, flags: int
+) -> None:
+    """Structure-aware: a valid header, size and CRC around a random body, so every case gets past the
+    framing checks into the decoder of its event type, which must answer with BinlogDecodeError only."""
+    events = golden_events()
+    decoder = BinlogDecoder()
+    decoder.checksum = True
+    prefix_len = next(i for i, e in enumerate(events) if e[4] == 23)
+    for e in events[:prefix_len]:  # format description and the table's TABLE_MAP
+        decoder.decode(e)
+    table_id = events[prefix_len][19:25]  # the rows event's 6-byte table id
+    if known_table and event_type in (19, 23, 24, 25, 30, 31, 32):
+        body = table_id + body
+    size = 19 + len(body) + 4
+    header = struct.pack("<IBIIIH", 1_700_000_000, event_type, 1, size, 1000 + size, flags & ~0x20)
+    event = header + body
+    event += struct.pack("<I", zlib.crc32(event))
+    try:
+        decoder.decode(event)
+    except BinlogDecodeError as exc:
+        assert "CRC32" not in str(exc) and "header says" not in str(exc)  # the body decoder refused it
 
 
 # -- reference encoders (the server's formats, written from the documentation) -------------------------------
@@ -299,3 +331,50 @@ def test_truncated_xa_ids_are_decode_errors() -> None:
                 decoder.decode(short)
             except BinlogDecodeError:
                 continue
+
+
+# -- the golden rows, spelled out from the SQL that wrote them (tests/integration/test_mysql_types.py ROWS),
+# -- not from the decoder's earlier output -------------------------------------------------------------------
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+POINT_1_2 = struct.pack("<IBIdd", 0, 1, 1, 1.0, 2.0)  # SRID 0, then WKB: little-endian POINT(1 2)
+ROW_1 = {
+    "id": 1, "i8": -128, "u8": 255, "i16": -32768, "u16": 65535, "i24": -8388608, "u24": 16777215,
+    "i32": -(2**31), "u32": 2**32 - 1, "i64": -(2**63), "u64": 2**64 - 1, "bool1": 1,
+    "d1": "-999.99", "d2": "12345678901234567890.0123456789",
+    "d3": "-12345678901234567890123456789012345.123456789012345678901234567891", "d4": "9999999999",
+    "d5": "-0.9999", "f": 3.14159, "db": -2.718281828459045,
+    "dt0": "2024-02-29", "dtm0": "1000-01-01 00:00:00", "dtm3": "2026-11-22 13:14:15.678",
+    "dtm6": "9999-12-31 23:59:59.999999",
+    "ts0": "1970-01-01T00:00:01Z", "ts2": "2038-01-19T03:14:07.99Z", "ts6": "2026-06-30T12:00:00.000001Z",
+    "t0": "-838:59:59", "t1": "-00:00:01.5", "t4": "12:34:56.7891", "t6": "838:59:58.999999", "y": 2155,
+    "b1": 1, "b10": 0b1010101010, "b64": 2**64 - 1, "e": "blue", "s": "a,c,d",
+    "j": '{"k": [1, 2.5, "x\\u00e9"], "n": null}', "c5": "ab", "c300": "é" * 100, "vc": "x" * 300,
+    "l1": "café", "tt": "tiny", "tx": "text 😀", "mt": "medium", "lt": "long " * 1000,
+    "bn": _b64(b"a\x00\x00\x00"), "vb": _b64(b"v\x00b\x00"), "tb": _b64(b"tb"), "bl": _b64(b"blob"),
+    "mb": _b64(b"mblob"), "lb": _b64(b"L" * 70000), "g": _b64(POINT_1_2),
+}  # fmt: skip
+ROW_2 = {name: (2 if name == "id" else None) for name in ROW_1}
+ROW_3 = {
+    **{name: 0 for name in ("i8", "u8", "i16", "u16", "i24", "u24", "i32", "u32", "i64", "u64", "bool1", "y",
+                            "b1", "b10", "b64")},
+    "id": 3, "d1": "0.00", "d2": "0." + "0" * 10, "d3": "0." + "0" * 30, "d4": "0", "d5": "0.0000",
+    "f": 0.0, "db": 0.0, "dt0": "0000-00-00", "dtm0": "0000-00-00 00:00:00", "dtm3": "0000-00-00 00:00:00.000",
+    "dtm6": "2026-01-01 00:00:00.500000", "ts0": "1970-01-01T00:00:01Z", "ts2": None, "ts6": None,
+    "t0": "00:00:00", "t1": "-00:00:00.1", "t4": "-12:00:00.0001", "t6": "-00:00:00.000001",
+    "e": "", "s": "", "j": "[]", **{name: "" for name in ("c5", "c300", "vc", "l1", "tt", "tx", "mt", "lt")},
+    "bn": _b64(b"\x00" * 4), **{name: "" for name in ("vb", "tb", "bl", "mb", "lb")}, "g": None,
+}  # fmt: skip
+
+
+def test_golden_rows_equal_the_values_the_sql_wrote() -> None:
+    changes = [(e.kind, list(e.rows)) for e in decode_all(golden_events()) if isinstance(e, RowsEvent)]
+    updated = {**ROW_1, "u64": 2**64 - 2, "f": 6.28318}  # UPDATE ... SET u64 = u64 - 1, f = f * 2 WHERE id = 1
+    assert changes == [
+        ("insert", [(None, ROW_1)]), ("insert", [(None, ROW_2)]), ("insert", [(None, ROW_3)]),
+        ("update", [(ROW_1, updated)]), ("delete", [(ROW_3, None)]),
+    ]  # fmt: skip
