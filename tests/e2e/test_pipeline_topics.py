@@ -13,7 +13,8 @@ import pytest
 from cdcflow.clients import kafka as k
 from cdcflow.config import PipelineConfig, SinkConfig
 from cdcflow.errors import ConfigError
-from cdcflow.events.json_codec import SCHEMA_ID
+from cdcflow.events import oversize
+from cdcflow.events.json_codec import SCHEMA_ID, decode, encode
 from cdcflow.pipeline.runner import DEAD_LETTER_QUERY, Pipeline
 
 
@@ -36,6 +37,11 @@ def test_a_sink_reads_only_its_own_topics_and_dead_letters_cover_all(kafka: dict
         k.create_topic(bootstrap, topic, partitions=1)
     k.produce_sync(bootstrap, main_topic, [(b"k", mysql_event("main", "t", i)) for i in range(3)])
     own = [(b"k", mysql_event("own", "t", i)) for i in range(2)] + [(b"bad", b"\x00 not json")]
+    big = decode(
+        mysql_event("own", "t", 9).replace(b'"after": {"id": 9}', b'"after": {"id": 9, "blob": "' + b"x" * 5000 + b'"}')
+    )
+    _parts, marker = oversize.split(big, encode(big), f"{prefix}-oversize", limit=2000)
+    own.append((b"big", marker))  # an oversized change's marker: the sink must not apply it
     k.produce_sync(bootstrap, own_topic, own)
 
     cfg = PipelineConfig(
@@ -54,8 +60,12 @@ def test_a_sink_reads_only_its_own_topics_and_dead_letters_cover_all(kafka: dict
     read = pipeline.spark.read.parquet
     assert sorted(r["db"] for r in read(str(tmp_path / "default")).select("source.db").collect()) == ["main"] * 3
     assert sorted(r["db"] for r in read(str(tmp_path / "own")).select("source.db").collect()) == ["own"] * 2
-    letters = [json.loads(r.value or b"{}") for r in k.consume(bootstrap, f"{prefix}-dead", expected=1, timeout_s=60)]
-    assert [(d["topic"], d["error"]) for d in letters] == [(own_topic, "not a JSON object")]
+    letters = [json.loads(r.value or b"{}") for r in k.consume(bootstrap, f"{prefix}-dead", expected=2, timeout_s=60)]
+    assert sorted((d["topic"], d["error"]) for d in letters) == [
+        (own_topic, "not a JSON object"),
+        (own_topic, f"oversize change: values left out here, the whole event is in topic {prefix}-oversize under "
+                    "key db1/own.t/1.109.0/c"),
+    ]  # fmt: skip
 
     # Narrowing a sink's pattern on the same checkpoint: refused up front with the way out, not
     # Spark's "Some data may have been lost" on every start.
