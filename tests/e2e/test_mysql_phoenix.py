@@ -143,13 +143,11 @@ def finish_and_verify(
     pipeline.kill()
     pipeline.start("--available-now")
     assert pipeline.wait(600) == 0, pipeline.log.read_text()[-4000:]
-    sizes = {}
-    for table in WORKLOAD_TABLES:
-        result = cli(config_path, "verify", "mysql-phoenix", f"{db}.{table}")
-        assert result.returncode == 0, result.stdout + result.stderr
-        assert "no differences" in result.stdout
-        sizes[table] = result.stdout.split(":")[1].split("rows compared")[0].strip()
-    return sizes
+    result = cli(config_path, "verify", "mysql-phoenix", *(f"{db}.{table}" for table in WORKLOAD_TABLES))
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = [line for line in result.stdout.splitlines() if line.startswith(f"{db}.")]
+    assert len(lines) == len(WORKLOAD_TABLES) and all("no differences" in line for line in lines), result.stdout
+    return {line.split(":")[0]: line.split(":")[2].split("rows compared")[0].strip() for line in lines}
 
 
 def test_randomized_workload_into_phoenix_survives_pipeline_sigkills(

@@ -521,28 +521,37 @@ def verify_hbase_delta_cmd(config_path: Path | None, source: str, delta_path: st
 
 @verify.command("mysql-phoenix")
 @_config_option
-@click.argument("table", metavar="DB.TABLE")
+@click.argument("tables", metavar="DB.TABLE...", nargs=-1, required=True)
 @click.option("--url", default=None, help="Phoenix JDBC URL (default: the phoenix sink's, else the local stack's).")
-def verify_mysql_phoenix_cmd(config_path: Path | None, table: str, url: str | None) -> None:
-    """Compare MySQL table DB.TABLE with its Phoenix copy (names and table_map from the phoenix sink's
-    options). Exit 1 on differences."""
+def verify_mysql_phoenix_cmd(config_path: Path | None, tables: tuple[str, ...], url: str | None) -> None:
+    """Compare each MySQL table DB.TABLE with its Phoenix copy (names and table_map from the phoenix sink's
+    options), one line per table. Exit 1 if any differs."""
     from cdcflow.clients.phoenix import PhoenixJvm
     from cdcflow.verify.phoenix import verify_mysql_phoenix
 
     cfg = wiring.load(config_path)
-    db, dot, name = table.partition(".")
-    if not dot:
-        raise click.UsageError("TABLE must be DB.TABLE")
+    names = []
+    for table in tables:
+        db, dot, name = table.partition(".")
+        if not dot:
+            raise click.UsageError(f"{table!r}: each TABLE must be DB.TABLE")
+        names.append((table, db, name))
     sink = next((s for s in cfg.pipeline.sinks if s.type == "phoenix"), None)
     options = dict(sink.options) if sink else {}
     url = url or options.get("url") or Stack(cfg.stack.resolved_home()).endpoints("phoenix")["jdbc_url"]
-    keys = tuple(cfg.mysql.key_columns.get(table, ()))
-    with PhoenixJvm.launch(str(url)) as phoenix:
-        report = verify_mysql_phoenix(
-            wiring.mysql_endpoint(cfg, admin=True), db, name, phoenix, options.get("table_map", {}),
-            str(options.get("name_case", "upper")), keys,
-        )  # fmt: skip
-    _report(report)
+    clean = True
+    with PhoenixJvm.launch(str(url)) as phoenix:  # one JVM for all tables
+        for table, db, name in names:
+            keys = tuple(cfg.mysql.key_columns.get(table, ()))
+            report = verify_mysql_phoenix(
+                wiring.mysql_endpoint(cfg, admin=True), db, name, phoenix, options.get("table_map", {}),
+                str(options.get("name_case", "upper")), keys,
+            )  # fmt: skip
+            click.echo(f"{table}: {report.summary()}")
+            for example in report.examples:
+                click.echo(f"  {example}")
+            clean = clean and report.clean
+    sys.exit(0 if clean else 1)
 
 
 def _report(report: VerifyReport) -> None:

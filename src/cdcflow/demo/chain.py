@@ -211,7 +211,7 @@ def run_chain(
         db = mysql_writer.workload.db
         print(
             f"\nwrote {mysql_writer.workload.transactions} MariaDB demo transactions. Compare MariaDB and Phoenix:\n"
-            + "\n".join(f"  .venv/bin/cdcflow verify mysql-phoenix {db}.{t}" for t in WORKLOAD_TABLES)
+            + f"  .venv/bin/cdcflow verify mysql-phoenix {' '.join(f'{db}.{t}' for t in WORKLOAD_TABLES)}"
         )
 
 
