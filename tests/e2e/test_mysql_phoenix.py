@@ -165,7 +165,7 @@ def test_randomized_workload_into_phoenix_survives_pipeline_sigkills(
     )
     pipeline = PipelineProcess(config_path, tmp_path / "pipeline.log")
     rng = random.Random(7)
-    with Writer(workload, per_second=soak_size(15, 40)):  # transactions/s; full rate in make soak
+    with Writer(workload, per_second=soak_size(10, 40)):  # transactions/s; full rate in make soak
         pipeline.start()
         for _ in range(soak_size(2, 3)):  # SIGKILLs of the pipeline process
             pipeline.wait_for_batches(rng.randint(1, 3))
@@ -203,7 +203,7 @@ def test_phoenix_sink_rides_out_an_hbase_restart(
         max_offsets_per_trigger=2000, retry_backoff_max_s=8,
     )  # fmt: skip
     pipeline = PipelineProcess(config_path, tmp_path / "pipeline.log")
-    with Writer(workload, per_second=soak_size(12, 30)):
+    with Writer(workload, per_second=soak_size(8, 30)):
         pipeline.start()
         pipeline.wait_for_batches(2)
         stack.down(["hbase"])

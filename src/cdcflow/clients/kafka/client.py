@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -94,6 +95,8 @@ def create_topic(
     futures = admin.create_topics([topic], request_timeout=timeout_s)
     try:
         futures[name].result(timeout=timeout_s)
+    except concurrent.futures.TimeoutError as exc:  # Kafka unreachable: the caller retries later
+        raise ServiceUnavailable(f"create topic {name}: no answer from Kafka in {timeout_s:.0f} s") from exc
     except KafkaException as exc:
         err: KafkaError = exc.args[0]
         if err.code() == KafkaError.TOPIC_ALREADY_EXISTS:
@@ -294,6 +297,8 @@ def topic_config(bootstrap: KafkaTarget, topic: str, name: str, timeout_s: float
     resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
     try:
         configs = admin.describe_configs([resource], request_timeout=timeout_s)[resource].result(timeout=timeout_s)
+    except concurrent.futures.TimeoutError as exc:
+        raise ServiceUnavailable(f"describe topic {topic}: no answer from Kafka in {timeout_s:.0f} s") from exc
     except KafkaException as exc:
         err: KafkaError = exc.args[0]
         cls = RetryableError if err.retriable() else TerminalError

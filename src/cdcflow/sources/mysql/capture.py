@@ -290,6 +290,9 @@ class MySqlCapture:
             if frontier.failure is None:
                 self._checkpoint(frontier)
                 self.producer.flush(10.0)
+            else:
+                log.warning("Kafka did not acknowledge a record (%s): no checkpoint past it; what followed the last "
+                            "checkpoint is sent again", frontier.failure)  # fmt: skip
             if self._group is not None:
                 self._group.clear()
                 self._group = None
