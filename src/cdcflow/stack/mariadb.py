@@ -71,6 +71,7 @@ class MariaDBService(Service):
                     "binlog_row_image=FULL",
                     "binlog_row_metadata=FULL",
                     "gtid_strict_mode=1",
+                    "log_slave_updates=ON",  # as a replica (failover tests), its binlog holds what it applies
                     "skip-name-resolve",
                     "innodb_buffer_pool_size=256M",
                     "max_allowed_packet=64M",

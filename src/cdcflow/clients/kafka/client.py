@@ -292,16 +292,25 @@ def create_store_topic(bootstrap: KafkaTarget, name: str, compact: bool, timeout
 
 
 def topic_config(bootstrap: KafkaTarget, topic: str, name: str, timeout_s: float = 30.0) -> str | None:
-    """One effective configuration value of `topic` (its own or the broker's default)."""
+    """One effective configuration value of `topic` (its own or the broker's default). A topic created a
+    moment ago may be unknown to the broker answering for a short while: asked again, then retryable."""
     admin = _admin(bootstrap)
     resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
-    try:
-        configs = admin.describe_configs([resource], request_timeout=timeout_s)[resource].result(timeout=timeout_s)
-    except concurrent.futures.TimeoutError as exc:
-        raise ServiceUnavailable(f"describe topic {topic}: no answer from Kafka in {timeout_s:.0f} s") from exc
-    except KafkaException as exc:
-        err: KafkaError = exc.args[0]
-        cls = RetryableError if err.retriable() else TerminalError
-        raise cls(f"describe topic {topic}: {err.str()}") from exc
-    entry = configs.get(name)
-    return None if entry is None else entry.value
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            future = admin.describe_configs([resource], request_timeout=timeout_s)[resource]
+            configs = future.result(timeout=timeout_s)
+        except concurrent.futures.TimeoutError as exc:
+            raise ServiceUnavailable(f"describe topic {topic}: no answer from Kafka in {timeout_s:.0f} s") from exc
+        except KafkaException as exc:
+            err: KafkaError = exc.args[0]
+            if err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                if time.monotonic() < deadline:
+                    time.sleep(0.2)
+                    continue
+                raise ServiceUnavailable(f"describe topic {topic}: {err.str()}") from exc
+            cls = RetryableError if err.retriable() else TerminalError
+            raise cls(f"describe topic {topic}: {err.str()}") from exc
+        entry = configs.get(name)
+        return None if entry is None else entry.value
