@@ -6,7 +6,6 @@ the events must equal SELECT *, and a restart must not replay what a checkpoint 
 from __future__ import annotations
 
 import collections
-import time
 from typing import Any
 
 import orjson
@@ -25,18 +24,6 @@ def run(conn: Any, *statements: str) -> None:
     with conn.cursor() as cur:
         for statement in statements:
             cur.execute(statement)
-
-
-def wait_for_checkpoint(capture: CaptureThread, gtid_pos: str, timeout_s: float = 60) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        cp = capture.capture.stats.checkpoint
-        if cp is not None and cp.gtid_state == gtid_pos:
-            return
-        if capture.error is not None:
-            raise capture.error
-        time.sleep(0.1)
-    raise AssertionError(f"checkpoint {capture.capture.stats.checkpoint} did not reach {gtid_pos}")
 
 
 def all_values(bootstrap: str, topics: list[str]) -> list[bytes]:
@@ -93,7 +80,7 @@ def test_savepoints_mixed_engines_and_xa_are_published_exactly_as_committed(
             f"XA END '{db}-x3'", f"XA PREPARE '{db}-x3'")  # fmt: skip
         run(other, "INSERT INTO inno VALUES (51, 'after prepare')")
         (gtid_pos,) = query(admin, "SELECT @@gtid_binlog_pos")[0]
-        wait_for_checkpoint(capture, gtid_pos)
+        capture.wait_for_checkpoint(gtid_pos)
     finally:
         first = capture.stop()
     assert first.checkpoint is not None and first.checkpoint.gtid_state == gtid_pos  # past the prepared XA
@@ -107,7 +94,7 @@ def test_savepoints_mixed_engines_and_xa_are_published_exactly_as_committed(
         run(xa, f"XA COMMIT '{db}-x3'")
         run(other, "UPDATE inno SET v = 'last' WHERE id = 50")
         (gtid_pos,) = query(admin, "SELECT @@gtid_binlog_pos")[0]
-        wait_for_checkpoint(capture, gtid_pos)
+        capture.wait_for_checkpoint(gtid_pos)
     finally:
         second = capture.stop()
         for c in (conn, other, xa):

@@ -68,6 +68,20 @@ class CaptureThread:
                 raise AssertionError("capture did not open its binlog stream")
         return self
 
+    def wait_for_checkpoint(self, gtid_pos: str, timeout_s: float = 60.0) -> None:
+        """Until the capture's acknowledged checkpoint reaches `gtid_pos` (the server's @@gtid_binlog_pos)."""
+        import time
+
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            cp = self.capture.stats.checkpoint
+            if cp is not None and cp.gtid_state == gtid_pos:
+                return
+            if self.error is not None:
+                raise self.error
+            time.sleep(0.1)
+        raise AssertionError(f"checkpoint {self.capture.stats.checkpoint} did not reach {gtid_pos}")
+
     def stop(self, timeout_s: float = 60.0) -> CaptureStats:
         self.stop_event.set()
         self._thread.join(timeout_s)
