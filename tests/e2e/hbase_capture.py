@@ -41,6 +41,9 @@ class PeerSetup:
     def config_path(self) -> Path:
         return self.workdir / f"{self.name}.yaml"
 
+    def peer_config(self) -> dict[str, Any]:
+        return {"peer_id": self.name, "port": 0, "znode_parent": f"/{self.name}"}
+
     def write_config(self, **hbase_overrides: Any) -> Path:
         cfg = {
             "kafka": {"bootstrap_servers": self.kafka["bootstrap_servers"]},
@@ -48,7 +51,7 @@ class PeerSetup:
                 "name": "it",
                 "zk_quorum": self.hbase["zk_quorum"],
                 "topic_prefix": self.name,
-                "peer": {"peer_id": self.name, "port": 0, "znode_parent": f"/{self.name}"},
+                "peer": self.peer_config(),
                 **hbase_overrides,
             },
         }

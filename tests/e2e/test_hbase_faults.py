@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import random
+import signal
 import socket
 import struct
 import time
@@ -167,3 +168,41 @@ def test_kafka_stopped_for_30s(
         print(f"Kafka down 30 s: {len(rebuild.records)} events, {rebuild.duplicates()} duplicates")
     finally:
         rebuild.close()
+
+
+def test_zookeeper_session_expiry_reregisters(
+    hbase_client: HBaseClient, peer_setup: PeerSetup, kafka: dict[str, Any]
+) -> None:
+    """SIGSTOP the peer for twice its session timeout (hbase.peer.zk_session_timeout_s, 10 s): ZooKeeper
+    expires the session and drops the rs znode. After SIGCONT the peer must
+    register again by itself, and every row must still arrive."""
+    source, target = setup_tables(hbase_client, peer_setup)
+    proc = peer_setup.start()
+    rng = random.Random(5)
+    writes(hbase_client, source, rng, 0, 300)
+    os.killpg(proc.pid, signal.SIGSTOP)
+    try:
+        stopped = time.monotonic()
+        writes(hbase_client, source, rng, 300, 300)  # HBase cannot deliver these while the peer is stopped
+        zk = ZooKeeper(peer_setup.hbase["zk_quorum"])
+        try:
+            while zk.children(f"/{peer_setup.name}/rs"):  # the session really expires
+                assert time.monotonic() - stopped < 40, "the paused peer's znode never went away"
+                time.sleep(0.5)
+            time.sleep(max(0.0, 20 - (time.monotonic() - stopped)))
+        finally:
+            zk.close()
+    finally:
+        os.killpg(proc.pid, signal.SIGCONT)
+    resumed = time.monotonic()
+    peer_setup.wait_registered(1, timeout_s=15)
+    print(f"re-registered {time.monotonic() - resumed:.1f} s after SIGCONT")
+    writes(hbase_client, source, rng, 600, 300)
+    rebuild = Rebuilder(hbase_client, kafka["bootstrap_servers"], f"{peer_setup.name}.default.{source}", target)
+    try:
+        rebuild.until_equal(source)
+        rebuild.assert_row_order()
+    finally:
+        rebuild.close()
+    assert proc.poll() is None
+    assert "re-registered" in peer_setup.logs()

@@ -81,6 +81,9 @@ class PeerConfig(_Strict):
     # The peer's "cluster": this ZooKeeper parent znode. The source's own ZK is fine.
     znode_parent: str = Field(default="/cdcflow", pattern=r"^/.*[^/]$")
     zk_quorum: str | None = None  # default: the source cluster's ZooKeeper
+    # Our session's timeout: after a pause or partition longer than this, ZooKeeper drops our rs znode
+    # and we register again on the new session. Shorter: a dead instance is dropped by HBase sooner.
+    zk_session_timeout_s: float = Field(default=10.0, ge=4, le=40)
     serial: bool = True
     # Per-peer HBase settings given at `peer add` (replication.source.ratio, ...).
     hbase_config: dict[str, str] = {"replication.source.ratio": "1.0"}

@@ -20,3 +20,7 @@ WAL_TO_ACK = Histogram(
 )  # fmt: skip
 INFLIGHT_BYTES = Gauge("cdcflow_hbase_inflight_bytes", "Bytes of calls being processed")
 CONNECTIONS = Gauge("cdcflow_hbase_connections", "Open RPC connections")
+REGISTERED = Gauge("cdcflow_hbase_registered", "1 while this instance's rs znode exists (HBase can find it)")
+REGISTRATIONS = Counter(
+    "cdcflow_hbase_registrations_total", "rs znode creations (the first, then after a ZooKeeper session expiry)"
+)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 import uuid
 
 from cdcflow.clients.zookeeper import ZooKeeper
@@ -10,6 +11,7 @@ from cdcflow.errors import WireProtocolError
 from cdcflow.protocols.hbase import znode
 from cdcflow.protocols.hbase.framing import parse_message
 from cdcflow.protocols.hbase.pb import hbase_types_pb2
+from cdcflow.sources.hbase.peer import metrics
 
 log = logging.getLogger(__name__)
 
@@ -17,10 +19,15 @@ log = logging.getLogger(__name__)
 class PeerRegistry:
     """`<parent>/hbaseid` (stable cluster UUID), `<parent>/rs`, ephemeral `<parent>/rs/<host>,<port>,<startcode>`."""
 
-    def __init__(self, zk_quorum: str, parent: str) -> None:
-        self.zk = ZooKeeper(zk_quorum)
+    def __init__(self, zk_quorum: str, parent: str, session_timeout_s: float = 10.0) -> None:
+        self.zk = ZooKeeper(zk_quorum, timeout_s=session_timeout_s)
         self.parent = parent.rstrip("/")
         self.server_znode: str | None = None
+        self.registrations = 0
+        # register / re-register / unregister run on different threads (the caller's, kazoo's callback
+        # thread, the periodic check): one at a time, so an unregister is never undone by a late re-register.
+        self._lock = threading.Lock()
+        self.zk.on_new_session(lambda: self._reregister("new ZooKeeper session after expiry"))
 
     def cluster_id(self) -> uuid.UUID:
         """The peer cluster's UUID: created once, then read back, so it survives restarts."""
@@ -49,20 +56,56 @@ class PeerRegistry:
 
     def register(self, host: str, port: int, start_code: int) -> str:
         self.cluster_id()
-        self.zk.ensure(f"{self.parent}/rs")
-        self.server_znode = f"{self.parent}/rs/{host},{port},{start_code}"
-        self.zk.create_ephemeral(self.server_znode)
+        with self._lock:
+            self.server_znode = f"{self.parent}/rs/{host},{port},{start_code}"
+            self._create()
         log.info("registered %s", self.server_znode)
         return self.server_znode
+
+    def _create(self) -> None:
+        assert self.server_znode is not None
+        self.zk.ensure(f"{self.parent}/rs")
+        self.zk.create_ephemeral(self.server_znode)
+        self.registrations += 1
+        metrics.REGISTERED.set(1)
+        metrics.REGISTRATIONS.inc()
+
+    def ensure_registered(self) -> bool:
+        """Re-create our znode if it is gone (session expired, deleted by hand); True if it was.
+        Without it HBase has no sink to ship to, and WALs pile up on the source."""
+        return self._reregister("znode missing")
+
+    def _reregister(self, reason: str) -> bool:
+        with self._lock:
+            if self.server_znode is None:
+                return False  # not registered yet, or unregistering
+            try:
+                if self.zk.exists(self.server_znode):
+                    metrics.REGISTERED.set(1)
+                    return False
+                metrics.REGISTERED.set(0)
+                self._create()
+            except Exception as exc:
+                metrics.REGISTERED.set(0)
+                log.warning("could not re-register %s (%s): %s; retrying", self.server_znode, reason, exc)
+                return False
+        log.warning("re-registered %s (%s)", self.server_znode, reason)
+        return True
+
+    @property
+    def registered(self) -> bool:
+        return self.server_znode is not None and self.zk.connected and self.zk.exists(self.server_znode)
 
     def servers(self) -> list[str]:
         return self.zk.children(f"{self.parent}/rs")
 
     def unregister(self) -> None:
-        if self.server_znode:
-            self.zk.delete(self.server_znode)
-            log.info("unregistered %s", self.server_znode)
-            self.server_znode = None
+        with self._lock:
+            if self.server_znode:
+                self.zk.delete(self.server_znode)
+                log.info("unregistered %s", self.server_znode)
+                self.server_znode = None
+                metrics.REGISTERED.set(0)
 
     def close(self) -> None:
         self.unregister()

@@ -44,7 +44,9 @@ async def run_peer(
             extra=dict(kafka.properties),
         )
     )  # fmt: skip
-    registry = await asyncio.to_thread(PeerRegistry, cfg.peer.zk_quorum or ep.source_zk_quorum, cfg.peer.znode_parent)
+    registry = await asyncio.to_thread(
+        PeerRegistry, cfg.peer.zk_quorum or ep.source_zk_quorum, cfg.peer.znode_parent, cfg.peer.zk_session_timeout_s
+    )
     skip_before = cfg.skip_edits_before_ms
     if cfg.skip_edits_before_peer_creation:
         created = await asyncio.to_thread(registry.created_ms)
@@ -62,11 +64,12 @@ async def run_peer(
     cluster = await asyncio.to_thread(registry.cluster_id)
     await asyncio.to_thread(registry.register, cfg.peer.host, port, int(time.time() * 1000))
     log.info("peer %s (cluster %s) serving on %s:%d", cfg.peer.znode_parent, cluster, cfg.peer.host, port)
-    progress = asyncio.create_task(_log_progress())
+    background = [asyncio.create_task(_log_progress()), asyncio.create_task(_keep_registered(registry))]
     try:
         await stop.wait()
     finally:
-        progress.cancel()
+        for task in background:
+            task.cancel()
         log.info("shutting down: unregistering, finishing calls in flight")
         await asyncio.to_thread(registry.unregister)
         await server.stop()
@@ -75,6 +78,13 @@ async def run_peer(
         if left:
             log.error("%d records unacknowledged at shutdown; their calls were answered with errors", left)
         log.info("stopped")
+
+
+async def _keep_registered(registry: PeerRegistry, every_s: float = 2.0) -> None:
+    """Backstop to the new-session callback: whatever removed our znode, put it back within seconds."""
+    while True:
+        await asyncio.sleep(every_s)
+        await asyncio.to_thread(registry.ensure_registered)
 
 
 async def _log_progress(every_s: float = 30.0) -> None:
