@@ -29,7 +29,7 @@ class ZooKeeper:
         self.timeout_s = timeout_s
         self.expirations = 0
         self._lost = False
-        self._callbacks: list[Callable[[], None]] = []
+        self._callbacks: list[Callable[[], object]] = []
         self._zk = KazooClient(hosts=quorum, timeout=timeout_s)
         # kazoo logs every reconnect attempt at WARNING; ours is enough.
         logging.getLogger("kazoo.client").setLevel(logging.ERROR)
@@ -44,7 +44,7 @@ class ZooKeeper:
     def connected(self) -> bool:
         return bool(self._zk.connected)
 
-    def on_new_session(self, callback: Callable[[], None]) -> None:
+    def on_new_session(self, callback: Callable[[], object]) -> None:
         self._callbacks.append(callback)
 
     def _on_state(self, state: str) -> None:
