@@ -40,7 +40,7 @@ from cdcflow.protocols.hbase.cellblock import KEY_VALUE_CODEC_WITH_TAGS, encode_
 from cdcflow.protocols.hbase.pb import rpc_pb2, wal_pb2
 from cdcflow.protocols.hbase.wal import decode_replicate_call
 from cdcflow.sources.hbase.changes import row_changes
-from cdcflow.sources.hbase.peer.handler import ReplicationHandler
+from cdcflow.sources.hbase.peer.handler import ReplicationHandler, TopicLimits
 from cdcflow.sources.hbase.peer.server import PeerServer
 from cdcflow.sources.hbase.routing import Router
 from cdcflow.stack import Stack
@@ -140,7 +140,8 @@ async def capture_run(
     calls: list[tuple[bytes, bytes]], settings: ProducerSettings, prefix: str, connections: int
 ) -> tuple[float, list[float]]:
     producer = AsyncProducer(settings)
-    sink = ReplicationHandler(producer, Router((), prefix), "bench")
+    topics = TopicLimits(settings.bootstrap_servers, 8 * 2**20)
+    sink = ReplicationHandler(producer, Router((), prefix), "bench", topics=topics)
     server = PeerServer(sink, "127.0.0.1", 0, max_inflight_bytes=512 << 20, max_frame_bytes=256 << 20)
     port = await server.start()
     try:

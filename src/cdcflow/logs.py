@@ -35,3 +35,29 @@ def configure(level: str = "INFO", fmt: str = "text") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+
+
+class RateLimited:
+    """At most one log line per `key` every `interval_s`; the next line says how many were left out.
+
+    For lines a hostile or broken peer can trigger at will (refused connections, garbage frames):
+    without a limit they fill the disk (an accept loop out of file descriptors wrote 545 MB)."""
+
+    def __init__(self, logger: logging.Logger, interval_s: float = 10.0) -> None:
+        self.logger = logger
+        self.interval_s = interval_s
+        self._last: dict[str, float] = {}
+        self._suppressed: dict[str, int] = {}
+
+    def log(self, level: int, key: str, msg: str, *args: object) -> bool:
+        now = time.monotonic()
+        last = self._last.get(key)
+        if last is not None and now - last < self.interval_s:
+            self._suppressed[key] = self._suppressed.get(key, 0) + 1
+            return False
+        self._last[key] = now
+        left_out = self._suppressed.pop(key, 0)
+        if left_out:
+            msg += f" ({left_out} more like this in the last {self.interval_s:.0f} s not logged)"
+        self.logger.log(level, msg, *args)
+        return True

@@ -1,13 +1,12 @@
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 
 import pytest
 
-from cdcflow.logs import JsonFormatter
-from cdcflow.sources.hbase.peer.server import ByteBudget
+from cdcflow.logs import JsonFormatter, RateLimited
+from cdcflow.sources.hbase.peer.server import MemoryBudget
 
 
 def test_json_log_lines_carry_extra_fields() -> None:
@@ -18,23 +17,30 @@ def test_json_log_lines_carry_extra_fields() -> None:
     assert doc["ts"].endswith("Z")
 
 
-@pytest.mark.parametrize("oversize", [False, True])
-def test_byte_budget_blocks_until_released(oversize: bool) -> None:
-    async def scenario() -> list[str]:
-        budget = ByteBudget(100)
-        order: list[str] = []
-        await budget.acquire(150 if oversize else 80)  # one call larger than the limit may run alone
-        order.append("first")
+def test_memory_budget_pauses_when_over_and_resumes_when_back_under() -> None:
+    changes: list[bool] = []
+    budget = MemoryBudget(100, changes.append)
+    budget.charge(60)
+    budget.charge(30)
+    assert changes == [] and not budget.over
+    budget.charge(20)  # bytes that already arrived are charged even past the limit
+    assert changes == [True] and budget.over and budget.used == 110
+    budget.release(5)
+    assert changes == [True], "still over: 105 >= 100"
+    budget.release(50)
+    assert changes == [True, False] and not budget.over and budget.peak == 110
 
-        async def second() -> None:
-            await budget.acquire(30)
-            order.append("second")
 
-        task = asyncio.create_task(second())
-        await asyncio.sleep(0.05)
-        assert order == ["first"], "the second call must wait: the budget is spent"
-        await budget.release(150 if oversize else 80)
-        await asyncio.wait_for(task, 1)
-        return order
-
-    assert asyncio.run(scenario()) == ["first", "second"]
+def test_rate_limited_lines_say_how_many_were_left_out(caplog: pytest.LogCaptureFixture) -> None:
+    limited = RateLimited(logging.getLogger("cdcflow.test"), interval_s=3600)
+    with caplog.at_level(logging.INFO, "cdcflow.test"):
+        assert limited.log(logging.WARNING, "a", "refused %s", "x")
+        assert not any(limited.log(logging.WARNING, "a", "refused %s", "y") for _ in range(5))
+        assert limited.log(logging.WARNING, "b", "other")  # another key is not held back
+        limited._last["a"] = 0.0  # the interval has passed
+        assert limited.log(logging.WARNING, "a", "refused %s", "z")
+    assert [r.getMessage() for r in caplog.records] == [
+        "refused x",
+        "other",
+        "refused z (5 more like this in the last 3600 s not logged)",
+    ]

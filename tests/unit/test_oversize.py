@@ -55,3 +55,23 @@ def test_missing_or_corrupt_parts_are_refused() -> None:
     bad["data"] = bad["data"][:-8] + "AAAAAAAA"
     with pytest.raises(ValueError, match="do not match"):
         reassemble([orjson.dumps(bad), *parts[1:]])
+
+
+def test_an_hbase_change_leaves_out_its_largest_cell_values() -> None:
+    from cdcflow.events.cells import Cell, CellType
+
+    big, small = b"\x01" * 2_000_000, b"kept"
+    cells = (
+        Cell(b"row", b"cf", b"big", 5, CellType.PUT, big),
+        Cell(b"row", b"cf", b"small", 5, CellType.PUT, small),
+        Cell(b"row", b"cf", b"gone", 5, CellType.DELETE_COLUMN),
+    )
+    source = SourceInfo("hbase", "src", "default", "t", 1, (12, 0), extra={"region": "r1", "cluster_id": "c"})
+    event = ChangeEvent(key=b"row", op=Op.UPDATE, source=source, cells=cells)
+    encoded = encode(event)
+    parts, marker = split(event, encoded, "oversize", 20_000)
+    assert reassemble(parts) == encoded and decode(encoded).cells == cells
+    back = decode(marker)
+    assert back.oversize is not None and back.oversize["columns"] == ["cells.0"]
+    assert back.cells is not None and [c.value for c in back.cells] == [b"", small, b""]
+    assert [(c.qualifier, c.type) for c in back.cells] == [(c.qualifier, c.type) for c in cells]

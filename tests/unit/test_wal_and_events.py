@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import json
+import os
 import uuid
 from pathlib import Path
 
@@ -108,6 +110,21 @@ def test_json_roundtrip_keeps_every_cell_and_hints_render_after() -> None:
     assert [c["type"] for c in doc["cells"]] == ["Put", "Put", "DeleteColumn"]
     back = decode(data)
     assert back.key == event.key and back.cells == event.cells and back.source == event.source
+
+
+def test_a_value_without_hint_is_encoded_once() -> None:
+    """`after` leaves out what would only repeat the base64 of `cells` (a 6 MB cell made a 16 MB record)."""
+    value = os.urandom(600_000)
+    param, block = make_call([("t", 5, [put(b"r", b"big", value), put(b"r", b"name", b"x")])])
+    (event,) = row_changes(decode_replicate_call(param, block).entries[0], "s")
+    data = encode(event, ValueHints({"cf:name": "utf8"}))
+    assert len(data) < len(value) * 4 / 3 + 2000
+    doc = json.loads(data)
+    assert doc["after"] == {"cf:name": "x"}
+    assert base64.b64decode(doc["cells"][0]["value"]) == value
+    assert decode(data).cells == event.cells
+    doubled = json.loads(encode(event, ValueHints({"cf:name": "utf8"}), after_base64=True))
+    assert doubled["after"] == {"cf:big": doc["cells"][0]["value"], "cf:name": "x"}
 
 
 def test_encoded_events_satisfy_the_committed_schema() -> None:

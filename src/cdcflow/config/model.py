@@ -72,11 +72,20 @@ class RouteConfig(_Strict):
         return value
 
 
+class PeerTlsConfig(_Strict):
+    """TLS on the peer port, for sources with hbase.client.netty.tls.enabled (docs/hbase-capture.md)."""
+
+    cert_file: str  # PEM certificate chain the peer presents
+    key_file: str  # PEM private key of that certificate
+    ca_file: str | None = None  # set: clients must present a certificate signed by this CA (mutual TLS)
+
+
 class PeerConfig(_Strict):
     """How cdcflow presents itself to HBase as a replication peer cluster."""
 
     peer_id: str = Field(default="cdcflow", pattern=r"^[A-Za-z0-9_.]+$")  # HBase refuses '-'
-    host: str = "127.0.0.1"  # the address HBase region servers connect to
+    host: str = "127.0.0.1"  # the address registered in ZooKeeper: HBase region servers connect to it
+    bind: str | None = None  # the address to listen on (null: `host`; "0.0.0.0": every interface)
     port: int = Field(default=0, ge=0, le=65535)  # 0: any free port
     # The peer's "cluster": this ZooKeeper parent znode. The source's own ZK is fine.
     znode_parent: str = Field(default="/cdcflow", pattern=r"^/.*[^/]$")
@@ -87,6 +96,37 @@ class PeerConfig(_Strict):
     serial: bool = True
     # Per-peer HBase settings given at `peer add` (replication.source.ratio, ...).
     hbase_config: dict[str, str] = {"replication.source.ratio": "1.0"}
+    # Who may replicate to us (empty: anyone who reaches the port). Clusters: the UUIDs of source
+    # clusters (the last id of each WAL entry's cluster_ids); networks: CIDRs of client addresses.
+    allowed_clusters: tuple[str, ...] = ()
+    allowed_networks: tuple[str, ...] = ()
+    # Connections beyond this evict the longest-idle one, or are refused when none is idle.
+    max_connections: int = Field(default=1000, ge=1)
+    # A connection with no call in flight and no byte for this long is closed (HBase reconnects when
+    # it needs to; its own client drops connections idle for 2 minutes).
+    idle_timeout_s: float = Field(default=300.0, gt=0)
+    handshake_timeout_s: float = Field(default=10.0, gt=0)  # preamble + connection header
+    tls: PeerTlsConfig | None = None
+
+    @field_validator("allowed_clusters")
+    @classmethod
+    def _uuids(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        import uuid
+
+        try:
+            return tuple(str(uuid.UUID(v)) for v in value)
+        except ValueError as exc:
+            raise ValueError(f"allowed_clusters must be cluster UUIDs: {exc}") from exc
+
+    @field_validator("allowed_networks")
+    @classmethod
+    def _networks(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        import ipaddress
+
+        try:
+            return tuple(str(ipaddress.ip_network(v, strict=False)) for v in value)
+        except ValueError as exc:
+            raise ValueError(f"allowed_networks must be networks like 10.0.0.0/8: {exc}") from exc
 
 
 class HBaseSourceConfig(_Strict):
@@ -99,9 +139,28 @@ class HBaseSourceConfig(_Strict):
     # write time is older than this (epoch ms), or older than the peer's creation (`peer add`).
     skip_edits_before_ms: int | None = None
     skip_edits_before_peer_creation: bool = False
+    # Memory of calls being received and processed (frames as they arrive, then their decoded events):
+    # past it the peer stops reading its sockets and TCP pushes back on HBase. A frame (one call) may not
+    # be larger than max_frame_mb, which must fit in the budget.
     max_inflight_mb: int = Field(default=256, ge=1)
     max_frame_mb: int = Field(default=256, ge=1)
+    # A change event larger than this (or than its topic's max.message.bytes) cannot be one Kafka record:
+    # split (default) publishes a marker in the table's topic and the whole event in parts to
+    # oversize_topic; refuse answers HBase with an error (its queue waits until the limit is raised).
+    max_record_bytes: int = Field(default=8 * 2**20, ge=256 * 1024, le=256 * 2**20)
+    oversize: Literal["split", "refuse"] = "split"
+    oversize_topic: str = "cdcflow-hbase-oversize"
+    # `after` repeats Put values without a decoding hint as base64 (as `cells` has them): doubles records.
+    after_base64: bool = False
+    topic_partitions: int = Field(default=-1, ge=-1)  # topics the peer creates; -1: the broker's default
     peer: PeerConfig = PeerConfig()
+
+    @model_validator(mode="after")
+    def _frame_fits_budget(self) -> HBaseSourceConfig:
+        if self.max_frame_mb > self.max_inflight_mb:
+            raise ValueError(f"max_frame_mb ({self.max_frame_mb}) must not exceed max_inflight_mb "
+                             f"({self.max_inflight_mb}): a frame is held in that budget")  # fmt: skip
+        return self
 
 
 class MySqlSnapshotConfig(_Strict):

@@ -1,8 +1,10 @@
 """JSON encoding of change events (the default wire format on Kafka), and its exact inverse.
 
-Binary data (row keys, families, qualifiers, values) is base64 so nothing is lost. `after`
-is a convenience view of the Put cells keyed "family:qualifier", with values rendered by the
-table's decoding hints (utf8, long, int, double, base64); `cells` stays the exact record.
+Binary data (row keys, families, qualifiers, values) is base64 so nothing is lost. For HBase,
+`cells` is the exact record and `after` a convenience view of the Put cells keyed
+"family:qualifier", holding the columns that have a decoding hint (utf8, long, int, double, ...)
+rendered by it. A column without a hint would only repeat the base64 of `cells`, doubling the
+record (a 6 MB cell made a 16 MB record), so it is left out unless `after_base64` asks for it.
 The schema is src/cdcflow/events/schema/change-event-v1.json.
 """
 
@@ -118,7 +120,7 @@ def cell_from_json(row: bytes, cell: Any) -> Cell:
     )
 
 
-def to_dict(event: ChangeEvent, hints: ValueHints | None = None) -> dict[str, Any]:
+def to_dict(event: ChangeEvent, hints: ValueHints | None = None, *, after_base64: bool = False) -> dict[str, Any]:
     hints = hints or ValueHints()
     src = event.source
     out: dict[str, Any] = {
@@ -163,15 +165,20 @@ def to_dict(event: ChangeEvent, hints: ValueHints | None = None) -> dict[str, An
             if c.type is CellType.PUT:
                 name = column_name(c)
                 enc = hints.encoding(name)
-                after[name] = cell["value"] if enc == "base64" else render_value(c.value, enc)
+                if enc != "base64":
+                    after[name] = render_value(c.value, enc)
+                elif after_base64:
+                    after[name] = cell["value"]
+                else:
+                    after.pop(name, None)  # a later Put of the column wins, as before
         out["cells"] = cells
         out["after"] = after if after else None
     return out
 
 
-def encode(event: ChangeEvent, hints: ValueHints | None = None) -> bytes:
+def encode(event: ChangeEvent, hints: ValueHints | None = None, *, after_base64: bool = False) -> bytes:
     # orjson: compact UTF-8 JSON, several times faster than the standard library on this hot path.
-    return orjson.dumps(to_dict(event, hints))
+    return orjson.dumps(to_dict(event, hints, after_base64=after_base64))
 
 
 def decode(data: bytes) -> ChangeEvent:

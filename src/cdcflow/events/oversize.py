@@ -6,7 +6,8 @@ whose encoded event is larger than the limit is published as
   topic (`id`, `part` of `parts`, total `bytes`, `sha256` of the whole, `data` in base64), all with
   the same Kafka key (`id`) so they stay in order in one partition; and
 - a marker in the table's topic: the same key, op, source and position, with the largest values
-  replaced by null until it fits, and `oversize` naming those columns and where the whole event is.
+  replaced until it fits (row-image values by null, HBase cell values by empty bytes), and
+  `oversize` naming them ("after.blob", "cells.3") and where the whole event is.
 The pipeline dead-letters markers (it cannot apply a change it does not have); `reassemble` gives
 the original bytes back. Pure functions: no I/O.
 """
@@ -16,7 +17,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import orjson
@@ -33,8 +34,11 @@ def oversize_id(event: ChangeEvent) -> str:
     return f"{s.name}/{s.db}.{s.table}/{'.'.join(map(str, s.pos))}/{event.op.value}"
 
 
-def split(event: ChangeEvent, encoded: bytes, parts_topic: str, limit: int) -> tuple[list[bytes], bytes]:
-    """(part records for `parts_topic`, the marker's encoded bytes for the table's topic)."""
+def split(
+    event: ChangeEvent, encoded: bytes, parts_topic: str, limit: int, encoder: Callable[[ChangeEvent], bytes] = encode
+) -> tuple[list[bytes], bytes]:
+    """(part records for `parts_topic`, the marker's encoded bytes for the table's topic).
+    `encoder` must be the one that made `encoded` (the marker is encoded the same way)."""
     ident = oversize_id(event)
     digest = hashlib.sha256(encoded).hexdigest()
     chunks = [encoded[i : i + PART_DATA_BYTES] for i in range(0, len(encoded), PART_DATA_BYTES)]
@@ -52,13 +56,21 @@ def split(event: ChangeEvent, encoded: bytes, parts_topic: str, limit: int) -> t
         for i, chunk in enumerate(chunks)
     ]
     info = {"id": ident, "topic": parts_topic, "parts": len(chunks), "bytes": len(encoded), "sha256": digest}
-    return parts, _marker(event, info, limit)
+    return parts, _marker(event, info, limit, encoder)
 
 
-def _marker(event: ChangeEvent, info: dict[str, Any], limit: int) -> bytes:
+def _marker(event: ChangeEvent, info: dict[str, Any], limit: int, encoder: Callable[[ChangeEvent], bytes]) -> bytes:
     images = {"before": dict(event.before or {}), "after": dict(event.after or {})}
+    cells = list(event.cells or ())
     sizes = sorted(
-        ((len(orjson.dumps(value)), side, column) for side, row in images.items() for column, value in row.items()),
+        [
+            *(
+                (len(orjson.dumps(value)), side, column)
+                for side, row in images.items()
+                for column, value in row.items()
+            ),
+            *((len(cell.value), "cells", str(i)) for i, cell in enumerate(cells) if cell.value),
+        ],
         reverse=True,
     )
     replaced: list[str] = []
@@ -67,18 +79,22 @@ def _marker(event: ChangeEvent, info: dict[str, Any], limit: int) -> bytes:
             event,
             before=images["before"] if event.before is not None else None,
             after=images["after"] if event.after is not None else None,
+            cells=tuple(cells) if event.cells is not None else None,
             oversize={**info, "columns": sorted(replaced)},
         )
-        encoded = encode(marker)
+        encoded = encoder(marker)
         if len(encoded) <= limit:
             return encoded
         if not sizes:
             raise TerminalError(
                 f"change {info['id']} does not fit in {limit} bytes even with every value left out; "
-                "raise mysql.max_record_bytes"
+                "raise max_record_bytes"
             )
         _size, side, column = sizes.pop(0)
-        images[side][column] = None
+        if side == "cells":
+            cells[int(column)] = dataclasses.replace(cells[int(column)], value=b"")
+        else:
+            images[side][column] = None
         replaced.append(f"{side}.{column}")
 
 

@@ -25,6 +25,12 @@ log = logging.getLogger(__name__)
 class DeliveryFailed(RetryableError):
     """Kafka did not acknowledge a record (broker down, timeout, ...)."""
 
+    def __init__(self, message: str, topic: str = "", size: int = 0, too_large: bool = False) -> None:
+        super().__init__(message)
+        self.topic = topic
+        self.size = size
+        self.too_large = too_large  # MSG_SIZE_TOO_LARGE: sending it again as it is fails again
+
 
 class ProducerFenced(TerminalError):
     """The idempotent producer hit a fatal error; the call fails and the next one gets a new producer."""
@@ -103,17 +109,22 @@ class AsyncProducer:
         for rec in records:
             fut: asyncio.Future[None] = loop.create_future()
             futures.append(fut)
-            callback = self._callback(loop, fut, rec.topic)
+            callback = self._callback(loop, fut, rec.topic, len(rec.value))
             while True:
                 try:
                     self._producer.produce(rec.topic, value=rec.value, key=rec.key, on_delivery=callback)
                     break
                 except BufferError:
                     await asyncio.sleep(0.01)  # local queue full: wait for acks to drain it
+                except KafkaException as exc:  # refused before sending (larger than message.max.bytes, ...)
+                    err: KafkaError = exc.args[0]
+                    raise DeliveryFailed(f"Kafka producer refused a record of {len(rec.value)} bytes for "
+                                         f"{rec.topic}: {err.str()}", rec.topic, len(rec.value),
+                                         err.code() == KafkaError.MSG_SIZE_TOO_LARGE) from exc  # fmt: skip
         if futures:
             await asyncio.gather(*futures)
 
-    def _callback(self, loop: asyncio.AbstractEventLoop, fut: asyncio.Future[None], topic: str):  # type: ignore[no-untyped-def]
+    def _callback(self, loop: asyncio.AbstractEventLoop, fut: asyncio.Future[None], topic: str, size: int):  # type: ignore[no-untyped-def]
         def on_delivery(err: KafkaError | None, _msg: Message) -> None:
             if err is None:
                 loop.call_soon_threadsafe(_resolve, fut, None)
@@ -122,7 +133,8 @@ class AsyncProducer:
                 self.fatal = f"fatal producer error: {err.str()}"
                 exc: Exception = ProducerFenced(self.fatal)
             else:
-                exc = DeliveryFailed(f"delivery to {topic} failed: {err.str()}")
+                too_large = err.code() == KafkaError.MSG_SIZE_TOO_LARGE
+                exc = DeliveryFailed(f"delivery of {size} bytes to {topic} failed: {err.str()}", topic, size, too_large)
             loop.call_soon_threadsafe(_resolve, fut, exc)
 
         return on_delivery

@@ -124,6 +124,10 @@ class FrameReader:
     def buffered(self) -> int:
         return len(self._buf)
 
+    @property
+    def announced(self) -> int | None:
+        return _INT32.unpack_from(self._buf, 0)[0] if len(self._buf) >= 4 else None
+
     def next_frame(self) -> bytes | None:
         """The next whole frame's payload, or None if more bytes are needed."""
         if len(self._buf) < 4:

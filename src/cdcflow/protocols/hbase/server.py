@@ -84,6 +84,16 @@ class ServerConnection:
     def closed(self) -> bool:
         return self._state is _State.CLOSED
 
+    @property
+    def buffered(self) -> int:
+        """Bytes received and held until their frame is complete."""
+        return len(self._buf) + self._frames.buffered
+
+    @property
+    def pending_frame_size(self) -> int | None:
+        """The announced length of the frame being received, once its length prefix is in."""
+        return self._frames.announced
+
     def receive_data(self, data: bytes) -> list[Event]:
         if self._state is _State.CLOSED:
             return []

@@ -2,18 +2,41 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
-from dataclasses import dataclass, replace
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Literal
 
-from cdcflow.clients.kafka.producer import AsyncProducer, OutRecord
+import orjson
+
+from cdcflow.clients.kafka import KafkaTarget, create_topic, topic_config
+from cdcflow.clients.kafka.producer import AsyncProducer, DeliveryFailed, OutRecord
+from cdcflow.errors import TerminalError
 from cdcflow.events.cells import Cell
-from cdcflow.events.json_codec import encode
+from cdcflow.events.json_codec import ValueHints, encode
+from cdcflow.events.model import ChangeEvent
+from cdcflow.events.oversize import split as split_oversize
 from cdcflow.protocols.hbase.wal import decode_replicate_call
 from cdcflow.sources.hbase.changes import row_changes
 from cdcflow.sources.hbase.routing import Router
 
 log = logging.getLogger(__name__)
+
+# Events encoded larger than this keep their ChangeEvent until the topic's limit is known, so they can
+# still be split. Below any sensible topic limit (Kafka's default is 1 MB).
+_KEEP_EVENT_ABOVE = 128 * 1024
+# Room in a record for its key, headers and batch framing, below the topic's max.message.bytes.
+_RECORD_OVERHEAD = 16 * 1024
+
+
+_NO_CLUSTER = uuid.UUID(int=0)
+
+
+class OversizeRefused(TerminalError):
+    """hbase.oversize is 'refuse': the call is answered with an error until the limit is raised."""
 
 
 @dataclass
@@ -23,7 +46,63 @@ class CallStats:
     cells: int = 0
     bytes: int = 0
     skipped_entries: int = 0
+    oversize: int = 0
     oldest_write_ms: int | None = None
+    # The cluster that shipped each entry (last of its cluster_ids; the nil UUID when it has none).
+    shipping_clusters: set[uuid.UUID] = field(default_factory=set)
+
+
+@dataclass
+class DecodedCall:
+    """What the pure part of a call produced: the records, and the events of the large ones."""
+
+    records: list[OutRecord]
+    large: dict[int, tuple[ChangeEvent, ValueHints]] = field(default_factory=dict)
+
+    @property
+    def footprint(self) -> int:
+        """Bytes this call holds in memory while it waits for Kafka (values, keys, objects)."""
+        return sum(len(r.value) + len(r.key) + 200 for r in self.records)
+
+
+@dataclass(frozen=True)
+class OversizePolicy:
+    max_record_bytes: int = 8 * 2**20
+    action: Literal["split", "refuse"] = "split"
+    topic: str = "cdcflow-hbase-oversize"
+    after_base64: bool = False
+
+
+class TopicLimits:
+    """Creates each topic once (max.message.bytes above max_record_bytes) and learns the largest event
+    it takes. Blocking Kafka admin calls: run `ensure` off the event loop."""
+
+    def __init__(self, bootstrap: KafkaTarget, max_record_bytes: int, partitions: int = -1) -> None:
+        self.bootstrap = bootstrap
+        self.max_record_bytes = max_record_bytes
+        self.partitions = partitions  # -1: the broker's num.partitions
+        self._limits: dict[str, int] = {}
+
+    def limit(self, topic: str) -> int:
+        return self._limits.get(topic, self.max_record_bytes)
+
+    def known(self, topic: str) -> bool:
+        return topic in self._limits
+
+    def ensure(self, topic: str) -> int:
+        if topic not in self._limits:
+            create_topic(self.bootstrap, topic, partitions=self.partitions,
+                         config={"max.message.bytes": str(self.max_record_bytes + 64 * 1024)})  # fmt: skip
+            topic_max = int(topic_config(self.bootstrap, topic, "max.message.bytes") or self.max_record_bytes)
+            self._limits[topic] = min(self.max_record_bytes, topic_max - _RECORD_OVERHEAD)
+            log.info("topic %s takes events up to %d bytes", topic, self._limits[topic])
+        return self._limits[topic]
+
+    def refused(self, topic: str, size: int) -> None:
+        """Kafka refused `size` bytes for `topic` as too large: take less from now on."""
+        self._limits[topic] = min(self.limit(topic), size - _RECORD_OVERHEAD)
+        log.warning("Kafka refused %d bytes for %s as too large; events above %d bytes are split from now on",
+                    size, topic, self._limits[topic])  # fmt: skip
 
 
 class ReplicationHandler:
@@ -33,18 +112,25 @@ class ReplicationHandler:
         router: Router,
         source_name: str,
         skip_edits_before_ms: int | None = None,
+        *,
+        topics: TopicLimits,
+        oversize: OversizePolicy = OversizePolicy(),
     ) -> None:
         self.producer = producer
         self.router = router
         self.source_name = source_name
         self.skip_before = skip_edits_before_ms
+        self.topics = topics
+        self.oversize = oversize
 
-    def to_records(self, param: bytes, cell_block: bytes, stats: CallStats) -> list[OutRecord]:
+    def to_records(self, param: bytes, cell_block: bytes, stats: CallStats) -> DecodedCall:
         """Pure part of a call: decode, filter, route, encode. Raises on anything undecodable."""
         call = decode_replicate_call(param, cell_block)
-        records: list[OutRecord] = []
+        out = DecodedCall([])
+        after_base64 = self.oversize.after_base64
         for entry in call.entries:
             stats.entries += 1
+            stats.shipping_clusters.add(entry.cluster_ids[-1] if entry.cluster_ids else _NO_CLUSTER)
             if self.skip_before is not None and entry.write_time_ms < self.skip_before:
                 stats.skipped_entries += 1
                 continue
@@ -62,20 +148,71 @@ class ReplicationHandler:
                     continue
                 if len(kept) != len(cells):
                     event = replace(event, cells=kept)
-                value = encode(event, route.hints)
+                value = encode(event, route.hints, after_base64=after_base64)
                 stats.rows += 1
                 stats.cells += len(kept)
                 stats.bytes += len(value)
-                records.append(OutRecord(route.topic, event.key, value))
+                if len(value) > _KEEP_EVENT_ABOVE:
+                    out.large[len(out.records)] = (event, route.hints)
+                out.records.append(OutRecord(route.topic, event.key, value))
+        return out
+
+    def fit(self, decoded: DecodedCall, stats: CallStats) -> list[OutRecord]:
+        """Records too large for their topic become a marker + parts (or refuse the call). Pure once
+        every topic's limit is known."""
+        if not decoded.large:
+            return decoded.records
+        records: list[OutRecord] = []
+        for i, rec in enumerate(decoded.records):
+            limit = self.topics.limit(rec.topic)
+            if len(rec.value) <= limit:
+                records.append(rec)
+                continue
+            event, hints = decoded.large[i]
+            where = (f"{event.source.db}:{event.source.table} row {event.key[:100]!r} "
+                     f"region {event.source.extra.get('region')} pos {list(event.source.pos)}")  # fmt: skip
+            if self.oversize.action == "refuse":
+                raise OversizeRefused(f"the change of {where} is {len(rec.value)} bytes, over the {limit} bytes "
+                                      f"topic {rec.topic} takes, and hbase.oversize is 'refuse'")  # fmt: skip
+            encoder = self._encoder(hints)
+            parts, marker = split_oversize(event, rec.value, self.oversize.topic, limit, encoder)
+            part_key = orjson.loads(parts[0])["id"].encode()
+            records += [OutRecord(self.oversize.topic, part_key, p) for p in parts]
+            records.append(OutRecord(rec.topic, rec.key, marker))
+            stats.oversize += 1
+            log.warning("the change of %s is %d bytes, over the %d bytes topic %s takes: published as a marker "
+                        "there and %d parts in %s", where, len(rec.value), limit, rec.topic, len(parts),
+                        self.oversize.topic)  # fmt: skip
         return records
+
+    def _encoder(self, hints: ValueHints) -> Callable[[ChangeEvent], bytes]:
+        def encode_like_the_event(event: ChangeEvent) -> bytes:
+            return encode(event, hints, after_base64=self.oversize.after_base64)
+
+        return encode_like_the_event
 
     async def replicate(self, param: bytes, cell_block: bytes) -> CallStats:
         stats = CallStats()
         started = time.monotonic()
-        records = self.to_records(param, cell_block, stats)
-        await self.producer.send_all(records)
+        decoded = self.to_records(param, cell_block, stats)
+        await self.deliver(decoded, stats)
         log.debug(
             "call: %d entries, %d rows, %d cells acknowledged in %.1f ms",
             stats.entries, stats.rows, stats.cells, (time.monotonic() - started) * 1000,
         )  # fmt: skip
         return stats
+
+    async def deliver(self, decoded: DecodedCall, stats: CallStats) -> None:
+        """Make sure the topics exist and their limits are known, split what is too large, send, wait for acks."""
+        new = {r.topic for r in decoded.records if not self.topics.known(r.topic)}
+        if decoded.large and self.oversize.action == "split" and not self.topics.known(self.oversize.topic):
+            new.add(self.oversize.topic)
+        for topic in sorted(new):
+            await asyncio.to_thread(self.topics.ensure, topic)
+        records = self.fit(decoded, stats)
+        try:
+            await self.producer.send_all(records)
+        except DeliveryFailed as exc:
+            if exc.too_large:  # the topic takes less than it said: split at the size it refused next time
+                self.topics.refused(exc.topic, exc.size)
+            raise

@@ -24,3 +24,4 @@ REGISTERED = Gauge("cdcflow_hbase_registered", "1 while this instance's rs znode
 REGISTRATIONS = Counter(
     "cdcflow_hbase_registrations_total", "rs znode creations (the first, then after a ZooKeeper session expiry)"
 )
+OVERSIZE = Counter("cdcflow_hbase_oversize_total", "Changes too large for their topic, published as marker + parts")

@@ -4,18 +4,23 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import resource
 import signal
+import ssl
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import start_http_server
 
+from cdcflow.clients.kafka import KafkaEndpoint
 from cdcflow.clients.kafka.producer import AsyncProducer, ProducerSettings
 from cdcflow.config import HBaseSourceConfig, KafkaConfig
-from cdcflow.sources.hbase.peer.handler import ReplicationHandler
+from cdcflow.config.model import PeerTlsConfig
+from cdcflow.errors import ConfigError
+from cdcflow.sources.hbase.peer.handler import OversizePolicy, ReplicationHandler, TopicLimits
 from cdcflow.sources.hbase.peer.registry import PeerRegistry
-from cdcflow.sources.hbase.peer.server import PeerServer
+from cdcflow.sources.hbase.peer.server import Admission, PeerServer
 from cdcflow.sources.hbase.routing import Router
 
 log = logging.getLogger(__name__)
@@ -41,7 +46,7 @@ async def run_peer(
     producer = AsyncProducer(
         ProducerSettings(
             ep.bootstrap_servers, kafka.compression, kafka.linger_ms, kafka.delivery_timeout_ms,
-            extra=dict(kafka.properties),
+            max_message_bytes=max(16 * 2**20, cfg.max_record_bytes + 2**20), extra=dict(kafka.properties),
         )
     )  # fmt: skip
     registry = await asyncio.to_thread(
@@ -55,15 +60,25 @@ async def run_peer(
         else:
             skip_before = max(skip_before or 0, created)
             log.info("dropping edits written before the peer's creation (%d ms)", created)
-    sink = ReplicationHandler(producer, Router(cfg.routes, cfg.topic_prefix), cfg.name, skip_before)
+    topics = TopicLimits(KafkaEndpoint.of(ep.bootstrap_servers, kafka.properties), cfg.max_record_bytes,
+                         cfg.topic_partitions)  # fmt: skip
+    oversize = OversizePolicy(cfg.max_record_bytes, cfg.oversize, cfg.oversize_topic, cfg.after_base64)
+    sink = ReplicationHandler(producer, Router(cfg.routes, cfg.topic_prefix), cfg.name, skip_before,
+                              topics=topics, oversize=oversize)  # fmt: skip
+    p = cfg.peer
+    max_connections = fit_connections_to_descriptors(p.max_connections)
+    admission = Admission.of(p.allowed_networks, p.allowed_clusters, max_connections=max_connections,
+                             idle_timeout_s=p.idle_timeout_s, handshake_timeout_s=p.handshake_timeout_s)  # fmt: skip
     server = PeerServer(
-        sink, cfg.peer.host, cfg.peer.port,
+        sink, p.bind or p.host, p.port,
         max_inflight_bytes=cfg.max_inflight_mb << 20, max_frame_bytes=cfg.max_frame_mb << 20,
+        admission=admission, ssl_context=server_tls(p.tls) if p.tls else None,
     )  # fmt: skip
     port = await server.start()
     cluster = await asyncio.to_thread(registry.cluster_id)
-    await asyncio.to_thread(registry.register, cfg.peer.host, port, int(time.time() * 1000))
-    log.info("peer %s (cluster %s) serving on %s:%d", cfg.peer.znode_parent, cluster, cfg.peer.host, port)
+    await asyncio.to_thread(registry.register, p.host, port, int(time.time() * 1000))
+    log.info("peer %s (cluster %s) serving on %s:%d, registered as %s:%d", p.znode_parent, cluster,
+             p.bind or p.host, port, p.host, port)  # fmt: skip
     background = [asyncio.create_task(_log_progress()), asyncio.create_task(_keep_registered(registry))]
     try:
         await stop.wait()
@@ -78,6 +93,43 @@ async def run_peer(
         if left:
             log.error("%d records unacknowledged at shutdown; their calls were answered with errors", left)
         log.info("stopped")
+
+
+# Descriptors kept for everything that is not a peer connection: Kafka, ZooKeeper, metrics, logs.
+_RESERVED_FDS = 128
+
+
+def fit_connections_to_descriptors(wanted: int) -> int:
+    """Raise the soft open-files limit toward the hard one, and keep max_connections below it, so a flood of
+    connections is shed by us instead of ending in EMFILE (where accept fails in a loop and the metrics
+    port can no longer answer)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = wanted + _RESERVED_FDS
+    if soft != resource.RLIM_INFINITY and soft < target:
+        new_soft = target if hard == resource.RLIM_INFINITY else min(target, hard)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (new_soft, hard))
+            log.info("raised the open-files soft limit from %d to %d", soft, new_soft)
+            soft = new_soft
+        except (ValueError, OSError) as exc:
+            log.warning("could not raise the open-files limit (%d): %s", soft, exc)
+    if soft != resource.RLIM_INFINITY and soft - _RESERVED_FDS < wanted:
+        fitted = max(1, soft - _RESERVED_FDS)
+        log.warning("hbase.peer.max_connections %d lowered to %d: the open-files limit is %d", wanted, fitted, soft)
+        return fitted
+    return wanted
+
+
+def server_tls(tls: PeerTlsConfig) -> ssl.SSLContext:
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    try:
+        context.load_cert_chain(tls.cert_file, tls.key_file)
+        if tls.ca_file:
+            context.load_verify_locations(tls.ca_file)
+            context.verify_mode = ssl.CERT_REQUIRED
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(f"hbase.peer.tls: cannot load the certificate or key: {exc}") from exc
+    return context
 
 
 async def _keep_registered(registry: PeerRegistry, every_s: float = 2.0) -> None:

@@ -1,142 +1,328 @@
 """The asyncio RPC server HBase region servers replicate to.
 
-Each connection runs the sans-I/O `ServerConnection`; each call runs as its own task, so
-several calls per connection proceed at once and answers go out in any order. A byte budget
-bounds the memory of calls in flight: when it is spent we stop reading sockets, and TCP
-pushes back on HBase. Garbage on a connection closes that connection only.
+Each connection runs the sans-I/O `ServerConnection`; each call runs as its own task, so several
+calls per connection proceed at once and answers go out in any order.
+
+Memory is bounded by one budget (`MemoryBudget`): bytes count from the moment they arrive (a frame
+half received holds what it has, not what its length prefix announces), then as the decoded events
+of the call until Kafka acknowledged them. Past the budget every socket stops being read and TCP
+pushes back on HBase. Nothing waits forever on memory held by a stalled sender: connections idle
+longer than `idle_timeout_s` are closed, and when the budget is full with no call left to finish,
+the connection whose partial frame has not moved for longest is dropped (HBase resends).
+
+Hostile or broken clients cost at most one connection each, within `max_connections`; every
+refusal is logged (rate-limited) and counted.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
+import ssl
 import time
-from dataclasses import dataclass, field
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from cdcflow.errors import CdcflowError, WireProtocolError
+from cdcflow.logs import RateLimited
 from cdcflow.protocols.hbase.pb import wal_pb2
 from cdcflow.protocols.hbase.server import (
+    CONNECTION_CALL_ID,
     CallReceived,
     ConnectionHeaderReceived,
     ConnectionRejected,
     ServerConnection,
+    error_response,
 )
 from cdcflow.sources.hbase.peer import metrics
-from cdcflow.sources.hbase.peer.handler import ReplicationHandler
+from cdcflow.sources.hbase.peer.handler import CallStats, ReplicationHandler
 
 log = logging.getLogger(__name__)
 REPLICATE = "ReplicateWALEntry"
 # A plain IOException is retried by the replication source forever; never answer with
 # TableNotFoundException / NoSuchColumnFamilyException, which make HBase drop edits.
 RETRY_EXCEPTION = "java.io.IOException"
+ACCESS_DENIED = "org.apache.hadoop.hbase.security.AccessDeniedException"
+_SWEEP_S = 0.5
 
 
-class ByteBudget:
-    """At most `limit` bytes in flight; one call larger than the limit may still run alone."""
+class MemoryBudget:
+    """Bytes held by connections and calls. Charging never blocks (the bytes are already here); going over
+    the limit pauses reading, going back under resumes it."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, on_change: Callable[[bool], None] = lambda over: None) -> None:
         self.limit = limit
         self.used = 0
-        self._cond = asyncio.Condition()
+        self.peak = 0
+        self._on_change = on_change
+        self._over = False
 
-    async def acquire(self, n: int) -> None:
-        async with self._cond:
-            await self._cond.wait_for(lambda: self.used == 0 or self.used + n <= self.limit)
-            self.used += n
-            metrics.INFLIGHT_BYTES.set(self.used)
+    @property
+    def over(self) -> bool:
+        return self._over
 
-    async def release(self, n: int) -> None:
-        async with self._cond:
-            self.used -= n
-            metrics.INFLIGHT_BYTES.set(self.used)
-            self._cond.notify_all()
+    def charge(self, n: int) -> None:
+        self.used += n
+        self.peak = max(self.peak, self.used)
+        self._update()
+
+    def release(self, n: int) -> None:
+        self.used -= n
+        self._update()
+
+    def _update(self) -> None:
+        metrics.INFLIGHT_BYTES.set(self.used)
+        over = self.used >= self.limit
+        if over != self._over:
+            self._over = over
+            self._on_change(over)
 
 
-@dataclass(eq=False)  # identity-hashed: kept in a set
-class _Conn:
-    peer: str
-    writer: asyncio.StreamWriter
-    reader_task: asyncio.Task[None] | None = None
-    tasks: set[asyncio.Task[None]] = field(default_factory=set)
+@dataclass(frozen=True)
+class Admission:
+    """Who may connect and replicate, and how many connections are kept."""
+
+    allowed_networks: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = ()
+    allowed_clusters: frozenset[uuid.UUID] = frozenset()
+    max_connections: int = 1000
+    idle_timeout_s: float = 300.0
+    handshake_timeout_s: float = 10.0
+
+    @classmethod
+    def of(cls, networks: tuple[str, ...], clusters: tuple[str, ...], **limits: float) -> Admission:
+        return cls(
+            tuple(ipaddress.ip_network(n, strict=False) for n in networks),
+            frozenset(uuid.UUID(c) for c in clusters),
+            **limits,  # type: ignore[arg-type]
+        )
+
+    def network_allowed(self, address: str) -> bool:
+        if not self.allowed_networks:
+            return True
+        try:
+            ip = ipaddress.ip_address(address.split("%")[0])
+        except ValueError:
+            return False
+        return any(ip in net for net in self.allowed_networks)
+
+
+class _Connection(asyncio.Protocol):
+    def __init__(self, server: PeerServer) -> None:
+        self.server = server
+        self.proto = ServerConnection(max_frame_size=server.max_frame_bytes)
+        self.transport: asyncio.Transport | None = None
+        self.peer = "?"
+        self.opened = self.last_rx = time.monotonic()
+        self.charged = 0  # bytes of partial frames held for this connection
+        self.tasks: set[asyncio.Task[None]] = set()
+        self.closing = False
+        self.paused = False
+
+    # -- asyncio callbacks ----------------------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        peername = transport.get_extra_info("peername")
+        self.peer = f"{peername[0]}:{peername[1]}" if peername else "?"
+        self.server.admit(self, peername[0] if peername else "")
+
+    def data_received(self, data: bytes) -> None:
+        if self.closing:
+            return
+        self.last_rx = time.monotonic()
+        self.server.budget.charge(len(data))
+        self.charged += len(data)
+        try:
+            events = self.proto.receive_data(data)
+        except WireProtocolError as exc:
+            self.server.refusals.log(logging.ERROR, "protocol", "%s: closing connection after protocol error: %s",
+                                     self.peer, exc)  # fmt: skip
+            metrics.ERRORS.labels("protocol").inc()
+            self.close()
+            return
+        taken = 0
+        for event in events:
+            if isinstance(event, CallReceived):
+                taken += event.frame_size  # these bytes stay charged, to the call now, until it is answered
+                self._start_call(event)
+            elif isinstance(event, ConnectionHeaderReceived):
+                log.debug("%s: %s as %s, codec %s", self.peer, event.service, event.user, event.codec)
+            elif isinstance(event, ConnectionRejected):
+                self.server.refusals.log(logging.ERROR, "rejected", "%s: connection rejected: %s", self.peer,
+                                         event.reason)  # fmt: skip
+                metrics.ERRORS.labels("rejected").inc()
+                self.write(event.response)
+                self.close()
+        # What is still buffered stays charged to the connection; framing bytes already parsed are free.
+        keep = self.proto.buffered
+        self.server.budget.release(self.charged - taken - keep)
+        self.charged = keep
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closing = True
+        if self.charged:
+            self.server.budget.release(self.charged)
+            self.charged = 0
+        self.server.forget(self)
+
+    # -- helpers --------------------------------------------------------------------------------------
+    @property
+    def busy(self) -> bool:
+        return bool(self.tasks)
+
+    def write(self, data: bytes) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(data)
+
+    def close(self) -> None:
+        self.closing = True
+        if self.transport is not None:
+            self.transport.close()
+
+    def pause(self) -> None:
+        if not self.paused and self.transport is not None and not self.transport.is_closing():
+            self.transport.pause_reading()
+            self.paused = True
+
+    def resume(self) -> None:
+        if self.paused and self.transport is not None and not self.transport.is_closing():
+            self.transport.resume_reading()
+        self.paused = False
+
+    def _start_call(self, call: CallReceived) -> None:
+        task = asyncio.get_running_loop().create_task(self.server.call(self, call))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
 
 
 class PeerServer:
     def __init__(
-        self, sink: ReplicationHandler, host: str, port: int, *, max_inflight_bytes: int, max_frame_bytes: int
+        self,
+        sink: ReplicationHandler,
+        host: str,
+        port: int,
+        *,
+        max_inflight_bytes: int,
+        max_frame_bytes: int,
+        admission: Admission = Admission(),
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.sink = sink
         self.host = host
         self.port = port
-        self.max_frame_bytes = max_frame_bytes
-        self.budget = ByteBudget(max_inflight_bytes)
+        self.max_frame_bytes = min(max_frame_bytes, max_inflight_bytes)
+        self.admission = admission
+        self.ssl_context = ssl_context
+        self.budget = MemoryBudget(max_inflight_bytes, self._on_budget)
+        self.refusals = RateLimited(log)
+        self.conns: set[_Connection] = set()
+        self.shed = 0  # connections dropped to free memory or room
         self._server: asyncio.Server | None = None
-        self._conns: set[_Conn] = set()
+        self._sweeper: asyncio.Task[None] | None = None
+        self._full_since: float | None = None
 
     async def start(self) -> int:
-        self._server = await asyncio.start_server(self._serve, self.host, self.port, limit=1 << 20)
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: _Connection(self), self.host, self.port, ssl=self.ssl_context, backlog=512
+        )
         self.port = self._server.sockets[0].getsockname()[1]
-        log.info("replication peer listening on %s:%d", self.host, self.port)
+        self._sweeper = loop.create_task(self._sweep())
+        log.info("replication peer listening on %s:%d%s", self.host, self.port, " (TLS)" if self.ssl_context else "")
         return self.port
 
     async def stop(self, grace_s: float = 30.0) -> None:
         """Stop accepting, let calls in flight finish (up to `grace_s`), then close connections."""
         if self._server is not None:
             self._server.close()
-        pending = [t for c in self._conns for t in c.tasks]
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+        pending = [t for c in self.conns for t in c.tasks]
         if pending:
             log.info("waiting for %d call(s) in flight", len(pending))
             _done, still = await asyncio.wait(pending, timeout=grace_s)
             for t in still:
                 t.cancel()
-        readers = [c.reader_task for c in self._conns if c.reader_task is not None]
-        for c in list(self._conns):
-            c.writer.close()
-        for t in readers:
-            t.cancel()
-        if readers:
-            await asyncio.gather(*readers, return_exceptions=True)
+        for c in list(self.conns):
+            c.close()
+        await asyncio.sleep(0)  # let connection_lost run
         if self._server is not None:
             await self._server.wait_closed()
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        peername = writer.get_extra_info("peername")
-        conn = _Conn(f"{peername[0]}:{peername[1]}" if peername else "?", writer, asyncio.current_task())
-        self._conns.add(conn)
-        metrics.CONNECTIONS.inc()
-        proto = ServerConnection(max_frame_size=self.max_frame_bytes)
-        try:
-            while not proto.closed:
-                data = await reader.read(1 << 20)
-                if not data:
-                    break
-                for event in proto.receive_data(data):
-                    if isinstance(event, CallReceived):
-                        await self.budget.acquire(event.frame_size)
-                        task = asyncio.create_task(self._call(conn, event))
-                        conn.tasks.add(task)
-                        task.add_done_callback(conn.tasks.discard)
-                    elif isinstance(event, ConnectionHeaderReceived):
-                        log.debug("%s: %s as %s, codec %s", conn.peer, event.service, event.user, event.codec)
-                    elif isinstance(event, ConnectionRejected):
-                        log.error("%s: connection rejected: %s", conn.peer, event.reason)
-                        metrics.ERRORS.labels("rejected").inc()
-                        writer.write(event.response)
-                        await writer.drain()
-        except WireProtocolError as exc:
-            log.error("%s: closing connection after protocol error: %s", conn.peer, exc)
-            metrics.ERRORS.labels("protocol").inc()
-        except (ConnectionError, asyncio.IncompleteReadError) as exc:
-            log.info("%s: connection lost: %s", conn.peer, exc)
-        except asyncio.CancelledError:
-            pass  # server shutdown
-        finally:
-            if conn.tasks:  # answer what we accepted before closing, when we still can
-                await asyncio.wait(list(conn.tasks), timeout=60)
-            self._conns.discard(conn)
-            metrics.CONNECTIONS.dec()
-            writer.close()
+    # -- admission --------------------------------------------------------------------------------------
+    def admit(self, conn: _Connection, address: str) -> None:
+        if not self.admission.network_allowed(address):
+            self.refusals.log(logging.WARNING, "network", "%s: refused, address not in hbase.peer.allowed_networks",
+                              conn.peer)  # fmt: skip
+            metrics.ERRORS.labels("refused_network").inc()
+            why = f"{address} is not allowed to replicate to this cdcflow peer"
+            conn.write(error_response(CONNECTION_CALL_ID, ACCESS_DENIED, why, do_not_retry=True))
+            conn.close()
+            return
+        if len(self.conns) >= self.admission.max_connections and not self._evict_idle():
+            self.refusals.log(logging.WARNING, "full", "%s: refused, %d connections open (hbase.peer.max_connections) "
+                              "and none idle", conn.peer, len(self.conns))  # fmt: skip
+            metrics.ERRORS.labels("refused_full").inc()
+            conn.close()
+            return
+        self.conns.add(conn)
+        metrics.CONNECTIONS.set(len(self.conns))
+        if self.budget.over:
+            conn.pause()
 
-    async def _call(self, conn: _Conn, call: CallReceived) -> None:
+    def forget(self, conn: _Connection) -> None:
+        if conn in self.conns:
+            self.conns.discard(conn)
+            metrics.CONNECTIONS.set(len(self.conns))
+
+    def _evict_idle(self) -> bool:
+        """Make room: close the connection idle for longest (no call in flight)."""
+        idle = [c for c in self.conns if not c.busy and not c.closing]
+        if not idle:
+            return False
+        victim = min(idle, key=lambda c: c.last_rx)
+        self._drop(victim, "connection limit reached, closing the longest-idle connection")
+        return True
+
+    def _drop(self, conn: _Connection, why: str) -> None:
+        self.shed += 1
+        metrics.ERRORS.labels("shed").inc()
+        self.refusals.log(logging.WARNING, f"shed:{why}", "%s: %s", conn.peer, why)
+        conn.close()
+        self.forget(conn)
+
+    def _on_budget(self, over: bool) -> None:
+        for c in self.conns:
+            if over:
+                c.pause()
+            else:
+                c.resume()
+        self._full_since = time.monotonic() if over else None
+
+    async def _sweep(self) -> None:
+        """Close idle and half-open connections; break a budget held only by stalled partial frames."""
+        while True:
+            await asyncio.sleep(_SWEEP_S)
+            now = time.monotonic()
+            a = self.admission
+            for c in list(self.conns):
+                if c.busy or c.closing:
+                    continue
+                if c.proto.header is None and now - c.opened > a.handshake_timeout_s:
+                    self._drop(c, f"no connection header within {a.handshake_timeout_s:.0f} s")
+                elif now - c.last_rx > a.idle_timeout_s:
+                    self._drop(c, f"idle for {a.idle_timeout_s:.0f} s")
+            if self._full_since is not None and now - self._full_since > 1.0 and not any(c.busy for c in self.conns):
+                holders = [c for c in self.conns if c.charged and not c.closing]
+                if holders:  # nothing will free memory by itself: drop the stalest partial frame
+                    self._drop(min(holders, key=lambda c: c.last_rx),
+                               "memory budget full of partial frames, dropping the one stalled longest")  # fmt: skip
+                    self._full_since = now
+
+    # -- calls --------------------------------------------------------------------------------------------
+    async def call(self, conn: _Connection, call: CallReceived) -> None:
         started = time.monotonic()
         try:
             if call.method != REPLICATE:
@@ -146,35 +332,65 @@ class PeerServer:
                 )  # fmt: skip
                 metrics.CALLS.labels("unsupported").inc()
             else:
-                response = await self._replicate(call)
-            conn.writer.write(response)
-            await conn.writer.drain()
-        except (ConnectionError, RuntimeError) as exc:
-            log.warning("%s: could not answer call %d: %s (HBase will resend)", conn.peer, call.call_id, exc)
+                response = await self._replicate(conn, call)
+            conn.write(response)
         finally:
-            await self.budget.release(call.frame_size)
+            self.budget.release(call.frame_size)
             metrics.CALL_LATENCY.observe(time.monotonic() - started)
 
-    async def _replicate(self, call: CallReceived) -> bytes:
+    async def _replicate(self, conn: _Connection, call: CallReceived) -> bytes:
+        stats = CallStats()
+        footprint = 0
         try:
             # Answer before HBase's own call timeout, so a slow Kafka turns into a clean retry.
             budget_s = max(1.0, call.timeout_ms / 1000 * 0.9) if call.timeout_ms else None
-            stats = await asyncio.wait_for(self.sink.replicate(call.param, call.cell_block), budget_s)
+            async with asyncio.timeout(budget_s):
+                # Decoding and encoding a call of many MB takes a while: off the event loop, so heartbeats,
+                # ZooKeeper and other connections keep being served meanwhile.
+                decoded = await asyncio.to_thread(self.sink.to_records, call.param, call.cell_block, stats)
+                footprint = decoded.footprint
+                self.budget.charge(footprint)
+                self._check_clusters(stats)
+                await self.sink.deliver(decoded, stats)
+        except ClusterNotAllowed as exc:
+            metrics.ERRORS.labels("refused_cluster").inc()
+            metrics.CALLS.labels("refused").inc()
+            self.refusals.log(logging.WARNING, "cluster", "%s: call %d refused: %s", conn.peer, call.call_id, exc)
+            return ServerConnection.respond_error(call.call_id, ACCESS_DENIED, str(exc), do_not_retry=True)
         except Exception as exc:  # every failure becomes a retryable error answer: nothing is dropped
             kind = "decode" if isinstance(exc, WireProtocolError) else type(exc).__name__
             metrics.ERRORS.labels(kind).inc()
             metrics.CALLS.labels("error").inc()
             message = f"cdcflow could not deliver call {call.call_id}: {type(exc).__name__}: {exc}"
             if isinstance(exc, CdcflowError | TimeoutError):
-                log.error(message)
+                self.refusals.log(logging.ERROR, f"call:{kind}", "%s", message)
             else:  # not one of ours: a bug, so keep the traceback
                 log.exception(message)
             return ServerConnection.respond_error(call.call_id, RETRY_EXCEPTION, message)
+        finally:
+            if footprint:
+                self.budget.release(footprint)
         metrics.CALLS.labels("ok").inc()
         metrics.ENTRIES.inc(stats.entries)
         metrics.ROWS.inc(stats.rows)
         metrics.CELLS.inc(stats.cells)
         metrics.BYTES.inc(stats.bytes)
+        if stats.oversize:
+            metrics.OVERSIZE.inc(stats.oversize)
         if stats.oldest_write_ms is not None:
             metrics.WAL_TO_ACK.observe(max(0.0, time.time() - stats.oldest_write_ms / 1000))
         return ServerConnection.respond(call.call_id, wal_pb2.ReplicateWALEntryResponse())
+
+    def _check_clusters(self, stats: CallStats) -> None:
+        allowed = self.admission.allowed_clusters
+        if not allowed:
+            return
+        bad = stats.shipping_clusters - allowed
+        if bad:
+            raise ClusterNotAllowed(
+                f"edits shipped by cluster(s) {sorted(map(str, bad))}, not in hbase.peer.allowed_clusters"
+            )
+
+
+class ClusterNotAllowed(CdcflowError):
+    """A call from a source cluster that is not on the allowlist."""
