@@ -16,8 +16,9 @@ from typing import Any
 import yaml
 
 from cdcflow.clients.hbase import HBaseClient
-from cdcflow.clients.kafka import KafkaRecord, TopicReader
+from cdcflow.clients.kafka import KafkaRecord, TopicReader, consume, end_offsets
 from cdcflow.events.json_codec import decode
+from cdcflow.events.oversize import reassemble
 from cdcflow.pipeline.sinks.hbase.mutations import event_mutations
 
 CellTuple = tuple[bytes, bytes, bytes, int, bytes]
@@ -44,9 +45,9 @@ class PeerSetup:
     def peer_config(self) -> dict[str, Any]:
         return {"peer_id": self.name, "port": 0, "znode_parent": f"/{self.name}"}
 
-    def write_config(self, **hbase_overrides: Any) -> Path:
+    def write_config(self, kafka: dict[str, Any] | None = None, **hbase_overrides: Any) -> Path:
         cfg = {
-            "kafka": {"bootstrap_servers": self.kafka["bootstrap_servers"]},
+            "kafka": {"bootstrap_servers": self.kafka["bootstrap_servers"], **(kafka or {})},
             "hbase": {
                 "name": "it",
                 "zk_quorum": self.hbase["zk_quorum"],
@@ -70,11 +71,19 @@ class PeerSetup:
     def add_peer(self, *tables: str) -> None:
         self.cli("hbase", "peer", "add", "--config", str(self.config_path), *(f"--table={t}" for t in tables))
 
-    def start(self, index: int = 0) -> subprocess.Popen[bytes]:
+    def start(self, index: int = 0, *args: str, open_files: int | None = None) -> subprocess.Popen[bytes]:
+        """Start `cdcflow hbase run` (extra CLI `args`; `open_files`: its soft open-files limit)."""
         log = open(self.workdir / f"{self.name}-peer{index}.log", "ab")  # noqa: SIM115 - owned by the process
+
+        def limit_files() -> None:
+            if open_files is not None:
+                import resource
+
+                resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+
         proc = subprocess.Popen(
-            [sys.executable, "-m", "cdcflow.cli.main", "hbase", "run", "--config", str(self.config_path)],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            [sys.executable, "-m", "cdcflow.cli.main", "--log-level", os.environ.get("CDCFLOW_TEST_PEER_LOG_LEVEL", "INFO"), "hbase", "run", "--config", str(self.config_path), *args],
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=limit_files,
         )  # fmt: skip
         self.procs.append(proc)
         self.wait_registered(len([p for p in self.procs if p.poll() is None]))
@@ -108,6 +117,9 @@ class PeerSetup:
                 os.killpg(p.pid, signal.SIGKILL)
                 p.wait()
 
+    def full_logs(self) -> str:
+        return "\n".join(p.read_text() for p in sorted(self.workdir.glob(f"{self.name}-peer*.log")))
+
     def logs(self) -> str:
         return "\n".join(
             f"--- {p.name}\n{p.read_text()[-4000:]}" for p in sorted(self.workdir.glob(f"{self.name}-peer*.log"))
@@ -119,6 +131,8 @@ class Rebuilder:
 
     def __init__(self, client: HBaseClient, bootstrap: str, topic: str, target: str) -> None:
         self.client = client
+        self.bootstrap = bootstrap
+        self.oversized = 0
         self.reader = TopicReader(bootstrap, [topic])
         self.target = target
         self.records: list[KafkaRecord] = []
@@ -127,10 +141,19 @@ class Rebuilder:
         batch = self.reader.poll(wait_s=2.0)
         for rec in batch:
             assert rec.value is not None
-            for m in event_mutations(decode(rec.value)):
+            event = decode(rec.value)
+            if event.oversize is not None:  # a marker: the whole change is in parts elsewhere
+                event = decode(self.reassemble(event.oversize))
+                self.oversized += 1
+            for m in event_mutations(event):
                 self.client.mutate(self.target, m)
         self.records.extend(batch)
         return len(batch)
+
+    def reassemble(self, info: dict[str, Any]) -> bytes:
+        topic = info["topic"]
+        records = consume(self.bootstrap, topic, expected=sum(end_offsets(self.bootstrap, topic).values()))
+        return reassemble(r.value or b"" for r in records if r.key == info["id"].encode())
 
     def until_equal(self, source: str, timeout_s: float = 180) -> set[CellTuple]:
         deadline = time.monotonic() + timeout_s
@@ -158,21 +181,41 @@ class Rebuilder:
         return dups
 
     def assert_row_order(self) -> None:
-        """Per row, in partition order, pos strictly increases (exact duplicates of a seen pos aside)."""
-        last: dict[tuple[int, bytes | None], tuple[int, ...]] = {}
-        seen: dict[bytes | None, set[tuple[str, tuple[int, ...]]]] = defaultdict(set)
+        """What a consumer applying records in partition order without dedup would see must end right.
+
+        Per row and partition: positions increase, except for replays. A replay (HBase resending a call
+        after an error) starts at a position already seen, repeats only positions already seen, and must
+        climb back to the highest position before anything new comes; no row may end inside a replay. A
+        stale copy landing after newer changes (a timed-out call's records delivered late) breaks this.
+        """
         partitions: dict[bytes | None, set[int]] = defaultdict(set)
+        state: dict[tuple[int, bytes | None], tuple[tuple[int, ...], tuple[int, ...] | None]] = {}
+        seen: dict[tuple[int, bytes | None], set[tuple[str, tuple[int, ...]]]] = defaultdict(set)
         for r in sorted(self.records, key=lambda r: (r.partition, r.offset)):
             doc = json.loads(r.value or b"{}")
-            pos = tuple(doc["source"]["pos"])
-            ident = (doc["source"]["region"], pos)
+            region, pos = doc["source"]["region"], tuple(doc["source"]["pos"])
+            where = (r.partition, r.key)
             partitions[r.key].add(r.partition)
-            if ident in seen[r.key]:
-                continue  # a duplicate delivery (allowed: at-least-once)
-            seen[r.key].add(ident)
-            prev = last.get((r.partition, r.key))
-            assert prev is None or pos > prev, f"row {r.key!r}: pos {pos} after {prev} in partition {r.partition}"
-            last[(r.partition, r.key)] = pos
+            top, replay_to = state.get(where, ((), None))
+            if replay_to is None:
+                if pos < top:
+                    assert (region, pos) in seen[where], (
+                        f"row {r.key!r}: new pos {pos} after {top} (offset {r.offset}): a late record"
+                    )
+                    replay_to = top
+            else:
+                assert pos <= replay_to, (
+                    f"row {r.key!r}: pos {pos} while replaying up to {replay_to} (offset {r.offset})"
+                )
+                assert (region, pos) in seen[where], f"row {r.key!r}: unseen pos {pos} inside a replay"
+                if pos == replay_to:
+                    replay_to = None
+            seen[where].add((region, pos))
+            state[where] = (max(top, pos), replay_to)
+        stuck = {k: v for k, v in state.items() if v[1] is not None}
+        assert not stuck, (
+            f"{len(stuck)} row(s) end inside a replay of older positions, e.g. {next(iter(stuck.items()))}"
+        )
         assert all(len(p) == 1 for p in partitions.values()), "a row spread over several partitions"
 
     def close(self) -> None:

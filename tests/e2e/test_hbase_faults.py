@@ -105,8 +105,7 @@ def test_garbage_on_the_rpc_port_closes_only_that_connection(
         rebuild.until_equal(source)
     finally:
         rebuild.close()
-    log = peer_setup.logs()
-    assert "closing connection after protocol error" in log
+    assert "closing connection after protocol error" in peer_setup.full_logs()
 
 
 def test_peer_killed_with_sigkill_then_restarted(
@@ -140,6 +139,7 @@ def test_two_peers_one_killed(hbase_client: HBaseClient, peer_setup: PeerSetup, 
     rebuild = Rebuilder(hbase_client, kafka["bootstrap_servers"], f"{peer_setup.name}.default.{source}", target)
     try:
         rebuild.until_equal(source)
+        rebuild.assert_row_order()
         print(f"two peers, one killed: {len(rebuild.records)} events, {rebuild.duplicates()} duplicates")
     finally:
         rebuild.close()
@@ -148,6 +148,8 @@ def test_two_peers_one_killed(hbase_client: HBaseClient, peer_setup: PeerSetup, 
 def test_kafka_stopped_for_30s(
     hbase_client: HBaseClient, peer_setup: PeerSetup, kafka: dict[str, Any], services: ServiceHarness
 ) -> None:
+    """The outage is 3x the producer's delivery timeout, so deliveries really fail and HBase hears errors."""
+    peer_setup.write_config(kafka={"delivery_timeout_ms": 10_000})
     source, target = setup_tables(hbase_client, peer_setup)
     peer_setup.start()
     rng = random.Random(4)
@@ -168,6 +170,7 @@ def test_kafka_stopped_for_30s(
         print(f"Kafka down 30 s: {len(rebuild.records)} events, {rebuild.duplicates()} duplicates")
     finally:
         rebuild.close()
+    assert "could not deliver call" in peer_setup.full_logs(), "the error answer path never ran"
 
 
 def test_zookeeper_session_expiry_reregisters(
@@ -205,4 +208,4 @@ def test_zookeeper_session_expiry_reregisters(
     finally:
         rebuild.close()
     assert proc.poll() is None
-    assert "re-registered" in peer_setup.logs()
+    assert "re-registered" in peer_setup.full_logs()

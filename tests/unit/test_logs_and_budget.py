@@ -25,10 +25,12 @@ def test_memory_budget_pauses_when_over_and_resumes_when_back_under() -> None:
     assert changes == [] and not budget.over
     budget.charge(20)  # bytes that already arrived are charged even past the limit
     assert changes == [True] and budget.over and budget.used == 110
+    budget.release(30)
+    assert changes == [True], "paused until back under 3/4 of the limit"
     budget.release(5)
-    assert changes == [True], "still over: 105 >= 100"
-    budget.release(50)
-    assert changes == [True, False] and not budget.over and budget.peak == 110
+    assert changes == [True, False] and not budget.over and budget.peak == 110 and budget.used == 75
+    budget.charge(24)
+    assert changes == [True, False], "resumes and pauses at different levels"
 
 
 def test_rate_limited_lines_say_how_many_were_left_out(caplog: pytest.LogCaptureFixture) -> None:

@@ -29,6 +29,7 @@ class ZooKeeper:
         self.timeout_s = timeout_s
         self.expirations = 0
         self._lost = False
+        self._closing = False
         self._callbacks: list[Callable[[], object]] = []
         self._zk = KazooClient(hosts=quorum, timeout=timeout_s)
         # kazoo logs every reconnect attempt at WARNING; ours is enough.
@@ -50,6 +51,8 @@ class ZooKeeper:
     def _on_state(self, state: str) -> None:
         # Runs on kazoo's connection thread: never block here, never call ZooKeeper from here.
         if state == KazooState.LOST:
+            if self._closing:
+                return
             self._lost = True
             self.expirations += 1
             log.warning("ZooKeeper session at %s expired: its ephemeral znodes are gone", self.quorum)
@@ -101,5 +104,6 @@ class ZooKeeper:
             return []
 
     def close(self) -> None:
+        self._closing = True
         self._zk.stop()
         self._zk.close()

@@ -110,6 +110,8 @@ class HBaseService(Service):
             # Replication retries back off by 1 s x a multiplier that grows to this cap (HBase's
             # default 300 makes a sink outage cost up to 5 minutes of back-off; 10 s is enough here).
             "replication.source.maxretriesmultiplier": "10",
+            # HBase refuses cells over 10 MB by default; the oversize tests write a 20 MB one.
+            "hbase.server.keyvalue.maxsize": str(64 * 2**20),
         }
         (conf / "hbase-site.xml").write_text(site_xml(props))
         (conf / "log4j2.properties").write_text(_LOG4J2)

@@ -8,6 +8,7 @@ import resource
 import signal
 import ssl
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +21,8 @@ from cdcflow.config.model import PeerTlsConfig
 from cdcflow.errors import ConfigError
 from cdcflow.sources.hbase.peer.handler import OversizePolicy, ReplicationHandler, TopicLimits
 from cdcflow.sources.hbase.peer.registry import PeerRegistry
-from cdcflow.sources.hbase.peer.server import Admission, PeerServer
+from cdcflow.logs import RateLimited
+from cdcflow.sources.hbase.peer.server import ACCEPT_BACKLOG, Admission, PeerServer
 from cdcflow.sources.hbase.routing import Router
 
 log = logging.getLogger(__name__)
@@ -40,6 +42,7 @@ async def run_peer(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    loop.set_exception_handler(_rate_limited_loop_errors())
     if metrics_port is not None:
         start_http_server(metrics_port, addr="127.0.0.1")
         log.info("metrics on http://127.0.0.1:%d/metrics", metrics_port)
@@ -95,8 +98,22 @@ async def run_peer(
         log.info("stopped")
 
 
-# Descriptors kept for everything that is not a peer connection: Kafka, ZooKeeper, metrics, logs.
-_RESERVED_FDS = 128
+# Descriptors kept for everything that is not a peer connection (Kafka, ZooKeeper, metrics, logs), and
+# for one burst of accepts: asyncio accepts up to the listen backlog before our cap sees any of them.
+_RESERVED_FDS = 128 + ACCEPT_BACKLOG
+
+
+def _rate_limited_loop_errors() -> Callable[[asyncio.AbstractEventLoop, dict[str, Any]], None]:
+    """asyncio reports e.g. "socket.accept() out of system resource" through the loop's exception handler,
+    once per accept attempt: one line per kind every 10 s is enough."""
+    limited = RateLimited(logging.getLogger("asyncio"))
+
+    def handle(_loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        exc = context.get("exception")
+        limited.log(logging.ERROR, str(context.get("message")), "%s%s", context.get("message"),
+                    f": {type(exc).__name__}: {exc}" if exc else "")  # fmt: skip
+
+    return handle
 
 
 def fit_connections_to_descriptors(wanted: int) -> int:

@@ -46,14 +46,17 @@ REPLICATE = "ReplicateWALEntry"
 RETRY_EXCEPTION = "java.io.IOException"
 ACCESS_DENIED = "org.apache.hadoop.hbase.security.AccessDeniedException"
 _SWEEP_S = 0.5
+ACCEPT_BACKLOG = 128
 
 
 class MemoryBudget:
-    """Bytes held by connections and calls. Charging never blocks (the bytes are already here); going over
-    the limit pauses reading, going back under resumes it."""
+    """Bytes held by connections and calls. Charging never blocks (the bytes are already here); reaching
+    the limit pauses reading, going back under `resume_at` (3/4 of it) resumes it. The gap keeps a
+    thousand connections from being paused and resumed on every small release."""
 
     def __init__(self, limit: int, on_change: Callable[[bool], None] = lambda over: None) -> None:
         self.limit = limit
+        self.resume_at = limit * 3 // 4
         self.used = 0
         self.peak = 0
         self._on_change = on_change
@@ -74,7 +77,7 @@ class MemoryBudget:
 
     def _update(self) -> None:
         metrics.INFLIGHT_BYTES.set(self.used)
-        over = self.used >= self.limit
+        over = self.used >= self.limit if not self._over else self.used > self.resume_at
         if over != self._over:
             self._over = over
             self._on_change(over)
@@ -189,6 +192,10 @@ class _Connection(asyncio.Protocol):
     def resume(self) -> None:
         if self.paused and self.transport is not None and not self.transport.is_closing():
             self.transport.resume_reading()
+            # Time spent paused by us is not the client's idleness: its clocks start again.
+            self.last_rx = time.monotonic()
+            if self.proto.header is None:
+                self.opened = self.last_rx
         self.paused = False
 
     def _start_call(self, call: CallReceived) -> None:
@@ -226,7 +233,7 @@ class PeerServer:
     async def start(self) -> int:
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
-            lambda: _Connection(self), self.host, self.port, ssl=self.ssl_context, backlog=512
+            lambda: _Connection(self), self.host, self.port, ssl=self.ssl_context, backlog=ACCEPT_BACKLOG
         )
         self.port = self._server.sockets[0].getsockname()[1]
         self._sweeper = loop.create_task(self._sweep())
@@ -291,6 +298,9 @@ class PeerServer:
         metrics.ERRORS.labels("shed").inc()
         self.refusals.log(logging.WARNING, f"shed:{why}", "%s: %s", conn.peer, why)
         conn.close()
+        if conn.charged:  # its partial frame is gone now, not when asyncio reports the close
+            held, conn.charged = conn.charged, 0
+            self.budget.release(held)
         self.forget(conn)
 
     def _on_budget(self, over: bool) -> None:
@@ -308,18 +318,25 @@ class PeerServer:
             now = time.monotonic()
             a = self.admission
             for c in list(self.conns):
-                if c.busy or c.closing:
+                if c.busy or c.closing or c.paused:
                     continue
                 if c.proto.header is None and now - c.opened > a.handshake_timeout_s:
                     self._drop(c, f"no connection header within {a.handshake_timeout_s:.0f} s")
                 elif now - c.last_rx > a.idle_timeout_s:
                     self._drop(c, f"idle for {a.idle_timeout_s:.0f} s")
-            if self._full_since is not None and now - self._full_since > 1.0 and not any(c.busy for c in self.conns):
-                holders = [c for c in self.conns if c.charged and not c.closing]
-                if holders:  # nothing will free memory by itself: drop the stalest partial frame
-                    self._drop(min(holders, key=lambda c: c.last_rx),
-                               "memory budget full of partial frames, dropping the one stalled longest")  # fmt: skip
-                    self._full_since = now
+            full_since = self._full_since
+            if full_since is not None and now - full_since > 1.0:
+                self._shed_partial_frames(full_since, calls_running=any(c.busy for c in self.conns))
+
+    def _shed_partial_frames(self, full_since: float, calls_running: bool) -> None:
+        """The budget has been full for a while. Partial frames whose sender had stalled before we stopped
+        reading will not finish: drop those, stalest first, until back under. With no call running, nothing
+        frees memory by itself, so any partial frame may go."""
+        holders = sorted((c for c in self.conns if c.charged and not c.closing), key=lambda c: c.last_rx)
+        for c in holders:
+            if not self.budget.over or (calls_running and c.last_rx > full_since - 1.0):
+                break
+            self._drop(c, "memory budget full of partial frames, dropping the one stalled longest")
 
     # -- calls --------------------------------------------------------------------------------------------
     async def call(self, conn: _Connection, call: CallReceived) -> None:
