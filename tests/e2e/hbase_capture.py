@@ -81,8 +81,10 @@ class PeerSetup:
 
                 resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
 
+        level = os.environ.get("CDCFLOW_TEST_PEER_LOG_LEVEL", "INFO")  # DEBUG to see every connection
         proc = subprocess.Popen(
-            [sys.executable, "-m", "cdcflow.cli.main", "--log-level", os.environ.get("CDCFLOW_TEST_PEER_LOG_LEVEL", "INFO"), "hbase", "run", "--config", str(self.config_path), *args],
+            [sys.executable, "-m", "cdcflow.cli.main", "--log-level", level,
+             "hbase", "run", "--config", str(self.config_path), *args],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=limit_files,
         )  # fmt: skip
         self.procs.append(proc)

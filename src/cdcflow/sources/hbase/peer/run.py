@@ -19,9 +19,9 @@ from cdcflow.clients.kafka.producer import AsyncProducer, ProducerSettings
 from cdcflow.config import HBaseSourceConfig, KafkaConfig
 from cdcflow.config.model import PeerTlsConfig
 from cdcflow.errors import ConfigError
+from cdcflow.logs import RateLimited
 from cdcflow.sources.hbase.peer.handler import OversizePolicy, ReplicationHandler, TopicLimits
 from cdcflow.sources.hbase.peer.registry import PeerRegistry
-from cdcflow.logs import RateLimited
 from cdcflow.sources.hbase.peer.server import ACCEPT_BACKLOG, Admission, PeerServer
 from cdcflow.sources.hbase.routing import Router
 
