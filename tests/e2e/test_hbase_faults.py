@@ -11,6 +11,8 @@ import random
 import signal
 import socket
 import struct
+import subprocess
+import sys
 import time
 from typing import Any
 
@@ -209,3 +211,28 @@ def test_zookeeper_session_expiry_reregisters(
         rebuild.close()
     assert proc.poll() is None
     assert "re-registered" in peer_setup.full_logs()
+
+
+def test_status_warns_when_an_enabled_peer_has_no_instance(
+    hbase_client: HBaseClient, peer_setup: PeerSetup, kafka: dict[str, Any]
+) -> None:
+    """`make run` stopped leaves the peer ENABLED with nothing serving: HBase keeps every WAL for it."""
+    source, _target = setup_tables(hbase_client, peer_setup)
+    writes(hbase_client, source, random.Random(11), 0, 50)
+    status = [sys.executable, "-m", "cdcflow.cli.main", "hbase", "status", "--config", str(peer_setup.config_path)]
+
+    def run_status() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(status, capture_output=True, text=True, timeout=120, check=False)
+
+    idle = run_status()
+    assert idle.returncode == 1 and "ENABLED but no cdcflow instance is serving it" in idle.stderr
+    deadline = time.monotonic() + 60  # region servers report their sources to the master every few seconds
+    while "WAL(s) queued" not in (out := run_status()).stdout:
+        assert time.monotonic() < deadline, f"no backlog line in:\n{out.stdout}"
+        time.sleep(3)
+    peer_setup.start()
+    serving = run_status()
+    assert serving.returncode == 0 and "instances serving: 1" in serving.stdout and "WARNING" not in serving.stderr
+    peer_setup.cli("hbase", "peer", "disable", peer_setup.name, "--config", str(peer_setup.config_path))
+    disabled = run_status()
+    assert disabled.returncode == 1 and f"peer {peer_setup.name}: DISABLED" in disabled.stdout

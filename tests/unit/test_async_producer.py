@@ -72,3 +72,113 @@ def test_a_retriable_delivery_error_fails_the_call_without_replacing_the_produce
         assert len(made) == 1 and producer.fatal is None
     finally:
         producer.close(timeout_s=1)
+
+
+def test_a_call_fails_only_after_all_its_records_are_resolved() -> None:
+    """The first failure must not answer the call while its other records are still queued."""
+
+    class Staggered(FakeProducer):
+        """Fails the first record at once; acknowledges the others only when released."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.release = False
+            self.calls = 0
+
+        def poll(self, timeout: float) -> int:
+            if not self.pending:
+                return 0
+            if self.calls == 0:
+                self.calls += 1
+                first, self.pending = self.pending[0], self.pending[1:]
+                first(KafkaError(KafkaError._MSG_TIMED_OUT, "timed out"), None)
+                return 1
+            return super().poll(timeout) if self.release else 0
+
+    fake = Staggered()
+    producer = AsyncProducer(ProducerSettings("unused:9092"), factory=lambda _c: fake)
+
+    async def scenario() -> None:
+        call = asyncio.create_task(producer.send_all([OutRecord("t", b"k", b"%d" % i) for i in range(3)]))
+        await asyncio.sleep(0.3)
+        assert not call.done(), "answered while two records were still queued"
+        fake.release = True
+        with pytest.raises(DeliveryFailed):
+            await asyncio.wait_for(call, 2)
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        producer.close(timeout_s=1)
+
+
+def test_concurrent_calls_replace_a_fenced_producer_once() -> None:
+    made: list[FakeProducer] = []
+
+    def factory(_config: dict[str, object]) -> FakeProducer:
+        made.append(FakeProducer())
+        return made[-1]
+
+    producer = AsyncProducer(ProducerSettings("unused:9092"), factory=factory)
+
+    async def scenario() -> None:
+        producer.fatal = "fatal producer error: fenced"
+        await asyncio.gather(*(producer.send_all([OutRecord("t", b"k", b"v%d" % i)]) for i in range(5)))
+
+    try:
+        asyncio.run(scenario())
+        assert len(made) == 2 and producer.replacements == 1
+        assert sorted(made[1].sent) == [b"v%d" % i for i in range(5)]
+    finally:
+        producer.close(timeout_s=1)
+
+
+def test_the_poll_thread_survives_errors() -> None:
+    class Flaky(FakeProducer):
+        def __init__(self) -> None:
+            super().__init__()
+            self.failures = 3
+
+        def poll(self, timeout: float) -> int:
+            if self.failures:
+                self.failures -= 1
+                raise RuntimeError("poll broke")
+            return super().poll(timeout)
+
+    fake = Flaky()
+    producer = AsyncProducer(ProducerSettings("unused:9092"), factory=lambda _c: fake)
+    try:
+        asyncio.run(asyncio.wait_for(producer.send_all([OutRecord("t", b"k", b"v")]), 5))
+        assert producer.poll_errors == 3
+    finally:
+        producer.close(timeout_s=1)
+
+
+def test_purge_fails_what_is_unacknowledged() -> None:
+    class Holding(FakeProducer):
+        """Never acknowledges by itself; a purge fails everything it holds."""
+
+        def poll(self, timeout: float) -> int:
+            return 0
+
+        def purge(self, in_queue: bool, in_flight: bool) -> None:
+            self.purged = True
+            callbacks, self.pending = self.pending, []
+            for cb in callbacks:
+                cb(KafkaError(KafkaError._PURGE_QUEUE, "purged"), None)
+
+    fake = Holding()
+    producer = AsyncProducer(ProducerSettings("unused:9092"), factory=lambda _c: fake)
+
+    async def scenario() -> None:
+        call = asyncio.create_task(producer.send_all([OutRecord("t", b"k", b"v1"), OutRecord("t", b"k", b"v2")]))
+        await asyncio.sleep(0.1)
+        await producer.purge_unacknowledged()
+        with pytest.raises(DeliveryFailed, match="purged"):
+            await asyncio.wait_for(call, 2)
+
+    try:
+        asyncio.run(scenario())
+        assert fake.purged and producer.purges == 1
+    finally:
+        producer.close(timeout_s=1)

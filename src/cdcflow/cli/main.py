@@ -303,22 +303,20 @@ def peer_list(config_path: Path | None) -> None:
 
 def _peer_action(action: str) -> click.Command:
     @_config_option
-    def cmd(config_path: Path | None) -> None:
+    @click.argument("peer_id", required=False)
+    def cmd(config_path: Path | None, peer_id: str | None) -> None:
         from cdcflow.clients.hbase import admin
 
         cfg = wiring.load(config_path)
+        peer_id = peer_id or cfg.hbase.peer.peer_id
         client = wiring.client(cfg)
         try:
-            getattr(admin, f"{action}_peer")(client, cfg.hbase.peer.peer_id)
+            getattr(admin, f"{action}_peer")(client, peer_id)
         finally:
             client.close()
-        click.echo(
-            f"{action}d peer {cfg.hbase.peer.peer_id}"
-            if action != "remove"
-            else f"removed peer {cfg.hbase.peer.peer_id}"
-        )
+        click.echo(f"{action}d peer {peer_id}" if action != "remove" else f"removed peer {peer_id}")
 
-    cmd.__doc__ = f"{action.capitalize()} this cdcflow peer (hbase.peer.peer_id) on the source cluster."
+    cmd.__doc__ = f"{action.capitalize()} replication peer PEER_ID (default: hbase.peer.peer_id) on the source cluster."
     return click.command(action)(cmd)
 
 
@@ -346,7 +344,9 @@ def hbase_scope(config_path: Path | None, table: str, families: tuple[str, ...],
 @hbase.command("status")
 @_config_option
 def hbase_status(config_path: Path | None) -> None:
-    """Peer instances registered in ZooKeeper, and the peer's state on the source cluster."""
+    """Peer instances registered in ZooKeeper, the peer's state on the source cluster, and the source's
+    replication backlog for it. Exit status 1 when nothing is serving an enabled peer (HBase then keeps
+    every WAL for it) or the peer is missing or disabled."""
     from cdcflow.clients.hbase import admin
     from cdcflow.sources.hbase.peer.registry import PeerRegistry
 
@@ -364,6 +364,7 @@ def hbase_status(config_path: Path | None) -> None:
     client = wiring.client(cfg)
     try:
         found = [i for i in admin.list_peers(client) if i.peer_id == p.peer_id]
+        backlog = admin.replication_backlog(client, p.peer_id) if found else []
     finally:
         client.close()
     if not found:
@@ -372,6 +373,19 @@ def hbase_status(config_path: Path | None) -> None:
     info = found[0]
     state = "ENABLED" if info.enabled else "DISABLED"
     click.echo(f"peer {info.peer_id}: {state}, serial={info.serial}, key {info.cluster_key}")
+    if backlog:
+        click.echo("source backlog (as region servers last reported it to the master):")
+        for b in backlog:
+            flags = "".join([" recovered" if b.recovered else "", "" if b.running else " NOT RUNNING"])
+            click.echo(f"  {b.server} queue {b.queue_id}: {b.wals_queued} WAL(s) queued, lag {b.lag_ms} ms, "
+                       f"last shipped {b.age_of_last_shipped_ms} ms ago{flags}")  # fmt: skip
+    else:
+        click.echo("source backlog: no region server reports a replication source for this peer yet")
+    if info.enabled and not servers:
+        queued = sum(b.wals_queued for b in backlog)
+        click.echo(f"WARNING: peer {info.peer_id} is ENABLED but no cdcflow instance is serving it: HBase keeps "
+                   f"every WAL for it ({queued} queued now) until one runs (cdcflow hbase run) or the peer is "
+                   f"disabled (cdcflow hbase peer disable {info.peer_id}) or removed.", err=True)  # fmt: skip
     sys.exit(0 if servers and info.enabled else 1)
 
 

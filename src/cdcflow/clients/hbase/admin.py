@@ -148,3 +148,36 @@ def set_replication_scope(client: NativeHBaseClient, table: str, families: Seque
     )
     mod = client.master_call("ModifyTable", req, master_pb2.ModifyTableResponse)
     client.wait_procedure(mod.proc_id, f"set REPLICATION_SCOPE on {table}")
+
+
+@dataclass(frozen=True)
+class SourceBacklog:
+    """One replication source (queue) of one region server, as the master's cluster status reports it."""
+
+    server: str  # host,port,startcode
+    peer_id: str
+    queue_id: str
+    wals_queued: int  # WAL files waiting to be shipped (HBase keeps them until shipped)
+    lag_ms: int  # how far behind the source is (0: caught up)
+    age_of_last_shipped_ms: int
+    running: bool
+    recovered: bool  # a queue taken over from a dead region server
+
+
+def replication_backlog(client: NativeHBaseClient, peer_id: str | None = None) -> list[SourceBacklog]:
+    """Per region server and queue, what is waiting for `peer_id` (all peers when None). Region servers
+    report this to the master with their load every few seconds, so it is that old."""
+    req = master_pb2.GetClusterStatusRequest(options=[master_pb2.LIVE_SERVERS])
+    res = client.master_call("GetClusterStatus", req, master_pb2.GetClusterStatusResponse)
+    out = []
+    for live in res.cluster_status.live_servers:
+        name = f"{live.server.host_name},{live.server.port},{live.server.start_code}"
+        for src in live.server_load.replLoadSource:
+            if peer_id is None or src.peerID == peer_id:
+                out.append(
+                    SourceBacklog(
+                        name, src.peerID, src.queueId or src.peerID, src.sizeOfLogQueue, src.replicationLag,
+                        src.ageOfLastShippedOp, src.running if src.HasField("running") else True, src.recovered,
+                    )
+                )  # fmt: skip
+    return out

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -81,14 +82,35 @@ class AsyncProducer:
         self._factory = factory
         self._producer = factory(settings.librdkafka_config())
         self._stop = threading.Event()
-        self._poller = threading.Thread(target=self._poll_loop, name="kafka-poll", daemon=True)
-        self._poller.start()
+        self.poll_errors = 0
+        self._poller = self._start_poller()
         self.fatal: str | None = None
         self.replacements = 0
+        self.purges = 0
+        # One replacement or purge at a time: two calls seeing the same fatal error must not each swap
+        # in a producer (the first one's callbacks would never be polled again).
+        self._replacing: asyncio.Lock | None = None
+
+    def _start_poller(self) -> threading.Thread:
+        poller = threading.Thread(target=self._poll_loop, name="kafka-poll", daemon=True)
+        poller.start()
+        return poller
 
     def _poll_loop(self) -> None:
+        # Acknowledgements arrive only through poll(): if this thread died, every later call would time out.
         while not self._stop.is_set():
-            self._producer.poll(0.05)
+            try:
+                self._producer.poll(0.05)
+            except Exception:  # a callback or librdkafka error must not end the polling
+                self.poll_errors += 1
+                if self.poll_errors <= 3 or self.poll_errors % 1000 == 0:
+                    log.exception("Kafka producer poll failed (%d so far); polling goes on", self.poll_errors)
+                time.sleep(0.05)
+
+    def _lock(self) -> asyncio.Lock:
+        if self._replacing is None:
+            self._replacing = asyncio.Lock()
+        return self._replacing
 
     def _replace_fenced(self) -> None:
         """A fatal error fences an idempotent producer for good: fail what it still holds (those
@@ -101,9 +123,31 @@ class AsyncProducer:
         self.fatal = None
         self.replacements += 1
 
+    async def purge_unacknowledged(self) -> None:
+        """Fail every record not yet acknowledged, now, and return once their callbacks ran.
+
+        For a call about to be answered with an error while its records still wait in librdkafka: left
+        there, they could reach Kafka after HBase resent the call to another instance and that instance
+        delivered newer changes of the same rows. Purged, they never do. Other calls' records fail too
+        (HBase resends them: duplicates, never loss, never a stale copy after newer data)."""
+        async with self._lock():
+            await asyncio.to_thread(self._purge)
+
+    def _purge(self) -> None:
+        self.purges += 1
+        self._producer.purge(in_queue=True, in_flight=True)
+        left: int = self._producer.flush(5.0)  # runs the purge callbacks
+        if left:
+            log.warning("%d records still unresolved 5 s after a purge", left)
+
     async def send_all(self, records: Sequence[OutRecord]) -> None:
         if self.fatal:
-            await asyncio.to_thread(self._replace_fenced)
+            async with self._lock():
+                if self.fatal:  # not already replaced by the call that held the lock
+                    await asyncio.to_thread(self._replace_fenced)
+        if not self._poller.is_alive() and not self._stop.is_set():
+            log.error("the Kafka poll thread had stopped; starting it again")
+            self._poller = self._start_poller()
         loop = asyncio.get_running_loop()
         futures: list[asyncio.Future[None]] = []
         for rec in records:
@@ -122,7 +166,12 @@ class AsyncProducer:
                                          f"{rec.topic}: {err.str()}", rec.topic, len(rec.value),
                                          err.code() == KafkaError.MSG_SIZE_TOO_LARGE) from exc  # fmt: skip
         if futures:
-            await asyncio.gather(*futures)
+            # Wait for every record, not just the first failure: a call must not be answered while some of
+            # its records may still reach Kafka (after HBase resent the call elsewhere, they would land late).
+            results = await asyncio.gather(*futures, return_exceptions=True)
+            for result in results:
+                if isinstance(result, BaseException):
+                    raise result
 
     def _callback(self, loop: asyncio.AbstractEventLoop, fut: asyncio.Future[None], topic: str, size: int):  # type: ignore[no-untyped-def]
         def on_delivery(err: KafkaError | None, _msg: Message) -> None:

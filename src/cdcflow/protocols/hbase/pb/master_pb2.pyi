@@ -8,6 +8,15 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class ClusterStatusOption(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    HBASE_VERSION: _ClassVar[ClusterStatusOption]
+    CLUSTER_ID: _ClassVar[ClusterStatusOption]
+    LIVE_SERVERS: _ClassVar[ClusterStatusOption]
+HBASE_VERSION: ClusterStatusOption
+CLUSTER_ID: ClusterStatusOption
+LIVE_SERVERS: ClusterStatusOption
+
 class CreateTableRequest(_message.Message):
     __slots__ = ("table_schema", "split_keys", "nonce_group", "nonce")
     TABLE_SCHEMA_FIELD_NUMBER: _ClassVar[int]
@@ -149,3 +158,63 @@ class IsMasterRunningResponse(_message.Message):
     IS_MASTER_RUNNING_FIELD_NUMBER: _ClassVar[int]
     is_master_running: bool
     def __init__(self, is_master_running: _Optional[bool] = ...) -> None: ...
+
+class ReplicationLoadSource(_message.Message):
+    __slots__ = ("peerID", "ageOfLastShippedOp", "sizeOfLogQueue", "timeStampOfLastShippedOp", "replicationLag", "timeStampOfNextToReplicate", "queueId", "recovered", "running", "editsSinceRestart", "editsRead", "oPsShipped")
+    PEERID_FIELD_NUMBER: _ClassVar[int]
+    AGEOFLASTSHIPPEDOP_FIELD_NUMBER: _ClassVar[int]
+    SIZEOFLOGQUEUE_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMPOFLASTSHIPPEDOP_FIELD_NUMBER: _ClassVar[int]
+    REPLICATIONLAG_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMPOFNEXTTOREPLICATE_FIELD_NUMBER: _ClassVar[int]
+    QUEUEID_FIELD_NUMBER: _ClassVar[int]
+    RECOVERED_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_FIELD_NUMBER: _ClassVar[int]
+    EDITSSINCERESTART_FIELD_NUMBER: _ClassVar[int]
+    EDITSREAD_FIELD_NUMBER: _ClassVar[int]
+    OPSSHIPPED_FIELD_NUMBER: _ClassVar[int]
+    peerID: str
+    ageOfLastShippedOp: int
+    sizeOfLogQueue: int
+    timeStampOfLastShippedOp: int
+    replicationLag: int
+    timeStampOfNextToReplicate: int
+    queueId: str
+    recovered: bool
+    running: bool
+    editsSinceRestart: bool
+    editsRead: int
+    oPsShipped: int
+    def __init__(self, peerID: _Optional[str] = ..., ageOfLastShippedOp: _Optional[int] = ..., sizeOfLogQueue: _Optional[int] = ..., timeStampOfLastShippedOp: _Optional[int] = ..., replicationLag: _Optional[int] = ..., timeStampOfNextToReplicate: _Optional[int] = ..., queueId: _Optional[str] = ..., recovered: _Optional[bool] = ..., running: _Optional[bool] = ..., editsSinceRestart: _Optional[bool] = ..., editsRead: _Optional[int] = ..., oPsShipped: _Optional[int] = ...) -> None: ...
+
+class ServerLoad(_message.Message):
+    __slots__ = ("replLoadSource",)
+    REPLLOADSOURCE_FIELD_NUMBER: _ClassVar[int]
+    replLoadSource: _containers.RepeatedCompositeFieldContainer[ReplicationLoadSource]
+    def __init__(self, replLoadSource: _Optional[_Iterable[_Union[ReplicationLoadSource, _Mapping]]] = ...) -> None: ...
+
+class LiveServerInfo(_message.Message):
+    __slots__ = ("server", "server_load")
+    SERVER_FIELD_NUMBER: _ClassVar[int]
+    SERVER_LOAD_FIELD_NUMBER: _ClassVar[int]
+    server: _hbase_types_pb2.ServerName
+    server_load: ServerLoad
+    def __init__(self, server: _Optional[_Union[_hbase_types_pb2.ServerName, _Mapping]] = ..., server_load: _Optional[_Union[ServerLoad, _Mapping]] = ...) -> None: ...
+
+class ClusterStatus(_message.Message):
+    __slots__ = ("live_servers",)
+    LIVE_SERVERS_FIELD_NUMBER: _ClassVar[int]
+    live_servers: _containers.RepeatedCompositeFieldContainer[LiveServerInfo]
+    def __init__(self, live_servers: _Optional[_Iterable[_Union[LiveServerInfo, _Mapping]]] = ...) -> None: ...
+
+class GetClusterStatusRequest(_message.Message):
+    __slots__ = ("options",)
+    OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    options: _containers.RepeatedScalarFieldContainer[ClusterStatusOption]
+    def __init__(self, options: _Optional[_Iterable[_Union[ClusterStatusOption, str]]] = ...) -> None: ...
+
+class GetClusterStatusResponse(_message.Message):
+    __slots__ = ("cluster_status",)
+    CLUSTER_STATUS_FIELD_NUMBER: _ClassVar[int]
+    cluster_status: ClusterStatus
+    def __init__(self, cluster_status: _Optional[_Union[ClusterStatus, _Mapping]] = ...) -> None: ...

@@ -375,6 +375,9 @@ class PeerServer:
             self.refusals.log(logging.WARNING, "cluster", "%s: call %d refused: %s", conn.peer, call.call_id, exc)
             return ServerConnection.respond_error(call.call_id, ACCESS_DENIED, str(exc), do_not_retry=True)
         except Exception as exc:  # every failure becomes a retryable error answer: nothing is dropped
+            if isinstance(exc, TimeoutError):  # records of this call may still be queued: fail them first
+                await self.sink.producer.purge_unacknowledged()
+                metrics.ERRORS.labels("purged").inc()
             kind = "decode" if isinstance(exc, WireProtocolError) else type(exc).__name__
             metrics.ERRORS.labels(kind).inc()
             metrics.CALLS.labels("error").inc()
