@@ -36,8 +36,8 @@ run: install ## Start the local stack (Kafka, HBase, MariaDB) and run cdcflow wi
 test: install lint ## Everything: lint, type checks, unit + integration + e2e tests on real services
 	$(BIN)/pytest
 
-soak: install ## The long randomized e2e tests at full size (CDCFLOW_SOAK=1; 100k HBase mutations, a 1M-row snapshot)
-	CDCFLOW_SOAK=1 $(BIN)/pytest -m e2e
+soak: install ## The long randomized tests at full size (CDCFLOW_SOAK=1; 100k HBase mutations, a 1M-row snapshot, 1M fuzzed peer frames)
+	CDCFLOW_SOAK=1 $(BIN)/pytest -m "e2e or fuzz"
 
 unit: install ## Unit tests only (no servers, seconds)
 	$(BIN)/pytest -m unit
