@@ -8,9 +8,11 @@ import random
 import resource
 import socket
 import struct
+import subprocess
 import time
 import urllib.request
 import uuid
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -209,3 +211,42 @@ def test_only_allowed_networks_and_clusters_may_replicate(
         rebuild.until_equal(source)  # nothing was lost while the peer refused
     finally:
         rebuild.close()
+
+
+def test_replication_over_tls(
+    hbase_client: HBaseClient, peer_setup: PeerSetup, kafka: dict[str, Any], tmp_path: Path
+) -> None:
+    """HBase 2.6's RPC client speaks TLS when hbase.client.netty.tls.enabled is set; given in the peer's
+    CONFIG, the source's region server uses it for the peer only. A plaintext client is turned away."""
+    key, cert, trust = tmp_path / "key.pem", tmp_path / "cert.pem", tmp_path / "trust.p12"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+                    "-days", "2", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+                   check=True, capture_output=True)  # fmt: skip
+    subprocess.run(["keytool", "-importcert", "-noprompt", "-alias", "peer", "-file", str(cert), "-keystore",
+                    str(trust), "-storetype", "PKCS12", "-storepass", "changeit"],
+                   check=True, capture_output=True)  # fmt: skip
+    tls_client = {
+        "replication.source.ratio": "1.0",
+        "hbase.client.netty.tls.enabled": "true",
+        "hbase.rpc.tls.truststore.location": str(trust),
+        "hbase.rpc.tls.truststore.type": "PKCS12",
+        "hbase.rpc.tls.truststore.password": "changeit",
+    }
+    peer_setup.write_config(peer={**peer_setup.peer_config(), "hbase_config": tls_client,
+                                  "tls": {"cert_file": str(cert), "key_file": str(key)}})  # fmt: skip
+    source, target = setup_tables(hbase_client, peer_setup)
+    peer_setup.start()
+    with socket.create_connection(("127.0.0.1", peer_port(peer_setup)), timeout=10) as s:  # plaintext: refused
+        s.sendall(hello() + framing.encode_call(rpc_pb2.RequestHeader(call_id=1, method_name="X"),
+                                                wal_pb2.ReplicateWALEntryRequest()))  # fmt: skip
+        try:
+            assert s.recv(65536) == b"", "a plaintext client got an answer from the TLS port"
+        except ConnectionResetError:
+            pass
+    writes(hbase_client, source, random.Random(12), 0, 300)
+    rebuild = Rebuilder(hbase_client, kafka["bootstrap_servers"], f"{peer_setup.name}.default.{source}", target)
+    try:
+        rebuild.until_equal(source)
+    finally:
+        rebuild.close()
+    assert "(TLS)" in peer_setup.full_logs()
