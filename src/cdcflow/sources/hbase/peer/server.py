@@ -232,10 +232,10 @@ class PeerServer:
 
     async def start(self) -> int:
         loop = asyncio.get_running_loop()
-        tls = {"ssl": self.ssl_context, "ssl_handshake_timeout": self.admission.handshake_timeout_s}
         self._server = await loop.create_server(
-            lambda: _Connection(self), self.host, self.port, backlog=ACCEPT_BACKLOG, **(tls if self.ssl_context else {})
-        )
+            lambda: _Connection(self), self.host, self.port, backlog=ACCEPT_BACKLOG, ssl=self.ssl_context,
+            ssl_handshake_timeout=self.admission.handshake_timeout_s if self.ssl_context else None,
+        )  # fmt: skip
         self.port = self._server.sockets[0].getsockname()[1]
         self._sweeper = loop.create_task(self._sweep())
         log.info("replication peer listening on %s:%d%s", self.host, self.port, " (TLS)" if self.ssl_context else "")
