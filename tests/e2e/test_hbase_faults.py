@@ -16,7 +16,7 @@ import sys
 import time
 from typing import Any
 
-from cdcflow.clients.hbase import HBaseClient
+from cdcflow.clients.hbase import HBaseClient, connect
 from cdcflow.clients.hbase.model import ColumnFamily, Delete, Put
 from cdcflow.clients.zookeeper import ZooKeeper
 from cdcflow.protocols.hbase import framing
@@ -236,3 +236,34 @@ def test_status_warns_when_an_enabled_peer_has_no_instance(
     peer_setup.cli("hbase", "peer", "disable", peer_setup.name, "--config", str(peer_setup.config_path))
     disabled = run_status()
     assert disabled.returncode == 1 and f"peer {peer_setup.name}: DISABLED" in disabled.stdout
+
+
+def test_hbase_restart_under_a_running_peer(
+    hbase_client: HBaseClient, peer_setup: PeerSetup, kafka: dict[str, Any], services: ServiceHarness
+) -> None:
+    """HBase (and the ZooKeeper it runs, where the peer is registered) restarts under a running peer:
+    the peer keeps running, is registered again, and every row written before and after arrives."""
+    source, target = setup_tables(hbase_client, peer_setup)
+    proc = peer_setup.start()
+    rng = random.Random(13)
+    writes(hbase_client, source, rng, 0, 300)
+    stack = services.stack
+    with_phoenix = any(s.running for s in stack.status(["phoenix"]))
+    stack.down(["hbase"])
+    try:
+        time.sleep(5)
+    finally:
+        stack.up(["phoenix"] if with_phoenix else ["hbase"])
+    client = connect(peer_setup.hbase["zk_quorum"], peer_setup.hbase["znode_parent"])
+    try:
+        peer_setup.wait_registered(1, timeout_s=60)
+        writes(client, source, rng, 300, 300)
+        rebuild = Rebuilder(client, kafka["bootstrap_servers"], f"{peer_setup.name}.default.{source}", target)
+        try:
+            rebuild.until_equal(source, timeout_s=300)
+            rebuild.assert_row_order()
+        finally:
+            rebuild.close()
+    finally:
+        client.close()
+    assert proc.poll() is None, "the peer exited when HBase restarted"
