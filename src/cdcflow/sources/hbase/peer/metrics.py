@@ -25,3 +25,4 @@ REGISTRATIONS = Counter(
     "cdcflow_hbase_registrations_total", "rs znode creations (the first, then after a ZooKeeper session expiry)"
 )
 OVERSIZE = Counter("cdcflow_hbase_oversize_total", "Changes too large for their topic, published as marker + parts")
+INSTANCES = Gauge("cdcflow_hbase_instances", "Peer instances registered in ZooKeeper (this one included), every 2 s")

@@ -151,9 +151,15 @@ def server_tls(tls: PeerTlsConfig) -> ssl.SSLContext:
 
 async def _keep_registered(registry: PeerRegistry, every_s: float = 2.0) -> None:
     """Backstop to the new-session callback: whatever removed our znode, put it back within seconds."""
+    from cdcflow.sources.hbase.peer import metrics
+
     while True:
         await asyncio.sleep(every_s)
         await asyncio.to_thread(registry.ensure_registered)
+        try:
+            metrics.INSTANCES.set(len(await asyncio.to_thread(registry.servers)))
+        except Exception as exc:  # ZooKeeper unreachable: the registration check logs it
+            log.debug("could not count instances: %s", exc)
 
 
 async def _log_progress(every_s: float = 30.0) -> None:
