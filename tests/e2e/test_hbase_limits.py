@@ -204,8 +204,17 @@ def test_only_allowed_networks_and_clusters_may_replicate(
     run_until_logged("not in hbase.peer.allowed_clusters", allowed_clusters=[str(uuid.uuid4())])
     writes(hbase_client, source, random.Random(10), 200, 200)
     cluster = str(hbase_cluster_id(peer_setup.hbase["zk_quorum"]))
-    peer_setup.write_config(peer={**base, "allowed_networks": ["127.0.0.0/8"], "allowed_clusters": [cluster]})
+    # Listening on every interface, registered (advertised) as 127.0.0.1.
+    peer_setup.write_config(peer={**base, "allowed_networks": ["127.0.0.0/8"], "allowed_clusters": [cluster],
+                                  "bind": "0.0.0.0", "host": "127.0.0.1"})  # fmt: skip
     peer_setup.start()
+    zk = ZooKeeper(peer_setup.hbase["zk_quorum"])
+    try:
+        (registered,) = zk.children(f"/{peer_setup.name}/rs")
+    finally:
+        zk.close()
+    assert registered.startswith("127.0.0.1,")
+    assert "serving on 0.0.0.0:" in peer_setup.full_logs()
     rebuild = Rebuilder(hbase_client, kafka["bootstrap_servers"], f"{peer_setup.name}.default.{source}", target)
     try:
         rebuild.until_equal(source)  # nothing was lost while the peer refused
