@@ -1,4 +1,5 @@
-"""Nothing is lost when things break: garbage on the socket, SIGKILL of a peer, Kafka down for 30 s.
+"""Nothing is lost when things break: garbage on the socket, SIGKILL of a peer, Kafka down for 20 s,
+ZooKeeper session expiry, enabled peer without instances.
 
 After recovery the table rebuilt from Kafka must equal the HBase table; duplicates are allowed
 and counted.
@@ -16,8 +17,9 @@ import sys
 import time
 from typing import Any
 
-from cdcflow.clients.hbase import HBaseClient, connect
+from cdcflow.clients.hbase import HBaseClient
 from cdcflow.clients.hbase.model import ColumnFamily, Delete, Put
+from cdcflow.clients.kafka import end_offsets
 from cdcflow.clients.zookeeper import ZooKeeper
 from cdcflow.protocols.hbase import framing
 from cdcflow.protocols.hbase.pb import rpc_pb2, wal_pb2
@@ -147,20 +149,25 @@ def test_two_peers_one_killed(hbase_client: HBaseClient, peer_setup: PeerSetup, 
         rebuild.close()
 
 
-def test_kafka_stopped_for_30s(
+def test_kafka_stopped_for_20s(
     hbase_client: HBaseClient, peer_setup: PeerSetup, kafka: dict[str, Any], services: ServiceHarness
 ) -> None:
-    """The outage is 3x the producer's delivery timeout, so deliveries really fail and HBase hears errors."""
-    peer_setup.write_config(kafka={"delivery_timeout_ms": 10_000})
+    """The outage is 2.5x the producer's delivery timeout, so deliveries really fail and HBase hears errors."""
+    peer_setup.write_config(kafka={"delivery_timeout_ms": 8_000})
     source, target = setup_tables(hbase_client, peer_setup)
     peer_setup.start()
     rng = random.Random(4)
     writes(hbase_client, source, rng, 0, 300)
+    topic = f"{peer_setup.name}.default.{source}"
+    deadline = time.monotonic() + 60  # the topic exists and takes records: the outage hits deliveries
+    while not sum(end_offsets(kafka["bootstrap_servers"], topic).values()):
+        assert time.monotonic() < deadline, "nothing replicated before the outage"
+        time.sleep(0.5)
     services.stack.down(["kafka"])
     try:
         stopped = time.monotonic()
         writes(hbase_client, source, rng, 300, 300)
-        time.sleep(max(0.0, 30 - (time.monotonic() - stopped)))
+        time.sleep(max(0.0, 20 - (time.monotonic() - stopped)))
     finally:
         services.stack.up(["kafka"])
     assert services.stack.endpoints("kafka")["bootstrap_servers"] == kafka["bootstrap_servers"]
@@ -169,7 +176,7 @@ def test_kafka_stopped_for_30s(
     try:
         rebuild.until_equal(source, timeout_s=300)
         rebuild.assert_row_order()
-        print(f"Kafka down 30 s: {len(rebuild.records)} events, {rebuild.duplicates()} duplicates")
+        print(f"Kafka down 20 s: {len(rebuild.records)} events, {rebuild.duplicates()} duplicates")
     finally:
         rebuild.close()
     assert "could not deliver call" in peer_setup.full_logs(), "the error answer path never ran"
@@ -236,34 +243,3 @@ def test_status_warns_when_an_enabled_peer_has_no_instance(
     peer_setup.cli("hbase", "peer", "disable", peer_setup.name, "--config", str(peer_setup.config_path))
     disabled = run_status()
     assert disabled.returncode == 1 and f"peer {peer_setup.name}: DISABLED" in disabled.stdout
-
-
-def test_hbase_restart_under_a_running_peer(
-    hbase_client: HBaseClient, peer_setup: PeerSetup, kafka: dict[str, Any], services: ServiceHarness
-) -> None:
-    """HBase (and the ZooKeeper it runs, where the peer is registered) restarts under a running peer:
-    the peer keeps running, is registered again, and every row written before and after arrives."""
-    source, target = setup_tables(hbase_client, peer_setup)
-    proc = peer_setup.start()
-    rng = random.Random(13)
-    writes(hbase_client, source, rng, 0, 300)
-    stack = services.stack
-    with_phoenix = any(s.running for s in stack.status(["phoenix"]))
-    stack.down(["hbase"])
-    try:
-        time.sleep(5)
-    finally:
-        stack.up(["phoenix"] if with_phoenix else ["hbase"])
-    client = connect(peer_setup.hbase["zk_quorum"], peer_setup.hbase["znode_parent"])
-    try:
-        peer_setup.wait_registered(1, timeout_s=60)
-        writes(client, source, rng, 300, 300)
-        rebuild = Rebuilder(client, kafka["bootstrap_servers"], f"{peer_setup.name}.default.{source}", target)
-        try:
-            rebuild.until_equal(source, timeout_s=300)
-            rebuild.assert_row_order()
-        finally:
-            rebuild.close()
-    finally:
-        client.close()
-    assert proc.poll() is None, "the peer exited when HBase restarted"

@@ -45,7 +45,7 @@ class HangingProducer:
 
 
 class KnownTopics(TopicLimits):
-    def ensure(self, topic: str) -> int:  # no Kafka here: every topic takes 1 MiB
+    def _ensure(self, topic: str) -> int:  # no Kafka here: every topic takes 1 MiB
         self._limits[topic] = 1 << 20
         return self._limits[topic]
 

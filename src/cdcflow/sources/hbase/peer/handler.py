@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -82,6 +83,7 @@ class TopicLimits:
         self.max_record_bytes = max_record_bytes
         self.partitions = partitions  # -1: the broker's num.partitions
         self._limits: dict[str, int] = {}
+        self._lock = threading.Lock()  # concurrent calls for a new topic: one creates it, the others wait
 
     def limit(self, topic: str) -> int:
         return self._limits.get(topic, self.max_record_bytes)
@@ -90,6 +92,10 @@ class TopicLimits:
         return topic in self._limits
 
     def ensure(self, topic: str) -> int:
+        with self._lock:
+            return self._ensure(topic)
+
+    def _ensure(self, topic: str) -> int:
         if topic not in self._limits:
             create_topic(self.bootstrap, topic, partitions=self.partitions,
                          config={"max.message.bytes": str(self.max_record_bytes + 64 * 1024)})  # fmt: skip

@@ -87,7 +87,7 @@ class PeerRegistry:
                 self._create()
             except Exception as exc:
                 metrics.REGISTERED.set(0)
-                log.warning("could not re-register %s (%s): %s; retrying", self.server_znode, reason, exc)
+                log.warning("could not re-register %s (%s): %r; retrying", self.server_znode, reason, exc)
                 return False
         log.warning("re-registered %s (%s)", self.server_znode, reason)
         return True
