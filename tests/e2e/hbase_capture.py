@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from cdcflow.clients.kafka import KafkaRecord, TopicReader, consume, end_offsets
 from cdcflow.events.json_codec import decode
 from cdcflow.events.oversize import reassemble
 from cdcflow.pipeline.sinks.hbase.mutations import event_mutations
+from cdcflow.testing.order import assert_row_order
 
 CellTuple = tuple[bytes, bytes, bytes, int, bytes]
 
@@ -183,42 +183,8 @@ class Rebuilder:
         return dups
 
     def assert_row_order(self) -> None:
-        """What a consumer applying records in partition order without dedup would see must end right.
-
-        Per row and partition: positions increase, except for replays. A replay (HBase resending a call
-        after an error) starts at a position already seen, repeats only positions already seen, and must
-        climb back to the highest position before anything new comes; no row may end inside a replay. A
-        stale copy landing after newer changes (a timed-out call's records delivered late) breaks this.
-        """
-        partitions: dict[bytes | None, set[int]] = defaultdict(set)
-        state: dict[tuple[int, bytes | None], tuple[tuple[int, ...], tuple[int, ...] | None]] = {}
-        seen: dict[tuple[int, bytes | None], set[tuple[str, tuple[int, ...]]]] = defaultdict(set)
-        for r in sorted(self.records, key=lambda r: (r.partition, r.offset)):
-            doc = json.loads(r.value or b"{}")
-            region, pos = doc["source"]["region"], tuple(doc["source"]["pos"])
-            where = (r.partition, r.key)
-            partitions[r.key].add(r.partition)
-            top, replay_to = state.get(where, ((), None))
-            if replay_to is None:
-                if pos < top:
-                    assert (region, pos) in seen[where], (
-                        f"row {r.key!r}: new pos {pos} after {top} (offset {r.offset}): a late record"
-                    )
-                    replay_to = top
-            else:
-                assert pos <= replay_to, (
-                    f"row {r.key!r}: pos {pos} while replaying up to {replay_to} (offset {r.offset})"
-                )
-                assert (region, pos) in seen[where], f"row {r.key!r}: unseen pos {pos} inside a replay"
-                if pos == replay_to:
-                    replay_to = None
-            seen[where].add((region, pos))
-            state[where] = (max(top, pos), replay_to)
-        stuck = {k: v for k, v in state.items() if v[1] is not None}
-        assert not stuck, (
-            f"{len(stuck)} row(s) end inside a replay of older positions, e.g. {next(iter(stuck.items()))}"
-        )
-        assert all(len(p) == 1 for p in partitions.values()), "a row spread over several partitions"
+        """See cdcflow.testing.order.assert_row_order."""
+        assert_row_order(self.records)
 
     def close(self) -> None:
         self.reader.close()
