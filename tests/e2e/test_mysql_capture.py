@@ -1,8 +1,8 @@
 """MariaDB -> `cdcflow mysql run` (a real process) -> Kafka; tables rebuilt from the events equal SELECT *.
 
 The fault test kills the capture with SIGKILL three times in the middle of a randomized workload
-(savepoints in mixed-engine transactions, XA prepared and decided later), stops Kafka for 20 s with
-a 10 s delivery timeout (so deliveries really fail and the capture resumes from its checkpoint), and
+(savepoints in mixed-engine transactions, XA prepared and decided later), stops Kafka for 14 s with
+a 6 s delivery timeout (so deliveries really fail and the capture resumes from its checkpoint), and
 then checks every table row by row, and that every checkpoint the capture ever stored stands exactly
 on a transaction boundary (MariaDB's own BINLOG_GTID_POS of the stored file/position equals the
 stored GTID state). A second test kills and restarts MariaDB itself under a running capture.
@@ -158,7 +158,7 @@ def test_randomized_workload_survives_sigkills_and_kafka_outage(
     workload = MySqlWorkload(admin, db, seed=5)
     workload.create()
     capture = CaptureProcess(tmp_path, mariadb, bootstrap, unique_name("faults"), db,
-                             kafka={"delivery_timeout_ms": 10_000})  # fmt: skip
+                             kafka={"delivery_timeout_ms": 6_000})  # fmt: skip
     capture.start()
     stop = threading.Event()
     thread = run_workload(workload, stop)
@@ -176,7 +176,7 @@ def test_randomized_workload_survives_sigkills_and_kafka_outage(
             # out and are purged; the resumed stream must send it again (it once counted it as sent).
             execute(admin, f"CREATE TABLE {db}.late (id INT PRIMARY KEY, v VARCHAR(10))",
                     f"INSERT INTO {db}.late VALUES (1, 'during'), (2, 'outage')")  # fmt: skip
-            time.sleep(20)  # > delivery.timeout.ms: queued records fail; the capture resumes from its checkpoint
+            time.sleep(14)  # > 2x delivery.timeout.ms: queued records fail; the capture resumes from its checkpoint
         finally:
             services.stack.up(["kafka"])
         assert services.stack.endpoints("kafka")["bootstrap_servers"] == bootstrap

@@ -172,7 +172,7 @@ def test_randomized_workload_into_phoenix_survives_pipeline_sigkills(
     with Writer(workload, per_second=soak_size(10, 40)):  # transactions/s; full rate in make soak
         pipeline.start()
         for _ in range(soak_size(1, 3)):  # SIGKILLs of the pipeline process (3 in make soak)
-            pipeline.wait_for_batches(rng.randint(1, 3))
+            pipeline.wait_for_batches(rng.randint(1, 2))
             time.sleep(rng.uniform(0, 3))
             pipeline.kill()
             time.sleep(rng.uniform(0, 2))

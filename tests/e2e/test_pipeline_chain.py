@@ -32,7 +32,7 @@ from cdcflow.verify.hbase import compare_rows, rows_of, verify_hbase
 
 from .hbase_capture import PeerSetup
 
-MUTATIONS = soak_size(15_000, 100_000)  # full size: make soak
+MUTATIONS = soak_size(12_000, 100_000)  # full size: make soak
 KILLS = soak_size(2, 3)  # driver SIGKILLs
 
 
