@@ -155,7 +155,9 @@ class Rebuilder:
     def reassemble(self, info: dict[str, Any]) -> bytes:
         topic = info["topic"]
         records = consume(self.bootstrap, topic, expected=sum(end_offsets(self.bootstrap, topic).values()))
-        return reassemble(r.value or b"" for r in records if r.key == info["id"].encode())
+        parts = {json.loads(r.value or b"{}")["part"]: r.value or b"" for r in records if r.key == info["id"].encode()}
+        assert len(parts) == info["parts"], f"marker {info['id']} seen with {len(parts)} of {info['parts']} parts"
+        return reassemble(parts.values())
 
     def until_equal(self, source: str, timeout_s: float = 180) -> set[CellTuple]:
         deadline = time.monotonic() + timeout_s

@@ -163,12 +163,13 @@ class ReplicationHandler:
                 out.records.append(OutRecord(route.topic, event.key, value))
         return out
 
-    def fit(self, decoded: DecodedCall, stats: CallStats) -> list[OutRecord]:
-        """Records too large for their topic become a marker + parts (or refuse the call). Pure once
-        every topic's limit is known."""
+    def fit(self, decoded: DecodedCall, stats: CallStats) -> tuple[list[OutRecord], list[OutRecord]]:
+        """(parts, records): records too large for their topic become a marker + parts (or refuse the call).
+        Pure once every topic's limit is known."""
         if not decoded.large:
-            return decoded.records
+            return [], decoded.records
         records: list[OutRecord] = []
+        all_parts: list[OutRecord] = []
         for i, rec in enumerate(decoded.records):
             limit = self.topics.limit(rec.topic)
             if len(rec.value) <= limit:
@@ -183,13 +184,13 @@ class ReplicationHandler:
             encoder = self._encoder(hints)
             parts, marker = split_oversize(event, rec.value, self.oversize.topic, limit, encoder)
             part_key = orjson.loads(parts[0])["id"].encode()
-            records += [OutRecord(self.oversize.topic, part_key, p) for p in parts]
+            all_parts += [OutRecord(self.oversize.topic, part_key, p) for p in parts]
             records.append(OutRecord(rec.topic, rec.key, marker))
             stats.oversize += 1
             log.warning("the change of %s is %d bytes, over the %d bytes topic %s takes: published as a marker "
                         "there and %d parts in %s", where, len(rec.value), limit, rec.topic, len(parts),
                         self.oversize.topic)  # fmt: skip
-        return records
+        return all_parts, records
 
     def _encoder(self, hints: ValueHints) -> Callable[[ChangeEvent], bytes]:
         def encode_like_the_event(event: ChangeEvent) -> bytes:
@@ -215,8 +216,10 @@ class ReplicationHandler:
             new.add(self.oversize.topic)
         for topic in sorted(new):
             await asyncio.to_thread(self.topics.ensure, topic)
-        records = self.fit(decoded, stats)
+        parts, records = self.fit(decoded, stats)
         try:
+            if parts:  # acknowledged first: a consumer that sees a marker finds every part of it in Kafka
+                await self.producer.send_all(parts)
             await self.producer.send_all(records)
         except DeliveryFailed as exc:
             if exc.too_large:  # the topic takes less than it said: split at the size it refused next time
