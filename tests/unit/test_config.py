@@ -31,10 +31,11 @@ def test_env_overrides_file(tmp_path: Path) -> None:
         ("stack:\n  colour: blue\n", "stack.colour"),
         ("pipeline:\n  topics: 'cdcflow\\.(x'\n", "not a valid topic pattern"),
         ("pipeline:\n  sinks: [{name: a, type: console, topics: '['}]\n", "not a valid topic pattern"),
-        ("pipeline:\n  sinks: [{name: a, type: console}, {name: a, type: parquet}]\n", "must be unique"),
+        ("pipeline:\n  sinks: [{name: a, type: console}, {name: a, type: parquet, options: {path: /x}}]\n", "must be unique"),
         ("pipeline:\n  sinks: [{name: dead-letters, type: console}]\n", "dead-letter query's name"),
         ("pipeline:\n  topics: '.*'\n", "matches the dead-letter topic"),
         ("pipeline:\n  sinks: [{name: a, type: console, topics: 'cdcflow-dead.*'}]\n", "dead letters would be"),
+        ("pipeline:\n  sinks: [{name: d, type: delta, options: {max_version: 3}}]\n", "max_version"),
     ],
 )
 def test_bad_config_gets_one_clear_error(tmp_path: Path, text: str, message: str) -> None:

@@ -7,25 +7,35 @@ import struct
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 from pyspark.sql import Row
 
 from cdcflow.cli.main import format_progress
 from cdcflow.config import PipelineConfig, SinkConfig
+from cdcflow.config.sinks import DeltaStateOptions, HBaseSinkOptions
 from cdcflow.errors import ConfigError
 from cdcflow.pipeline.runner import TOPICS_FILE, _first_line, check_topic_patterns
 from cdcflow.pipeline.sinks.delta.state import DeltaStateSink, merge_hbase_rows
 from cdcflow.pipeline.sinks.registry import make_sink
 
 
-def test_sink_options_are_checked_at_start() -> None:
-    with pytest.raises(ConfigError, match="parquet needs options"):
-        make_sink(SinkConfig(name="p", type="parquet"), {})
-    with pytest.raises(ConfigError, match="typed_columns"):
-        DeltaStateSink("d", {"path": "/x", "typed_columns": {"cf:n": "int128"}}, {})
-    with pytest.raises(ConfigError, match=r"needs options\.path"):
-        DeltaStateSink("d", {}, {})
-    sink = DeltaStateSink("d", {}, {"data_dir": "/data"})  # default path beside the checkpoints
-    assert sink.table_path("default", "users") == "/data/delta/default/users"
+def test_sink_options_are_typed_and_checked_when_the_config_is_loaded() -> None:
+    with pytest.raises(ValidationError, match="path"):
+        SinkConfig(name="p", type="parquet")
+    with pytest.raises(ValidationError, match="typed_columns"):
+        SinkConfig(name="d", type="delta", options={"path": "/x", "typed_columns": {"cf:n": "int128"}})
+    with pytest.raises(ValidationError, match="max_version"):  # a typo is an error, not the default
+        SinkConfig(name="d", type="delta", options={"max_version": 3})
+    with pytest.raises(ValidationError, match="retained_versions"):
+        SinkConfig(name="d", type="delta", options={"max_versions": 3, "retained_versions": 2})
+    with pytest.raises(ValidationError, match="write 'ns.t'"):
+        SinkConfig(name="h", type="hbase", options={"table_map": {"ns:t": "x"}})
+    with pytest.raises(ConfigError, match=r"no path"):
+        DeltaStateSink("d", DeltaStateOptions(), {}).table_path("mysql", "db", "t")
+    sink = make_sink(SinkConfig(name="d", type="delta"), {"data_dir": "/data"})  # default path beside the checkpoints
+    assert isinstance(sink, DeltaStateSink)
+    assert sink.table_path("hbase", "default", "users") == "/data/delta/hbase/default/users"
+    assert DeltaStateOptions(max_versions=1000).kept_versions == 1000 and DeltaStateOptions().kept_versions == 8
 
 
 def cell(q: bytes, ts: int, value: bytes, type_: str = "Put", pos: int = 1) -> Row:
@@ -36,34 +46,30 @@ def test_state_rows_merge_decode_typed_columns_and_skip_unchanged_rows() -> None
     typed = {"cf:n": "long", "cf:name": "utf8"}
     new_cells = [cell(b"n", 5, struct.pack(">q", 42)), cell(b"name", 5, b"\xff\xfe")]
     first = Row(
-        db="default", table="t", row_key=b"r1", new_cells=new_cells,
+        target="/t", row_key=b"r1", new_cells=new_cells,
         batch_ts_ms=100, old_puts=None, old_tombstones=None, old_source_ts_ms=None,
     )  # fmt: skip
-    [row] = list(merge_hbase_rows([first], 1, typed))
-    db, table, row_key, exists, cells, puts, tombstones, source_ts, n, name = row
-    assert (db, table, row_key, exists, source_ts, n, name) == (
-        "default",
-        "t",
-        b"r1",
-        True,
-        100,
-        42,
-        None,
-    )  # bad UTF-8: null
+    [row] = list(merge_hbase_rows([first], 8, typed))
+    target, row_key, exists, cells, puts, tombstones, source_ts, n, name, old_puts, old_tombstones = row
+    assert (target, row_key, exists, source_ts, n, name) == ("/t", b"r1", True, 100, 42, None)  # bad UTF-8: null
+    assert (old_puts, old_tombstones) == (None, None)  # the MERGE's guard: the row was absent
     assert cells["cf:n"] == (struct.pack(">q", 42), 5, [1, 0]) and tombstones == []
 
     # the same cells again, on top of the stored state: nothing to write
     stored = [Row(family=p[0], qualifier=p[1], ts=p[2], type=p[3], value=p[4], pos=p[5]) for p in puts]
-    replay = Row(db="default", table="t", row_key=b"r1", new_cells=new_cells, batch_ts_ms=100,
+    replay = Row(target="/t", row_key=b"r1", new_cells=new_cells, batch_ts_ms=100,
                  old_puts=stored, old_tombstones=[], old_source_ts_ms=100)  # fmt: skip
-    assert list(merge_hbase_rows([replay], 1, typed)) == []
+    assert list(merge_hbase_rows([replay], 8, typed)) == []
 
     # a delete: the row stays, as a tombstone
     family_delete = Row(family=b"cf", qualifier=b"", ts=9, type="DeleteFamily", value=b"", pos=[2, 0])
-    delete = Row(db="default", table="t", row_key=b"r1", new_cells=[family_delete], batch_ts_ms=200,
+    delete = Row(target="/t", row_key=b"r1", new_cells=[family_delete], batch_ts_ms=200,
                  old_puts=stored, old_tombstones=[], old_source_ts_ms=100)  # fmt: skip
-    [(_, _, _, exists, cells, puts, tombstones, source_ts, n, name)] = list(merge_hbase_rows([delete], 1, typed))
+    [(_, _, exists, cells, puts, tombstones, source_ts, n, name, old_puts, _)] = list(
+        merge_hbase_rows([delete], 8, typed)
+    )
     assert (exists, cells, puts, n, source_ts) == (False, {}, [], None, 200)
+    assert old_puts == stored
     assert [t[3] for t in tombstones] == ["DeleteFamily"]
 
 
@@ -135,16 +141,21 @@ def test_every_sink_reads_table_map_keys_the_same_way() -> None:
     from cdcflow.pipeline.sinks.naming import mapped_table
     from cdcflow.pipeline.sinks.phoenix.schema import target_name
 
-    table_map = {"shop.orders": "SALES.ORDERS", "ns:t": "ns:t_mirror", "users": "users_mirror"}
+    table_map = {"shop.orders": "SALES.ORDERS", "ns.t": "ns:t_mirror", "default.users": "users_mirror",
+                 "eu/shop.orders": "EU.ORDERS"}  # fmt: skip
     assert mapped_table(table_map, "shop", "orders") == "SALES.ORDERS"
-    assert mapped_table(table_map, "ns", "t") == "ns:t_mirror"  # the HBase spelling is accepted too
+    assert mapped_table(table_map, "shop", "orders", "eu") == "EU.ORDERS"  # the source's own entry wins
+    assert mapped_table(table_map, "shop", "orders", "us") == "SALES.ORDERS"
     assert mapped_table(table_map, "default", "users") == "users_mirror"
     assert mapped_table(table_map, "other", "users") is None
-    assert target_table({"table_map": table_map}, "ns", "t") == "ns:t_mirror"
-    assert target_table({}, "default", "t") == "t_copy"
+    assert target_table(HBaseSinkOptions(table_map=table_map), "hbase", "ns", "t") == "ns:t_mirror"
+    assert target_table(HBaseSinkOptions(), "hbase", "default", "t") == "t_copy"
     assert target_name("shop", "orders", table_map, "upper") == ("SALES", "ORDERS")
-    sink = DeltaStateSink("d", {"path": "/root", "table_map": {"ns.t": "/elsewhere"}}, {})
-    assert sink.table_path("ns", "t") == "/elsewhere" and sink.table_path("ns", "u") == "/root/ns/u"
+    assert target_name("shop", "orders", table_map, "upper", "eu") == ("EU", "ORDERS")
+    sink = DeltaStateSink("d", DeltaStateOptions(path="/root", table_map={"ns.t": "/elsewhere"}), {})
+    assert sink.table_path("hbase", "ns", "t") == "/elsewhere"
+    assert sink.table_path("hbase", "ns", "u") == "/root/hbase/ns/u"
+    assert sink.table_path("mysql-eu", "ns", "u") == "/root/mysql-eu/ns/u"  # two sources stay apart
 
 
 class _EndingQuery:

@@ -1,15 +1,15 @@
-"""The per-cell row state behind the Delta current-state sink (cdcflow.pipeline.sinks.delta.cell_state)."""
+"""The per-cell row state behind the Delta current-state sink and HBase events' `after` (cdcflow.events.row_state)."""
 
 from __future__ import annotations
 
 import random
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cdcflow.events.cells import CellType
-from cdcflow.pipeline.sinks.delta.cell_state import RowState, StateCell, column_key, merge, string_binary
+from cdcflow.events.cells import column_name, from_string_binary, string_binary
+from cdcflow.events.row_state import RowState, StateCell, merge
 
 P, D, DC, DF, DFV = (CellType.PUT, CellType.DELETE, CellType.DELETE_COLUMN, CellType.DELETE_FAMILY,
                      CellType.DELETE_FAMILY_VERSION)  # fmt: skip
@@ -27,11 +27,11 @@ def visible(state: RowState) -> dict[tuple[bytes, bytes], tuple[int, bytes]]:
     return {k: (c.ts, c.value) for k, c in state.newest().items()}
 
 
-def test_newer_put_wins_and_older_replay_changes_nothing() -> None:
+def test_newer_put_wins_and_a_replay_changes_nothing() -> None:
     s = merge(RowState(), [put(b"a", 10, b"new", 2)])
-    again = merge(s, [put(b"a", 5, b"old", 1), put(b"a", 10, b"new", 2)])
-    assert visible(again) == {(b"cf", b"a"): (10, b"new")}
-    assert again == s
+    older = merge(s, [put(b"a", 5, b"old", 1), put(b"a", 10, b"new", 2)])
+    assert visible(older) == {(b"cf", b"a"): (10, b"new")}  # the older version is kept below it
+    assert merge(older, [put(b"a", 5, b"old", 1), put(b"a", 10, b"new", 2)]) == older
 
 
 def test_same_timestamp_later_position_wins_in_any_order() -> None:
@@ -63,14 +63,33 @@ def test_every_delete_type() -> None:
     assert visible(merge(RowState(), [put(b"a", 1, b"x", f=b"cg"), marker(DF, 9)])) == {(b"cg", b"a"): (1, b"x")}
 
 
-def test_versions_are_capped_per_column() -> None:
-    s = merge(RowState(), [put(b"a", t, b"%d" % t) for t in range(10)], max_versions=3)
+def test_retained_versions_are_capped_per_column_and_readers_see_max_versions() -> None:
+    s = merge(RowState(), [put(b"a", t, b"%d" % t) for t in range(10)], retained_versions=3)
     assert [c.ts for c in s.puts] == [9, 8, 7]
+    assert [c.ts for c in s.visible(2)] == [9, 8]
 
 
-def test_string_binary_keys() -> None:
+def test_a_version_delete_in_a_later_batch_reveals_the_version_below() -> None:
+    """Issue #15 item 1: [put@5, put@3] then [Delete@5] must equal all three at once (put@3 visible),
+    also when readers see one version only."""
+    batched = merge(merge(RowState(), [put(b"a", 5, b"five", 1), put(b"a", 3, b"three", 2)]), [marker(D, 5, b"a")])
+    at_once = merge(RowState(), [put(b"a", 5, b"five", 1), put(b"a", 3, b"three", 2), marker(D, 5, b"a")])
+    assert batched == at_once
+    assert visible(batched) == {(b"cf", b"a"): (3, b"three")}
+
+
+def test_column_names_have_one_unambiguous_spelling() -> None:
     assert string_binary(b"ab\x00\\\xff") == "ab\\x00\\x5C\\xFF"
-    assert column_key(b"cf", b"name") == "cf:name"
+    assert column_name(b"cf", b"name") == "cf:name"
+    # the byte 0xFF and the four characters "\xff" are two different columns
+    assert column_name(b"cf", b"\xff") != column_name(b"cf", b"\\xff")
+    assert column_name(b"cf", b"\\xff") == "cf:\\x5Cxff"
+    assert column_name(b"cf", "é".encode()) == "cf:\\xC3\\xA9"
+
+
+@given(st.binary(max_size=40))
+def test_string_binary_reads_back(data: bytes) -> None:
+    assert from_string_binary(string_binary(data)) == data
 
 
 # --- properties ---------------------------------------------------------------------------
@@ -132,38 +151,42 @@ def reference_visible(cells: list[StateCell], max_versions: int) -> dict[tuple[b
     return out
 
 
-@settings(max_examples=300, deadline=None)
+# Timestamps 1..8: no column can have more than 8 versions, so 8 retained versions are exact.
+RETAINED = 8
+
+
+def _visible(state: RowState, max_versions: int) -> dict[tuple[bytes, bytes], list[tuple[int, bytes]]]:
+    got: dict[tuple[bytes, bytes], list[tuple[int, bytes]]] = {}
+    for c in state.visible(max_versions):
+        got.setdefault((c.family, c.qualifier), []).append((c.ts, c.value))
+    return got
+
+
+@settings(max_examples=5000, deadline=None)
 @given(cells=cells_strategy, max_versions=st.integers(1, 4))
 def test_merge_of_one_batch_matches_hbase_rules(cells: list[StateCell], max_versions: int) -> None:
     cells = _normalize(cells)
-    at_once = merge(RowState(), cells, max_versions)
-    got: dict[tuple[bytes, bytes], list[tuple[int, bytes]]] = {}
-    for c in at_once.puts:
-        got.setdefault((c.family, c.qualifier), []).append((c.ts, c.value))
-    assert got == reference_visible(cells, max_versions)
-    assert merge(at_once, cells, max_versions) == at_once  # a replay of the same batch changes nothing
+    at_once = merge(RowState(), cells, RETAINED)
+    assert _visible(at_once, max_versions) == reference_visible(cells, max_versions)
+    assert merge(at_once, cells, RETAINED) == at_once  # a replay of the same batch changes nothing
 
 
-@pytest.mark.xfail(
-    reason="known defect, issue #15 item 1: with max_versions capped, a version delete arriving in a later batch "
-    "cannot reveal the older version an earlier batch dropped, so the state depends on batch boundaries",
-    strict=False,
-)
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=5000, deadline=None)
 @given(cells=cells_strategy, seed=st.integers(0, 2**32), max_versions=st.integers(1, 4))
 def test_merge_is_independent_of_batch_boundaries_and_duplicates(
     cells: list[StateCell], seed: int, max_versions: int
 ) -> None:
     cells = _normalize(cells)
     rng = random.Random(seed)
-    at_once = merge(RowState(), cells, max_versions)
-    # replayed in random batches, shuffled, with duplicates: the same state
+    at_once = merge(RowState(), cells, RETAINED)
+    # replayed in random batches, shuffled, with duplicates: the same state, and what HBase shows
     replay = cells + rng.sample(cells, k=len(cells) // 2)
     rng.shuffle(replay)
     state = RowState()
     while replay:
         n = rng.randint(1, 5)
-        state = merge(state, replay[:n], max_versions)
+        state = merge(state, replay[:n], RETAINED)
         replay = replay[n:]
     assert state == at_once
-    assert merge(state, cells, max_versions) == state
+    assert _visible(state, max_versions) == reference_visible(cells, max_versions)
+    assert merge(state, cells, RETAINED) == state

@@ -11,6 +11,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from cdcflow.config.paths import default_stack_home
+from cdcflow.config.sinks import SinkOptions, sink_options
 from cdcflow.errors import ConfigError
 from cdcflow.events.json_codec import VALUE_ENCODINGS
 
@@ -231,9 +232,7 @@ class SinkConfig(_Strict):
 
     name: str = Field(pattern=r"^[A-Za-z0-9_\-]+$")
     type: Literal["hbase", "delta", "delta_changelog", "console", "parquet", "phoenix"]
-    # hbase: zk_quorum (default: the source's), table_suffix ("_copy"), table_map {"ns.src": "ns:dst"}
-    # delta: path (current-state tables at <path>/<db>/<table>), max_versions (1), typed_columns {"cf:q": "long"}
-    # delta_changelog: path (each change exactly once); parquet: path (per-batch folders, debugging)
+    # Per type: cdcflow.config.sinks (HBaseSinkOptions, DeltaStateOptions, ...), checked at load.
     options: dict[str, Any] = {}
     # This sink's own subscribePattern (a Java regex); null: the pipeline's `topics`. The dead-letter
     # query reads the union of all patterns, so malformed records on any of them are kept.
@@ -243,6 +242,15 @@ class SinkConfig(_Strict):
     @classmethod
     def _topics_regex(cls, value: str | None) -> str | None:
         return None if value is None else _check_topic_pattern(value)
+
+    @model_validator(mode="after")
+    def _options_fit_the_type(self) -> SinkConfig:
+        sink_options(self.type, self.options)  # raises with the option's name and the reason
+        return self
+
+    @property
+    def typed_options(self) -> SinkOptions:
+        return sink_options(self.type, self.options)
 
 
 class PipelineConfig(_Strict):

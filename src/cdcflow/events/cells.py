@@ -34,3 +34,34 @@ class Cell:
     @property
     def is_delete(self) -> bool:
         return self.type is not CellType.PUT
+
+
+def string_binary(data: bytes) -> str:
+    """Printable ASCII as is, every other byte (and the backslash itself) as \\xNN, upper-case hex.
+
+    HBase's Bytes.toStringBinary convention, made unambiguous by escaping the backslash: the
+    byte 0xFF is "\\xFF" and the four characters "\\xff" are "\\x5Cxff", so no two byte strings
+    share a spelling, and the spelling reads back with `from_string_binary`."""
+    return "".join(chr(b) if 0x20 <= b < 0x7F and b != 0x5C else f"\\x{b:02X}" for b in data)
+
+
+def from_string_binary(text: str) -> bytes:
+    """The inverse of `string_binary` (also accepts lower-case hex)."""
+    out = bytearray()
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\" and text[i + 1 : i + 2] == "x" and len(text) >= i + 4:
+            out.append(int(text[i + 2 : i + 4], 16))
+            i += 4
+        else:
+            out += ch.encode("utf-8")
+            i += 1
+    return bytes(out)
+
+
+def column_name(family: bytes, qualifier: bytes) -> str:
+    """The one spelling of an HBase column in cdcflow ("family:qualifier", each `string_binary`):
+    `after` keys, the Delta `cells` keys, value hints, typed columns and route filters all use it.
+    A family never holds ':', so the first ':' splits the two."""
+    return f"{string_binary(family)}:{string_binary(qualifier)}"

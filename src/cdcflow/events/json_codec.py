@@ -23,8 +23,9 @@ from typing import Any
 import orjson
 
 from cdcflow.errors import TerminalError
-from cdcflow.events.cells import Cell, CellType
+from cdcflow.events.cells import Cell, CellType, column_name
 from cdcflow.events.model import SCHEMA_VERSION, ChangeEvent, Op, SourceInfo
+from cdcflow.events.row_state import RowState, StateCell, merge
 
 SCHEMA_ID = f"cdcflow.change/{SCHEMA_VERSION}"
 # The JSON Schema of the record value: the one definition of the envelope (the pipeline's Spark schema
@@ -98,8 +99,23 @@ class ValueHints:
         return "base64"
 
 
-def column_name(cell: Cell) -> str:
-    return (cell.family + b":" + cell.qualifier).decode("utf-8", "backslashreplace")
+def newest_puts(cells: tuple[Cell, ...] | list[Cell]) -> dict[tuple[bytes, bytes], bytes]:
+    """Per column, the value HBase shows after this change alone: the newest timestamp (the later
+    in the WAL on a tie), unless a delete of the same change masks it (then the next visible one)."""
+    newest: dict[tuple[bytes, bytes], Cell] = {}
+    has_delete = False
+    for c in cells:
+        if c.type is CellType.PUT:
+            held = newest.get((c.family, c.qualifier))
+            if held is None or c.timestamp >= held.timestamp:
+                newest[(c.family, c.qualifier)] = c
+        else:
+            has_delete = True
+    if not has_delete:  # the common case, on the capture's hot path
+        return {col: c.value for col, c in newest.items()}
+    state = merge(RowState(), [StateCell(c.family, c.qualifier, c.timestamp, c.type, c.value, (i,))
+                               for i, c in enumerate(cells)])  # fmt: skip
+    return {col: c.value for col, c in state.newest().items()}
 
 
 def cell_from_json(row: bytes, cell: Any) -> Cell:
@@ -150,7 +166,6 @@ def to_dict(event: ChangeEvent, hints: ValueHints | None = None, *, after_base64
         out["oversize"] = event.oversize
     if event.cells is not None:
         cells = []
-        after: dict[str, Any] = {}
         for c in event.cells:
             cell: dict[str, Any] = {
                 "family": _b64(c.family),
@@ -162,15 +177,15 @@ def to_dict(event: ChangeEvent, hints: ValueHints | None = None, *, after_base64
             if c.tags:
                 cell["tags"] = _b64(c.tags)
             cells.append(cell)
-            if c.type is CellType.PUT:
-                name = column_name(c)
+        after: dict[str, Any] = {}
+        if hints.rules or after_base64:
+            for (family, qualifier), value in newest_puts(event.cells).items():
+                name = column_name(family, qualifier)
                 enc = hints.encoding(name)
                 if enc != "base64":
-                    after[name] = render_value(c.value, enc)
+                    after[name] = render_value(value, enc)
                 elif after_base64:
-                    after[name] = cell["value"]
-                else:
-                    after.pop(name, None)  # a later Put of the column wins, as before
+                    after[name] = _b64(value)
         out["cells"] = cells
         out["after"] = after if after else None
     return out

@@ -26,6 +26,7 @@ from cdcflow.config import PipelineConfig
 from cdcflow.config.model import DEAD_LETTER_QUERY as DEAD_LETTER_QUERY  # re-exported
 from cdcflow.errors import ConfigError
 from cdcflow.pipeline import metrics
+from cdcflow.pipeline.dead_letters import write_dead_letters
 from cdcflow.pipeline.envelope import dedupe, split
 from cdcflow.pipeline.session import build_session
 from cdcflow.pipeline.sinks.base import Sink
@@ -65,6 +66,14 @@ def read_progress(checkpoint_root: Path) -> dict[str, dict[str, Any]]:
     return out
 
 
+def checkpoint_query_id(checkpoint: Path) -> str | None:
+    """The query id Spark keeps in a checkpoint's `metadata` file (written before the first batch)."""
+    try:
+        return str(json.loads((checkpoint / "metadata").read_text().splitlines()[0])["id"])
+    except (OSError, ValueError, KeyError, IndexError):
+        return None
+
+
 def dead_letter_pattern(cfg: PipelineConfig) -> str:
     """Every topic some query reads: malformed records are dead-lettered wherever they are."""
     patterns = sorted({cfg.topics, *(s.topics for s in cfg.sinks if s.topics)})
@@ -102,9 +111,9 @@ def check_topic_patterns(cfg: PipelineConfig, checkpoint_root: Path, patterns: d
 class Pipeline:
     def __init__(self, cfg: PipelineConfig, context: dict[str, Any], checkpoint_root: Path) -> None:
         self.cfg = cfg
-        self.context = context
+        self.context = {**context, "dead_letter_topic": cfg.dead_letter_topic}
         self.checkpoint_root = checkpoint_root
-        self.sinks: list[Sink] = [make_sink(s, context) for s in cfg.sinks]
+        self.sinks: list[Sink] = [make_sink(s, self.context) for s in cfg.sinks]
         # kafka.properties (SASL, TLS) as Spark's Kafka options: the pipeline connects like the captures.
         self.kafka_options = {
             f"kafka.{k}": v for k, v in java_client_options(context.get("kafka_properties") or {}).items()
@@ -136,6 +145,8 @@ class Pipeline:
 
         def apply(df: DataFrame, batch_id: int) -> None:
             started = time.time()
+            if sink.query_id is None:
+                sink.query_id = checkpoint_query_id(self.checkpoint_root / r.name)
             events, _dead = split(df)
             events = dedupe(events).persist()
             try:
@@ -189,22 +200,7 @@ class Pipeline:
     def _dead_letter_fn(self) -> Any:
         def apply(df: DataFrame, batch_id: int) -> None:
             _events, dead = split(df)
-            out = dead.select(
-                F.col("kafka_key").alias("key"),
-                F.to_json(
-                    F.struct(
-                        F.base64("raw").alias("raw_base64"), "topic", "partition", "offset", "error",
-                        F.lit(batch_id).alias("batch_id"),
-                    )
-                ).alias("value"),
-            )  # fmt: skip
-            (
-                out.write.format("kafka")
-                .option("kafka.bootstrap.servers", self.context["bootstrap_servers"])
-                .option("topic", self.cfg.dead_letter_topic)
-                .options(**self.kafka_options)
-                .save()
-            )
+            write_dead_letters(dead, F.col("raw"), F.col("error"), batch_id, self.context)
 
         return apply
 

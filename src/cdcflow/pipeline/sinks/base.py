@@ -7,6 +7,8 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 
+from cdcflow.config.sinks import SinkOptions
+
 
 class Sink(ABC):
     """Applies micro-batches of valid, deduplicated change events.
@@ -16,10 +18,13 @@ class Sink(ABC):
     batches. A sink raises to fail its batch; the pipeline then retries that sink alone.
     """
 
-    def __init__(self, name: str, options: dict[str, Any], context: dict[str, Any]) -> None:
+    def __init__(self, name: str, options: SinkOptions, context: dict[str, Any]) -> None:
         self.name = name
-        self.options = options
+        self.options = options  # the sink type's options model, validated when the config was loaded
         self.context = context  # endpoints resolved by the runner (zk_quorum, bootstrap_servers, ...)
+        # The streaming query's id, kept in its checkpoint (new when the checkpoint is reset); set
+        # by the runner before the first batch.
+        self.query_id: str | None = None
 
     def jars(self) -> list[str]:
         """Extra jars the sink needs in Spark's JVM (a JDBC driver, ...); added to the session."""

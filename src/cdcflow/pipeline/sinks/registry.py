@@ -12,23 +12,20 @@ from cdcflow.config import SinkConfig
 from cdcflow.errors import ConfigError
 from cdcflow.pipeline.sinks.base import Sink
 
-# type → (module, class, options it cannot do without)
-SINK_TYPES: dict[str, tuple[str, str, tuple[str, ...]]] = {
-    "hbase": ("cdcflow.pipeline.sinks.hbase", "HBaseSink", ()),
-    "delta": ("cdcflow.pipeline.sinks.delta.state", "DeltaStateSink", ()),
-    "delta_changelog": ("cdcflow.pipeline.sinks.delta.changelog", "DeltaChangelogSink", ("path",)),
-    "parquet": ("cdcflow.pipeline.sinks.simple", "ParquetChangelogSink", ("path",)),
-    "phoenix": ("cdcflow.pipeline.sinks.phoenix.sink", "PhoenixSink", ()),
-    "console": ("cdcflow.pipeline.sinks.simple", "ConsoleSink", ()),
+# type → (module, class); each type's options model is in cdcflow.config.sinks
+SINK_TYPES: dict[str, tuple[str, str]] = {
+    "hbase": ("cdcflow.pipeline.sinks.hbase", "HBaseSink"),
+    "delta": ("cdcflow.pipeline.sinks.delta.state", "DeltaStateSink"),
+    "delta_changelog": ("cdcflow.pipeline.sinks.delta.changelog", "DeltaChangelogSink"),
+    "parquet": ("cdcflow.pipeline.sinks.simple", "ParquetChangelogSink"),
+    "phoenix": ("cdcflow.pipeline.sinks.phoenix.sink", "PhoenixSink"),
+    "console": ("cdcflow.pipeline.sinks.simple", "ConsoleSink"),
 }
 
 
 def make_sink(cfg: SinkConfig, context: dict[str, Any]) -> Sink:
     if cfg.type not in SINK_TYPES:
         raise ConfigError(f"sink {cfg.name}: unknown type {cfg.type}; known: {sorted(SINK_TYPES)}")
-    module, cls_name, required = SINK_TYPES[cfg.type]
-    missing = [o for o in required if o not in cfg.options]
-    if missing:
-        raise ConfigError(f"sink {cfg.name}: {cfg.type} needs options {missing}")
+    module, cls_name = SINK_TYPES[cfg.type]
     cls: type[Sink] = getattr(importlib.import_module(module), cls_name)
-    return cls(cfg.name, cfg.options, context)
+    return cls(cfg.name, cfg.typed_options, context)

@@ -5,19 +5,24 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from cdcflow.config.sinks import ConsoleOptions, ParquetOptions
 from cdcflow.pipeline.sinks.base import Sink
 
 
 class ConsoleSink(Sink):
     def apply_batch(self, events: DataFrame, batch_id: int) -> None:
         events.select("op", "source.db", "source.table", "source.pos", "key", F.size("cells").alias("cells")).show(
-            int(self.options.get("rows", 20)), truncate=False
+            self.options.rows if isinstance(self.options, ConsoleOptions) else 20, truncate=False
         )
 
 
 class ParquetChangelogSink(Sink):
-    """Appends each batch under batch_id=<n>/, replacing that folder on replay: idempotent per batch."""
+    """Appends each batch under query=<checkpoint's query id>/batch_id=<n>/, replacing that folder
+    on replay: idempotent per batch. The query id is new when the checkpoint is reset (its batch
+    ids start at 0 again), so a reset never overwrites the folders of the earlier run."""
 
     def apply_batch(self, events: DataFrame, batch_id: int) -> None:
-        path = f"{self.options['path'].rstrip('/')}/batch_id={batch_id}"
+        assert isinstance(self.options, ParquetOptions)
+        query = self.query_id or "unknown"
+        path = f"{self.options.path.rstrip('/')}/query={query}/batch_id={batch_id}"
         events.write.mode("overwrite").parquet(path)

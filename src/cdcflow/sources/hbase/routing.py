@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
 from cdcflow.config import RouteConfig
-from cdcflow.events.cells import Cell, CellType
+from cdcflow.events.cells import Cell, CellType, column_name, string_binary
 from cdcflow.events.json_codec import ValueHints
 from cdcflow.events.topics import change_topic
 from cdcflow.patterns import NameFilter, matches_any
@@ -59,14 +59,14 @@ class Route:
         return NameFilter(self.columns, self.exclude_columns)
 
     def keep(self, cell: Cell) -> bool:
-        fam = cell.family.decode("utf-8", "backslashreplace")
+        fam = string_binary(cell.family)
         if cell.type in _FAMILY_WIDE:
             # A family-wide delete touches every column of the family: keep it when some kept
             # column can live in this family, unless the whole family is excluded.
             if any(p in ("*", f"{fam}:*") for p in self.exclude_columns):
                 return False
             return matches_any(fam, (p.split(":", 1)[0] for p in self.columns))
-        name = f"{fam}:{cell.qualifier.decode('utf-8', 'backslashreplace')}"
+        name = column_name(cell.family, cell.qualifier)
         return self._column_filter(name)
 
 

@@ -16,13 +16,15 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from cdcflow.config.sinks import DeltaChangelogOptions
 from cdcflow.pipeline.sinks.base import Sink
 from cdcflow.pipeline.sinks.delta.tables import ensure_table
 
 
 class DeltaChangelogSink(Sink):
     def _path(self) -> str:
-        return str(self.options["path"])
+        assert isinstance(self.options, DeltaChangelogOptions)
+        return self.options.path
 
     def apply_batch(self, events: DataFrame, batch_id: int) -> None:
         spark = events.sparkSession

@@ -1,19 +1,23 @@
-"""Delta Lake current-state sink: one Delta table per source table, one row per source row.
+"""Delta Lake current-state sink: one Delta table per source table, one row per source row, at
+<path>/<source name>/<db>/<table> (two sources with the same db.table stay apart).
 
-HBase-sourced tables (per cell; see `cdcflow.pipeline.sinks.delta.cell_state` for the rules):
+HBase-sourced tables (per cell; see `cdcflow.events.row_state` for the rules):
 
     row_key     binary      the HBase row key
     exists      boolean     false once every cell is deleted (the row stays, as a tombstone)
     cells       map<string, struct<value binary, ts bigint, pos array<bigint>>>
                             the visible value of each column, keyed "family:qualifier"
-                            (non-printable bytes as \\xNN), with its cell timestamp and position
-    puts        array<cell> retained put versions (newest first per column, up to max_versions)
+                            (cdcflow.events.cells.column_name), with its cell timestamp and position
+    puts        array<cell> unmasked put versions, newest first per column, up to retained_versions
+                            (readers take the first max_versions)
     tombstones  array<cell> delete markers that still mask puts
     source_ts_ms bigint     newest source time applied to the row
     <typed>     optional columns decoded from `cells` (option `typed_columns`)
 
 Each batch: group the events by row, read the current state of just those rows, merge in
-Python (pure, idempotent, order-independent), and MERGE back only the rows that changed. A
+Python (pure, idempotent, independent of order and batch boundaries), and MERGE back only the
+rows that changed, each guarded by the state it was merged from: a row another writer changed
+meanwhile is not overwritten, the MERGE's counts show it, and the table is merged again. A
 replayed batch changes no row, so it commits nothing.
 
 MySQL-sourced tables (per row, guarded by position):
@@ -52,13 +56,14 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from cdcflow.errors import ConfigError
-from cdcflow.events.cells import RowCells
-from cdcflow.events.json_codec import CELL_TYPE_NAMES, CELL_TYPES, VALUE_ENCODINGS, render_value
+from cdcflow.config.sinks import DeltaStateOptions, SinkOptions
+from cdcflow.errors import ConfigError, RetryableError
+from cdcflow.events.cells import RowCells, column_name
+from cdcflow.events.json_codec import CELL_TYPE_NAMES, CELL_TYPES, render_value
+from cdcflow.events.row_state import RowState, StateCell, merge
 from cdcflow.pipeline.envelope import newest_per_key
 from cdcflow.pipeline.sinks.base import Sink
-from cdcflow.pipeline.sinks.delta.cell_state import RowState, StateCell, column_key, merge
-from cdcflow.pipeline.sinks.delta.tables import ensure_table
+from cdcflow.pipeline.sinks.delta.tables import commit_conflict, ensure_table, refuse_old_layout
 from cdcflow.pipeline.sinks.naming import mapped_table
 
 log = logging.getLogger(__name__)
@@ -148,58 +153,61 @@ def _cell_row(c: StateCell) -> tuple[Any, ...]:
 
 
 def merge_hbase_rows(
-    joined: Iterable[Row], max_versions: int, typed_columns: dict[str, str]
+    joined: Iterable[Row], retained_versions: int, typed_columns: dict[str, str]
 ) -> Iterator[tuple[Any, ...]]:
-    """(db, table, row_key, new cells, batch source ts, stored state or nulls) → changed state rows only."""
+    """(table, row_key, new cells, batch source ts, stored state or nulls) → changed state rows only,
+    each with the stored state it was merged from (the MERGE's guard)."""
     for r in joined:
         old = RowState(_to_state_cells(r["old_puts"]), _to_state_cells(r["old_tombstones"]))
-        new = merge(old, _to_state_cells(r["new_cells"]), max_versions)
+        new = merge(old, _to_state_cells(r["new_cells"]), retained_versions)
         source_ts = max(t for t in (r["old_source_ts_ms"], r["batch_ts_ms"]) if t is not None)
         exists_before = r["old_puts"] is not None
         if exists_before and new.puts == old.puts and new.tombstones == old.tombstones:
             continue  # a replay, or changes HBase itself would ignore: nothing to write
         newest = new.newest()
-        cells = {column_key(f, q): (c.value, c.ts, list(c.pos)) for (f, q), c in newest.items()}
+        cells = {column_name(f, q): (c.value, c.ts, list(c.pos)) for (f, q), c in newest.items()}
         typed = []
         for column, encoding in typed_columns.items():
-            family, _, qualifier = column.partition(":")
-            cell = newest.get((family.encode(), qualifier.encode()))
+            cell = next((c for (f, q), c in newest.items() if column_name(f, q) == column), None)
             typed.append(None if cell is None else _decode_typed(cell.value, encoding))
         yield (
-            r["db"], r["table"], bytes(r["row_key"]), new.exists, cells, [_cell_row(c) for c in new.puts],
-            [_cell_row(c) for c in new.tombstones], source_ts, *typed,
+            r["target"], bytes(r["row_key"]), new.exists, cells, [_cell_row(c) for c in new.puts],
+            [_cell_row(c) for c in new.tombstones], source_ts, *typed, r["old_puts"], r["old_tombstones"],
         )  # fmt: skip
 
 
+# How often a batch re-reads and re-merges a table whose rows another writer changed meanwhile.
+CONFLICT_RETRIES = 8
+
+
 class DeltaStateSink(Sink):
-    """Options: path (root; tables at <path>/<db>/<table>; default <stack home>/pipeline/delta),
-    table_map {"db.table": path},
-    max_versions (per column, default 1), typed_columns {"cf:qual": encoding} (HBase sources)."""
+    """Options: cdcflow.config.sinks.DeltaStateOptions."""
 
-    def __init__(self, name: str, options: dict[str, Any], context: dict[str, Any]) -> None:
+    def __init__(self, name: str, options: SinkOptions, context: dict[str, Any]) -> None:
         super().__init__(name, options, context)
-        if not options.get("path") and context.get("data_dir"):
+        assert isinstance(options, DeltaStateOptions)
+        if not options.path and context.get("data_dir"):
             # default: beside the checkpoints, <stack home>/pipeline/delta
-            self.options = options = {**options, "path": f"{context['data_dir']}/delta"}
-        if not options.get("path") and "table_map" not in options:
-            raise ConfigError(f"sink {name}: delta needs options.path (or a table_map for every table)")
-        self.max_versions = int(options.get("max_versions", 1))
-        if self.max_versions < 1:
-            raise ConfigError(f"sink {name}: max_versions must be at least 1")
-        self.typed_columns: dict[str, str] = dict(options.get("typed_columns", {}))
-        bad = {c: e for c, e in self.typed_columns.items() if e not in VALUE_ENCODINGS or ":" not in c}
-        if bad:
-            raise ConfigError(
-                f"sink {name}: typed_columns {bad}: keys are 'family:qualifier', encodings one of {VALUE_ENCODINGS}"
-            )
+            options = options.model_copy(update={"path": f"{context['data_dir']}/delta"})
+        self.opts = options
+        self.options = options
+        self._checked_paths: set[str] = set()
 
-    def table_path(self, db: str, table: str) -> str:
-        mapped = mapped_table(self.options.get("table_map", {}), db, table)
+    def table_path(self, source: str, db: str, table: str) -> str:
+        mapped = mapped_table(self.opts.table_map, db, table, source)
         if mapped:
             return mapped
-        if "path" not in self.options:
-            raise ConfigError(f"sink {self.name}: no table_map entry for {db}.{table} and no path")
-        return f"{str(self.options['path']).rstrip('/')}/{db}/{table}"
+        if not self.opts.path:
+            raise ConfigError(f"sink {self.name}: no table_map entry for {source}/{db}.{table} and no path")
+        return f"{self.opts.path.rstrip('/')}/{source}/{db}/{table}"
+
+    def _checked_path(self, spark: SparkSession, source: str, db: str, table: str) -> str:
+        path = self.table_path(source, db, table)
+        if path not in self._checked_paths:
+            if self.opts.path and not mapped_table(self.opts.table_map, db, table, source):
+                refuse_old_layout(spark, self.name, f"{self.opts.path.rstrip('/')}/{db}/{table}", path)
+            self._checked_paths.add(path)
+        return path
 
     def apply_batch(self, events: DataFrame, batch_id: int) -> None:
         self._apply_hbase(events.where(F.col("source.connector") == "hbase"))
@@ -209,6 +217,7 @@ class DeltaStateSink(Sink):
     def _apply_hbase(self, events: DataFrame) -> None:
         spark = events.sparkSession
         cells = events.select(
+            F.col("source.name").alias("source"),
             F.col("source.db").alias("db"),
             F.col("source.table").alias("table"),
             F.unbase64(F.get_json_object("key", "$.row")).alias("row_key"),
@@ -216,7 +225,7 @@ class DeltaStateSink(Sink):
             F.col("source.pos").alias("event_pos"),
             F.posexplode("cells").alias("i", "c"),
         ).select(
-            "db", "table", "row_key", "ts_ms",
+            "source", "db", "table", "row_key", "ts_ms",
             F.struct(
                 F.unbase64("c.family").alias("family"), F.unbase64("c.qualifier").alias("qualifier"),
                 F.col("c.ts").alias("ts"), F.col("c.type").alias("type"), F.unbase64("c.value").alias("value"),
@@ -225,87 +234,145 @@ class DeltaStateSink(Sink):
             ).alias("cell"),
         )  # fmt: skip
         grouped = (
-            cells.groupBy("db", "table", "row_key")
+            cells.groupBy("source", "db", "table", "row_key")
             .agg(F.collect_list("cell").alias("new_cells"), F.max("ts_ms").alias("batch_ts_ms"))
             .persist()
         )
         try:
-            tables = [(t["db"], t["table"]) for t in grouped.select("db", "table").distinct().collect()]
-            if tables:
-                self._merge_hbase_tables(spark, grouped, tables)
+            names = grouped.select("source", "db", "table").distinct().collect()
+            paths = {self._checked_path(spark, t["source"], t["db"], t["table"]) for t in names}
+            if not paths:
+                return
+            path_of = F.create_map(*[x for t in names for x in (
+                F.lit(f"{t['source']}/{t['db']}.{t['table']}"),
+                F.lit(self.table_path(t["source"], t["db"], t["table"])))])  # fmt: skip
+            targeted = grouped.select(
+                path_of[F.concat_ws("/", "source", F.concat_ws(".", "db", "table"))].alias("target"),
+                "row_key", "new_cells", "batch_ts_ms",
+            )  # fmt: skip
+            pending = sorted(paths)
+            for attempt in range(CONFLICT_RETRIES + 1):
+                pending = self._merge_hbase_tables(spark, targeted, pending)
+                if not pending:
+                    return
+                log.warning("sink %s: another writer changed rows of %s during the batch; merging again (%d)",
+                            self.name, ", ".join(pending), attempt + 1)  # fmt: skip
+                time.sleep(min(5.0, 0.2 * 2**attempt))
+            raise RetryableError(f"sink {self.name}: {', '.join(pending)} kept changing under this batch "
+                                 f"({CONFLICT_RETRIES} merges lost the race); the batch will be retried")  # fmt: skip
         finally:
             grouped.unpersist()
 
-    def _merge_hbase_tables(self, spark: SparkSession, grouped: DataFrame, tables: list[tuple[str, str]]) -> None:
-        """One Python pass over the batch's rows of every table, then one MERGE per table."""
-        schema = hbase_state_schema(self.typed_columns)
-        targets = {t: ensure_table(spark, self.table_path(*t), schema) for t in tables}
+    def _merge_hbase_tables(self, spark: SparkSession, targeted: DataFrame, paths: list[str]) -> list[str]:
+        """One Python pass over the batch's rows of these tables, then one MERGE per table, each
+        guarded by the state it was merged from. Returns the tables another writer changed meanwhile."""
+        schema = hbase_state_schema(self.opts.typed_columns)
+        targets = {p: ensure_table(spark, p, schema) for p in paths}
         stored: DataFrame | None = None
-        for (db, table), target in targets.items():
+        for path, target in targets.items():
             rows = target.toDF().select(
-                F.lit(db).alias("db"), F.lit(table).alias("table"), "row_key",
-                F.col("puts").alias("old_puts"), F.col("tombstones").alias("old_tombstones"),
-                F.col("source_ts_ms").alias("old_source_ts_ms"),
+                F.lit(path).alias("target"), "row_key", F.col("puts").alias("old_puts"),
+                F.col("tombstones").alias("old_tombstones"), F.col("source_ts_ms").alias("old_source_ts_ms"),
             )  # fmt: skip
             stored = rows if stored is None else stored.unionByName(rows)
         assert stored is not None
-        keys = ["db", "table", "row_key"]
-        current = stored.join(grouped.select(*keys), keys, "left_semi")
-        joined = grouped.join(current, keys, "left")
-        max_versions, typed = self.max_versions, self.typed_columns
-        changed_rdd = joined.rdd.mapPartitions(lambda rows: merge_hbase_rows(rows, max_versions, typed))
-        with_table = StructType([StructField("db", StringType()), StructField("table", StringType()), *schema.fields])
+        keys = ["target", "row_key"]
+        batch = targeted.where(F.col("target").isin(paths))
+        current = stored.join(batch.select(*keys), keys, "left_semi")
+        joined = batch.join(current, keys, "left")
+        retained, typed = self.opts.kept_versions, self.opts.typed_columns
+        changed_rdd = joined.rdd.mapPartitions(lambda rows: merge_hbase_rows(rows, retained, typed))
+        with_guard = StructType([
+            StructField("target", StringType()), *schema.fields,
+            StructField("old_puts", ArrayType(STATE_CELL)), StructField("old_tombstones", ArrayType(STATE_CELL)),
+        ])  # fmt: skip
         # Cut the lineage before writing: the merge input was read from the tables being written.
         # (verifySchema off: the rows are built right above; checking each one in Python is slow)
         started = time.perf_counter()
-        changed = spark.createDataFrame(changed_rdd, with_table, verifySchema=False).localCheckpoint(eager=True)
+        changed = spark.createDataFrame(changed_rdd, with_guard, verifySchema=False).localCheckpoint(eager=True)
         merged_at = time.perf_counter()
-        counts = {
-            (r["db"], r["table"]): r["n"] for r in changed.groupBy("db", "table").agg(F.count("*").alias("n")).collect()
-        }
-        for (db, table), target in targets.items():
-            if not counts.get((db, table)):
+        counts = {r["target"]: r["n"] for r in changed.groupBy("target").agg(F.count("*").alias("n")).collect()}
+        lost: list[str] = []
+        for path, target in targets.items():
+            expected = counts.get(path, 0)
+            if not expected:
                 continue  # a replay: nothing changed, nothing to commit
-            source = changed.where((F.col("db") == db) & (F.col("table") == table)).drop("db", "table")
-            (
-                target.alias("t")
-                .merge(source.alias("s"), "t.row_key = s.row_key")
-                .whenMatchedUpdateAll()
-                .whenNotMatchedInsertAll()
-                .execute()
-            )
+            source = changed.where(F.col("target") == path).drop("target")
+            try:
+                # The guard: a row is replaced only if it still holds the state it was merged from,
+                # and inserted only if it was absent then. Another writer's change in between makes
+                # the row match neither; the count below sees it and the table is merged again.
+                result = (
+                    target.alias("t")
+                    .merge(source.alias("s"), "t.row_key = s.row_key")
+                    .whenMatchedUpdate(
+                        condition="t.puts <=> s.old_puts AND t.tombstones <=> s.old_tombstones",
+                        set={f.name: f"s.`{f.name}`" for f in schema.fields},
+                    )
+                    .whenNotMatchedInsert(
+                        condition="s.old_puts IS NULL", values={f.name: f"s.`{f.name}`" for f in schema.fields}
+                    )
+                    .execute()
+                    .first()
+                )
+            except Exception as exc:  # noqa: BLE001 - Delta's conflicts arrive as Py4J/Spark errors
+                if not commit_conflict(exc):
+                    raise
+                log.info("sink %s: %s: Delta refused the commit (%s)", self.name, path, commit_conflict(exc))
+                lost.append(path)
+                continue
+            applied = int(result["num_updated_rows"]) + int(result["num_inserted_rows"]) if result else 0
+            if applied != expected:
+                lost.append(path)  # the other writer's rows are kept; ours are merged again on top
         log.info("sink %s: state of %d rows merged in %.1f s, written in %.1f s", self.name, sum(counts.values()),
                  merged_at - started, time.perf_counter() - merged_at)  # fmt: skip
+        changed.unpersist()
+        return lost
 
     # --- MySQL: per row, guarded by position ------------------------------------------------
     def _apply_mysql(self, events: DataFrame) -> None:
         spark = events.sparkSession
         latest = newest_per_key(
             events.select(
-                F.col("source.db").alias("db"), F.col("source.table").alias("table"), "key", F.col("after"),
+                F.col("source.name").alias("source"), F.col("source.db").alias("db"),
+                F.col("source.table").alias("table"), "key", F.col("after"),
                 (F.col("op") == "d").alias("deleted"), F.col("op"), F.col("source.pos").alias("pos"),
                 F.col("source.ts_ms").alias("source_ts_ms"),
             ),
-            ["db", "table", "key"],
+            ["source", "db", "table", "key"],
         ).persist()  # fmt: skip
         try:
-            for t in latest.select("db", "table").distinct().collect():
-                batch = latest.where((F.col("db") == t["db"]) & (F.col("table") == t["table"])).drop("db", "table")
-                target = ensure_table(spark, self.table_path(t["db"], t["table"]), MYSQL_STATE)
-                (
-                    target.alias("t")
-                    .merge(batch.alias("s"), "t.key = s.key")
-                    .whenMatchedUpdateAll(condition="s.pos > t.pos")
-                    .whenNotMatchedInsertAll()
-                    .execute()
-                )
+            for t in latest.select("source", "db", "table").distinct().collect():
+                batch = latest.where(
+                    (F.col("source") == t["source"]) & (F.col("db") == t["db"]) & (F.col("table") == t["table"])
+                ).drop("source", "db", "table")
+                path = self._checked_path(spark, t["source"], t["db"], t["table"])
+                for attempt in range(CONFLICT_RETRIES + 1):
+                    target = ensure_table(spark, path, MYSQL_STATE)
+                    try:
+                        # The position guard is inside the MERGE, so Delta's conflict detection covers it.
+                        (
+                            target.alias("t")
+                            .merge(batch.alias("s"), "t.key = s.key")
+                            .whenMatchedUpdateAll(condition="s.pos > t.pos")
+                            .whenNotMatchedInsertAll()
+                            .execute()
+                        )
+                        break
+                    except Exception as exc:  # noqa: BLE001
+                        if not commit_conflict(exc) or attempt == CONFLICT_RETRIES:
+                            raise
+                        log.warning("sink %s: %s: another writer committed first (%s); merging again",
+                                    self.name, path, commit_conflict(exc))  # fmt: skip
+                        time.sleep(min(5.0, 0.2 * 2**attempt))
         finally:
             latest.unpersist()
 
 
 def hbase_state_rows(spark: SparkSession, path: str, max_versions: int = 1) -> Iterator[RowCells]:
     """The rows of an HBase state table as `cdcflow.verify.hbase` compares them: row-key order, the
-    newest `max_versions` visible cells per column, rows whose cells are all deleted left out."""
+    newest `max_versions` visible cells per column (the state keeps more: retained_versions), rows
+    whose cells are all deleted left out."""
     rows = (
         spark.read.format("delta").load(path).where("exists").select("row_key", "puts")
         .orderBy("row_key").toLocalIterator()

@@ -6,6 +6,8 @@ from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 from pyspark.sql.types import StructType
 
+from cdcflow.errors import ConfigError
+
 
 def ensure_table(spark: SparkSession, path: str, schema: StructType) -> DeltaTable:
     """The Delta table at `path`, created empty with `schema` if absent.
@@ -23,3 +25,28 @@ def ensure_table(spark: SparkSession, path: str, schema: StructType) -> DeltaTab
         )
         spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.autoOptimize.autoCompact' = 'true')")
     return DeltaTable.forPath(spark, path)
+
+
+# Delta's optimistic concurrency: another writer committed first and the commit was refused
+# (io.delta.exceptions.*). Redoing the read and the MERGE is safe; nothing of ours was written.
+_CONFLICTS = (
+    "ConcurrentAppendException", "ConcurrentDeleteReadException", "ConcurrentDeleteDeleteException",
+    "ConcurrentTransactionException", "MetadataChangedException", "ProtocolChangedException",
+    "ConcurrentWriteException",
+)  # fmt: skip
+
+
+def commit_conflict(exc: BaseException) -> str | None:
+    """The name of the Delta conflict `exc` reports, or None when it is some other failure."""
+    text = f"{type(exc).__name__}: {exc}"
+    return next((name for name in _CONFLICTS if name in text), None)
+
+
+def refuse_old_layout(spark: SparkSession, sink: str, old: str, new: str) -> None:
+    """Earlier cdcflow versions kept a state table at <path>/<db>/<table>, without the source name.
+    Refuse to start a second table beside it: the user moves it (or maps it with table_map) knowingly."""
+    if DeltaTable.isDeltaTable(spark, old) and not DeltaTable.isDeltaTable(spark, new):
+        raise ConfigError(
+            f"sink {sink}: a state table exists at {old}, the layout before tables were kept per source; "
+            f"move it to {new} (or map it with table_map) so it is continued, not rebuilt beside it"
+        )

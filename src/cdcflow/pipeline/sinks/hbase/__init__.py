@@ -1,51 +1,144 @@
 """HBase sink: writes every cell with its own timestamp and exact delete type, so an HBase → HBase
 copy is exact. HBase's rules make it idempotent: rewriting a cell is a no-op, and a delete marker
-masks puts at or below its timestamp whichever arrives first, so replays cannot resurrect data."""
+masks puts at or below its timestamp whichever arrives first, so replays cannot resurrect data.
+
+A table that appears at the source while the pipeline runs must not stop the copy of the others:
+a missing target table is created (the source table's families and their settings when the
+source cluster can be read, else the families the events carry; replication scope 0, so the copy
+is not captured again), or, with `create_tables: false`, its events go to the dead-letter topic
+with the reason while the other tables keep flowing."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from typing import Any
 
 from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 
-from cdcflow.clients.hbase.model import Mutation
+from cdcflow.clients.hbase.model import ColumnFamily, Mutation
+from cdcflow.config.sinks import HBaseSinkOptions, SinkOptions
+from cdcflow.errors import CdcflowError
 from cdcflow.events.json_codec import cell_from_json
+from cdcflow.pipeline.dead_letters import write_dead_letters
 from cdcflow.pipeline.sinks.base import Sink
 from cdcflow.pipeline.sinks.hbase.mutations import cell_mutations
 from cdcflow.pipeline.sinks.naming import mapped_table
 
+log = logging.getLogger(__name__)
 
-def target_table(options: dict[str, Any], db: str, table: str) -> str:
-    source = table if db == "default" else f"{db}:{table}"
-    mapped = mapped_table(options.get("table_map", {}), db, table)
-    return str(mapped) if mapped else f"{source}{options.get('table_suffix', '_copy')}"
+
+def target_table(options: HBaseSinkOptions, source: str | None, db: str, table: str) -> str:
+    source_name = table if db == "default" else f"{db}:{table}"
+    mapped = mapped_table(options.table_map, db, table, source)
+    return mapped if mapped else f"{source_name}{options.table_suffix}"
+
+
+def source_table(db: str, table: str) -> str:
+    return table if db == "default" else f"{db}:{table}"
 
 
 class HBaseSink(Sink):
+    def __init__(self, name: str, options: SinkOptions, context: dict[str, Any]) -> None:
+        super().__init__(name, options, context)
+        assert isinstance(options, HBaseSinkOptions)
+        self.opts = options
+        self.zk_quorum = options.zk_quorum or context["zk_quorum"]
+        self._existing: set[str] = set()  # target tables known to exist
+
     def apply_batch(self, events: DataFrame, batch_id: int) -> None:
-        hb = events.where(F.col("source.connector") == "hbase").select(
+        hb = events.where(F.col("source.connector") == "hbase")
+        seen = hb.select("source.name", "source.db", "source.table", F.explode("cells.family").alias("f")).distinct()
+        wanted: dict[str, tuple[str, set[str]]] = {}
+        names: dict[str, str] = {}  # "source/db.table" → target
+        for r in seen.collect():
+            target = target_table(self.opts, r["name"], r["db"], r["table"])
+            names[f"{r['name']}/{r['db']}.{r['table']}"] = target
+            wanted.setdefault(target, (source_table(r["db"], r["table"]), set()))[1].add(r["f"])
+        if not names:
+            return
+        target_of = F.create_map(*[F.lit(x) for kv in names.items() for x in kv])
+        hb = hb.withColumn("_target", target_of[F.concat("source.name", F.lit("/"), "source.db", F.lit("."),
+                                                          "source.table")])  # fmt: skip
+        refused = self._ensure_targets(wanted)
+        if refused:
+            isolated = hb.where(F.col("_target").isin(list(refused)))
+            reason = F.concat(F.lit("hbase sink "), F.lit(self.name), F.lit(": target table "), F.col("_target"),
+                              F.lit(" does not exist and create_tables is false"))  # fmt: skip
+            write_dead_letters(isolated, F.to_json(F.struct(*[c for c in events.columns])).cast("binary"), reason,
+                               batch_id, self.context)  # fmt: skip
+            log.warning("sink %s: events for missing table(s) %s went to the dead-letter topic %s", self.name,
+                        ", ".join(sorted(refused)), self.context.get("dead_letter_topic"))  # fmt: skip
+            hb = hb.where(~F.col("_target").isin(list(refused)))
+        rows = hb.select(
             F.unbase64(F.get_json_object("key", "$.row")).alias("row"),
-            F.col("source.db").alias("db"),
-            F.col("source.table").alias("table"),
+            F.col("_target").alias("target"),
             F.col("source.region").alias("region"),
             F.col("source.pos").alias("pos"),
             "cells",
         )
-        zk = self.options.get("zk_quorum") or self.context["zk_quorum"]
-        options = dict(self.options)
-        hb.sortWithinPartitions("region", "pos").foreachPartition(lambda rows: _write_partition(rows, zk, options))
+        zk = self.zk_quorum
+        rows.sortWithinPartitions("region", "pos").foreachPartition(lambda part: _write_partition(part, zk))
+
+    def _ensure_targets(self, wanted: dict[str, tuple[str, set[str]]]) -> set[str]:
+        """Create the missing target tables (or, when creating is off, return them)."""
+        missing = {t: v for t, v in wanted.items() if t not in self._existing}
+        if not missing:
+            return set()
+        from cdcflow.clients.hbase import connect  # the driver's one HBase connection per new table set
+
+        refused: set[str] = set()
+        client = connect(self.zk_quorum)
+        try:
+            existing = set(client.list_tables())
+            for target, (source, families) in sorted(missing.items()):
+                if target in existing or f"default:{target}" in existing:
+                    self._existing.add(target)
+                    continue
+                if not self.opts.create_tables:
+                    refused.add(target)
+                    continue
+                client.create_table(target, self._families(source, families))
+                log.info("sink %s: created HBase table %s for %s (families %s)", self.name, target, source,
+                         ", ".join(sorted(families | set(self.opts.create_families))))  # fmt: skip
+                self._existing.add(target)
+        finally:
+            client.close()
+        return refused
+
+    def _families(self, source: str, seen: set[str]) -> list[ColumnFamily]:
+        """The source table's families with their VERSIONS when the source cluster answers, plus the
+        families the events carry and `create_families`; replication scope 0 (not captured again)."""
+        import base64
+
+        versions: dict[str, int] = {}
+        from cdcflow.clients.hbase import connect
+
+        try:
+            src = connect(str(self.context["zk_quorum"]), op_timeout_s=10.0)
+            try:
+                for fam, attrs in src.family_attributes(source).items():
+                    versions[fam] = int(attrs.get("VERSIONS", self.opts.create_max_versions))
+            finally:
+                src.close()
+        except (CdcflowError, OSError, ValueError) as exc:
+            log.info("sink %s: the source table %s cannot be described (%s); using the events' families",
+                     self.name, source, exc)  # fmt: skip
+        names = set(versions) | {base64.b64decode(f).decode("utf-8", "replace") for f in seen}
+        names |= set(self.opts.create_families)
+        return [ColumnFamily(n, versions.get(n, self.opts.create_max_versions), replication_scope=0)
+                for n in sorted(names)]  # fmt: skip
 
 
-def _write_partition(rows: Iterator[Row], zk_quorum: str, options: dict[str, Any], batch_size: int = 500) -> None:
+def _write_partition(rows: Iterator[Row], zk_quorum: str, batch_size: int = 500) -> None:
     from cdcflow.clients.hbase import connect  # on the executor
 
     client = connect(zk_quorum)
     pending: dict[str, list[Mutation]] = {}
     try:
         for r in rows:
-            table = target_table(options, r["db"], r["table"])
+            table = r["target"]
             batch = pending.setdefault(table, [])
             row_key = bytes(r["row"])
             batch.extend(cell_mutations(row_key, (cell_from_json(row_key, c) for c in r["cells"])))

@@ -112,10 +112,12 @@ def map_name(name: str, case: str) -> str:
     raise ConfigError(f"name_case must be 'upper' or 'preserve', not {case!r}")
 
 
-def target_name(db: str, table: str, table_map: Mapping[str, str], case: str) -> tuple[str, str]:
-    """(schema, table) in Phoenix for a MySQL table: the `table_map` entry "db.table" → "SCHEMA.TABLE"
-    (or "TABLE", with no schema), else the MySQL names with the `case` rule."""
-    mapped = mapped_table(table_map, db, table)
+def target_name(
+    db: str, table: str, table_map: Mapping[str, str], case: str, source: str | None = None
+) -> tuple[str, str]:
+    """(schema, table) in Phoenix for a MySQL table: the `table_map` entry "<source>/db.table" or
+    "db.table" → "SCHEMA.TABLE" (or "TABLE", with no schema), else the MySQL names with the `case` rule."""
+    mapped = mapped_table(table_map, db, table, source)
     if mapped is not None:
         schema, _, name = mapped.rpartition(".")
         return schema, name

@@ -1,9 +1,12 @@
-"""The current state of one HBase row, kept outside HBase (pure; used by the Delta state sink).
+"""The current state of one HBase row, kept outside HBase (pure; used by the Delta state sink, and
+by the JSON codec for an event's `after`).
 
 A row's state is the set of cells that can still matter, under HBase's own rules:
 
-- put versions no delete marker masks, at most `max_versions` per column (newest by timestamp;
-  two puts of the same column and timestamp: the later one in the log wins, as in HBase);
+- put versions no delete marker masks, at most `retained_versions` per column (newest by
+  timestamp; two puts of the same column and timestamp: the later one in the log wins, as in
+  HBase). Readers see the newest `max_versions` of them; the older ones are kept because a
+  version Delete of a newer put reveals them, whichever batch that Delete arrives in;
 - delete markers (tombstones): the newest DeleteFamily per family, the newest DeleteColumn per
   column, every DeleteFamilyVersion and every version Delete. A marker masks matching puts
   whenever they arrive, before or after it, exactly as HBase does until a major compaction.
@@ -12,9 +15,11 @@ Merging is a pure function of the two cell sets, so it is idempotent and order-i
 applying a batch twice, or old changes after new ones, gives the same state. That is what makes
 the Delta current-state table exactly-once in effect under replays.
 
-Exactness limit (documented in docs/pipeline.md): a version Delete of the newest put reveals the
-next-newest version, which the state has only if `max_versions` is at least the number of
-versions HBase itself retains for that family.
+The reference is HBase reading all the changes before any flush or compaction (a flush applies
+the family's VERSIONS and drops older versions for good, so HBase's own answer to "delete the
+newest version" depends on flush timing). Exactness limit (docs/pipeline.md): the state equals
+that reading for any batching while no column has more than `retained_versions` unmasked
+versions at once; beyond that the oldest are dropped, as a flush would.
 """
 
 from __future__ import annotations
@@ -54,6 +59,17 @@ class RowState:
         out: dict[tuple[bytes, bytes], StateCell] = {}
         for cell in self.puts:
             out.setdefault((cell.family, cell.qualifier), cell)
+        return out
+
+    def visible(self, max_versions: int) -> list[StateCell]:
+        """The newest `max_versions` puts of each column (what a scan with that many versions returns)."""
+        per_column: dict[tuple[bytes, bytes], int] = {}
+        out = []
+        for cell in self.puts:
+            col = (cell.family, cell.qualifier)
+            if per_column.get(col, 0) < max_versions:
+                per_column[col] = per_column.get(col, 0) + 1
+                out.append(cell)
         return out
 
 
@@ -110,10 +126,13 @@ class _Markers:
         return sorted(out)
 
 
-def merge(state: RowState, cells: Iterable[StateCell], max_versions: int = 1) -> RowState:
+DEFAULT_RETAINED_VERSIONS = 8
+
+
+def merge(state: RowState, cells: Iterable[StateCell], retained_versions: int = DEFAULT_RETAINED_VERSIONS) -> RowState:
     """The state after `cells` (any order, duplicates allowed) were applied on top of `state`."""
-    if max_versions < 1:
-        raise ValueError("max_versions must be at least 1")
+    if retained_versions < 1:
+        raise ValueError("retained_versions must be at least 1")
     markers = _Markers()
     puts: dict[tuple[bytes, bytes, int], StateCell] = {}
     for cell in [*state.tombstones, *state.puts, *cells]:
@@ -130,16 +149,7 @@ def merge(state: RowState, cells: Iterable[StateCell], max_versions: int = 1) ->
         if _masked(put, markers):
             continue
         col = (put.family, put.qualifier)
-        if per_column.get(col, 0) < max_versions:
+        if per_column.get(col, 0) < retained_versions:
             per_column[col] = per_column.get(col, 0) + 1
             kept.append(put)
     return RowState(kept, markers.cells())
-
-
-def string_binary(data: bytes) -> str:
-    """Printable ASCII as is, anything else as \\xNN (HBase's Bytes.toStringBinary convention)."""
-    return "".join(chr(b) if 0x20 <= b < 0x7F and b != 0x5C else f"\\x{b:02X}" for b in data)
-
-
-def column_key(family: bytes, qualifier: bytes) -> str:
-    return f"{string_binary(family)}:{string_binary(qualifier)}"

@@ -1,0 +1,128 @@
+"""Each sink type's options, typed and validated when the config is loaded (a typo such as
+`max_version` is an error naming the known options, not a silent default).
+
+`table_map` keys have one syntax in every sink: "db.table" (HBase: "namespace.table"), or
+"<source name>/db.table" to map one source's table when two sources have tables of the same
+name; the source-specific entry wins.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from cdcflow.events.json_codec import VALUE_ENCODINGS
+
+TABLE_MAP_KEY = re.compile(r"^(?:(?P<source>[A-Za-z0-9_.\-]+)/)?(?P<db>[^./:]+)\.(?P<table>[^/:]+)$")
+
+
+class SinkOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _check_table_map(value: dict[str, str]) -> dict[str, str]:
+    bad = [k for k in value if not TABLE_MAP_KEY.match(k)]
+    if bad:
+        hints = []
+        for k in bad:
+            if ":" in k and "/" not in k:
+                hints.append(f"{k!r} (write {k.replace(':', '.', 1)!r})")
+            elif "." not in k:
+                hints.append(f"{k!r} (write 'default.{k}' for HBase's default namespace)")
+            else:
+                hints.append(repr(k))
+        raise ValueError(
+            "table_map keys are 'db.table' or '<source name>/db.table' (HBase: 'namespace.table'): "
+            + ", ".join(hints)
+        )
+    return value
+
+
+class _Mapped(SinkOptions):
+    table_map: dict[str, str] = {}
+
+    @field_validator("table_map")
+    @classmethod
+    def _keys(cls, value: dict[str, str]) -> dict[str, str]:
+        return _check_table_map(value)
+
+
+class HBaseSinkOptions(_Mapped):
+    zk_quorum: str | None = None  # the target cluster's ZooKeeper; null: the source's
+    table_suffix: str = "_copy"  # target "<table><suffix>" unless table_map says otherwise
+    # A target table that does not exist is created with the families its events carry (and any
+    # listed here), so a table created at the source while the pipeline runs does not stop the sink.
+    create_tables: bool = True
+    create_families: tuple[str, ...] = ()
+    create_max_versions: int = Field(default=1, ge=1)  # VERSIONS of the families it creates
+
+
+class DeltaStateOptions(_Mapped):
+    path: str | None = None  # tables at <path>/<source name>/<db>/<table>; null: <stack home>/pipeline/delta
+    max_versions: int = Field(default=1, ge=1)  # versions per column readers see (puts, verify)
+    # Unmasked versions kept per column, so a version Delete arriving in a later batch reveals the
+    # one below it (docs/pipeline.md, "Exactness"). At least max_versions; null: max(max_versions, 8).
+    retained_versions: int | None = Field(default=None, ge=1)
+    typed_columns: dict[str, str] = {}  # {"cf:qualifier": encoding}: decoded copies of visible values
+
+    @field_validator("typed_columns")
+    @classmethod
+    def _encodings(cls, value: dict[str, str]) -> dict[str, str]:
+        bad = {c: e for c, e in value.items() if e not in VALUE_ENCODINGS or ":" not in c}
+        if bad:
+            raise ValueError(f"typed_columns {bad}: keys are 'family:qualifier', encodings one of {VALUE_ENCODINGS}")
+        return value
+
+    @property
+    def kept_versions(self) -> int:
+        return self.retained_versions if self.retained_versions is not None else max(self.max_versions, 8)
+
+    @model_validator(mode="after")
+    def _retained(self) -> DeltaStateOptions:
+        if self.retained_versions is not None and self.retained_versions < self.max_versions:
+            raise ValueError(f"retained_versions ({self.retained_versions}) must be at least max_versions "
+                             f"({self.max_versions})")  # fmt: skip
+        return self
+
+
+class DeltaChangelogOptions(SinkOptions):
+    path: str
+
+
+class ParquetOptions(SinkOptions):
+    path: str
+
+
+class PhoenixOptions(_Mapped):
+    url: str | None = None  # jdbc:phoenix:<zk>:<znode>; null: the local stack's
+    tables: tuple[str, ...] = ("*",)  # "db.table" patterns (fnmatch) to apply
+    name_case: Literal["upper", "preserve"] = "upper"
+    create_tables: bool = False
+    schema_history_topic: str | None = None
+
+    @field_validator("url")
+    @classmethod
+    def _jdbc(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith("jdbc:phoenix:"):
+            raise ValueError(f"url must start with jdbc:phoenix:, got {value!r}")
+        return value
+
+
+class ConsoleOptions(SinkOptions):
+    rows: int = Field(default=20, ge=1)
+
+
+SINK_OPTIONS: dict[str, type[SinkOptions]] = {
+    "hbase": HBaseSinkOptions,
+    "delta": DeltaStateOptions,
+    "delta_changelog": DeltaChangelogOptions,
+    "parquet": ParquetOptions,
+    "phoenix": PhoenixOptions,
+    "console": ConsoleOptions,
+}
+
+
+def sink_options(sink_type: str, options: dict[str, Any]) -> SinkOptions:
+    return SINK_OPTIONS[sink_type].model_validate(options)

@@ -1,0 +1,35 @@
+"""Writing records to the dead-letter topic: the malformed ones (the runner's dead-letter query)
+and valid events a sink cannot apply (e.g. the HBase sink's events for a table it may not create).
+
+A dead letter keeps where the record came from (topic, partition, offset), so it can be read
+again from Kafka, the bytes (or, for a parsed event, its JSON) and the reason."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from cdcflow.clients.kafka.java import java_client_options
+
+
+def write_dead_letters(records: DataFrame, raw: Column, error: Column, batch_id: int, context: dict[str, Any]) -> None:
+    """`records` has topic, partition, offset, kafka_key; `raw` the record's bytes, `error` why."""
+    kafka_options = {f"kafka.{k}": v for k, v in java_client_options(context.get("kafka_properties") or {}).items()}
+    out = records.select(
+        F.col("kafka_key").alias("key"),
+        F.to_json(
+            F.struct(
+                F.base64(raw).alias("raw_base64"), "topic", "partition", "offset", error.alias("error"),
+                F.lit(batch_id).alias("batch_id"),
+            )
+        ).alias("value"),
+    )  # fmt: skip
+    (
+        out.write.format("kafka")
+        .option("kafka.bootstrap.servers", context["bootstrap_servers"])
+        .option("topic", context["dead_letter_topic"])
+        .options(**kafka_options)
+        .save()
+    )
