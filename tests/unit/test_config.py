@@ -31,7 +31,10 @@ def test_env_overrides_file(tmp_path: Path) -> None:
         ("stack:\n  colour: blue\n", "stack.colour"),
         ("pipeline:\n  topics: 'cdcflow\\.(x'\n", "not a valid topic pattern"),
         ("pipeline:\n  sinks: [{name: a, type: console, topics: '['}]\n", "not a valid topic pattern"),
-        ("pipeline:\n  sinks: [{name: a, type: console}, {name: a, type: parquet, options: {path: /x}}]\n", "must be unique"),
+        (
+            "pipeline:\n  sinks: [{name: a, type: console}, {name: a, type: parquet, options: {path: /x}}]\n",
+            "must be unique",
+        ),
         ("pipeline:\n  sinks: [{name: dead-letters, type: console}]\n", "dead-letter query's name"),
         ("pipeline:\n  topics: '.*'\n", "matches the dead-letter topic"),
         ("pipeline:\n  sinks: [{name: a, type: console, topics: 'cdcflow-dead.*'}]\n", "dead letters would be"),

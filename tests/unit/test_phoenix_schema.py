@@ -130,10 +130,17 @@ def test_verify_renders_phoenix_values_like_change_events() -> None:
     assert render_phoenix_value("bigint", "bigint(20) unsigned", 0, "18446744073709551615") == 18446744073709551615
     assert render_phoenix_value("float", "float", 0, "1.1") == 1.1
     assert (
-        render_phoenix_value("datetime", "datetime(6)", 6, "2024-02-29 23:59:59.1234") == "2024-02-29 23:59:59.123400"
+        render_phoenix_value("datetime", "datetime(6)", 6, (1709251199123, "2024-02-29 23:59:59.1234"))
+        == "2024-02-29 23:59:59.123400"
     )
-    assert render_phoenix_value("datetime", "datetime", 0, "2024-02-29 23:59:59.0") == "2024-02-29 23:59:59"
-    assert render_phoenix_value("timestamp", "timestamp(3)", 3, "2024-01-02 03:04:05.678") == "2024-01-02T03:04:05.678Z"
+    assert (
+        render_phoenix_value("datetime", "datetime", 0, (1709251199000, "2024-02-29 23:59:59.0"))
+        == "2024-02-29 23:59:59"
+    )
+    assert (
+        render_phoenix_value("timestamp", "timestamp(3)", 3, (1704164645678, "2024-01-02 03:04:05.678"))
+        == "2024-01-02T03:04:05.678Z"
+    )
     assert render_phoenix_value("time", "time(2)", 2, "-838:59:59.00") == "-838:59:59.00"
     assert render_phoenix_value("varchar", "varchar(3)", 0, None) is None
     assert (
@@ -141,3 +148,54 @@ def test_verify_renders_phoenix_values_like_change_events() -> None:
         and phoenix_representable("datetime", "2024-00-01 x") is None
     )
     assert phoenix_representable("varchar", "") is None and phoenix_representable("date", "2024-01-01") == "2024-01-01"
+
+
+def test_verify_renders_dates_from_epoch_milliseconds_in_the_proleptic_calendar() -> None:
+    """Issue #15 item 5: the rendering must not go through Java's calendar (Julian before 1582-10-15),
+    or a date stored 6 days late reads back as right. Milliseconds are what Phoenix stores."""
+    assert render_phoenix_value("date", "date", 0, (-27564624000000, "1096-06-30")) == "1096-07-06"
+    assert render_phoenix_value("date", "date", 0, (-12219724800000, "1582-09-30")) == "1582-10-10"
+    assert render_phoenix_value("date", "date", 0, (-62135596800000, "0000-12-30")) == "0001-01-01"
+    assert render_phoenix_value("date", "date", 0, (253402214400000, "9999-12-31")) == "9999-12-31"
+    # a Julian-calendar store of 1096-07-06 (the old defect) reads back as the day it really is
+    assert render_phoenix_value("date", "date", 0, (-27564105600000, "1096-07-06")) == "1096-07-12"
+    # before 1970 with sub-millisecond digits: floor milliseconds + the fraction's microseconds
+    assert (
+        render_phoenix_value("datetime", "datetime(6)", 6, (-1, "1969-12-31 23:59:59.999001"))
+        == "1969-12-31 23:59:59.999001"
+    )
+    assert (
+        render_phoenix_value("datetime", "datetime(6)", 6, (-62135596800000, "0000-12-30 00:00:00.000001"))
+        == "0001-01-01 00:00:00.000001"
+    )
+
+
+def test_verify_renders_decimal_65_30() -> None:
+    """Issue #15 item 6: more than 28 digits crashed quantize (decimal.InvalidOperation)."""
+    value = "12345678901234567890123456789012345.123456789012345678901234567890"
+    assert render_phoenix_value("decimal", "decimal(65,30)", 0, value) == value
+    assert render_phoenix_value("decimal", "decimal(65,30)", 0, "-1.5") == "-1.500000000000000000000000000000"
+
+
+def test_dates_are_staged_as_milliseconds_and_read_back_with_a_cast() -> None:
+    target = ps.PhoenixTable("S", "T", (ps.PhoenixColumn("D", "DATE"), ps.PhoenixColumn("TS", "TIMESTAMP"),
+                                         ps.PhoenixColumn("N", "INTEGER")), ("D",))  # fmt: skip
+    stage = ps.stage_table(target)
+    assert [(c.name, c.type) for c in stage.columns][:4] == [
+        ("D", "BIGINT"), ("TS", "TIMESTAMP"), ("TS__CDCFLOW_MS", "DECIMAL(19,3)"), ("N", "INTEGER"),
+    ]  # fmt: skip
+    assert ps.stage_value(target.columns[0], "s") == 'CAST(s."D" AS DATE)'
+    assert ps.stage_value(target.columns[1]) == 'COALESCE(CAST("TS__CDCFLOW_MS" AS TIMESTAMP), "TS")'
+
+
+def test_julian_fields_of_proleptic_days() -> None:
+    from datetime import date
+
+    from cdcflow.pipeline.sinks.phoenix.sink import julian_fields
+
+    def day(text: str) -> int:
+        return (date.fromisoformat(text) - date(1970, 1, 1)).days
+
+    assert julian_fields(day("1096-07-06")) == (1096, 6, 30)
+    assert julian_fields(day("1582-10-15")) == (1582, 10, 5)
+    assert julian_fields(day("0001-01-01")) == (1, 1, 3)

@@ -28,7 +28,7 @@ def test_sink_options_are_typed_and_checked_when_the_config_is_loaded() -> None:
         SinkConfig(name="d", type="delta", options={"max_version": 3})
     with pytest.raises(ValidationError, match="retained_versions"):
         SinkConfig(name="d", type="delta", options={"max_versions": 3, "retained_versions": 2})
-    with pytest.raises(ValidationError, match="write 'ns.t'"):
+    with pytest.raises(ValidationError, match=r"write 'ns\.t'"):
         SinkConfig(name="h", type="hbase", options={"table_map": {"ns:t": "x"}})
     with pytest.raises(ConfigError, match=r"no path"):
         DeltaStateSink("d", DeltaStateOptions(), {}).table_path("mysql", "db", "t")
@@ -190,3 +190,36 @@ def test_the_last_batch_of_an_available_now_run_reaches_the_progress(tmp_path: P
     assert runner.done
     progress = read_progress(tmp_path)["c"]
     assert progress["spark_batch_id"] == 2 and progress["offsets_behind"] == 0
+
+
+class _TopicsChangedQuery:
+    """A query Spark's Kafka source failed because topics appeared during an AvailableNow run."""
+
+    lastProgress = None
+    isActive = False
+
+    def exception(self) -> Exception:
+        return RuntimeError(
+            "[KAFKA_DATA_LOSS.MISMATCHED_TOPIC_PARTITIONS_BETWEEN_END_OFFSET_AND_PREFETCHED] Kafka data source in "
+            "Trigger.AvailableNow should provide the same topic partitions in pre-fetched offset to end offset for "
+            "each microbatch. The error could be transient - restart your query"
+        )
+
+
+def test_topics_appearing_during_available_now_restart_the_query_without_counting_a_failure(tmp_path: Path) -> None:
+    """Issue #15 item 10: five of these used to end the run as failed."""
+    from cdcflow.pipeline.runner import MAX_TOPIC_RESTARTS, Pipeline, _Runner
+
+    pipeline = Pipeline(PipelineConfig(sinks=(SinkConfig(name="c", type="console"),)), {}, tmp_path)
+    runner = _Runner("c", None, "t")
+    started = []
+    pipeline._start = lambda r, available_now: started.append(r.name)  # type: ignore[method-assign]
+    for _ in range(MAX_TOPIC_RESTARTS):
+        runner.query = _TopicsChangedQuery()  # type: ignore[assignment]
+        pipeline._supervise(runner, available_now=True, max_failures=5)  # sees the failure
+        pipeline._supervise(runner, available_now=True, max_failures=5)  # restarts at once
+    assert (runner.failures, runner.done, len(started)) == (0, False, MAX_TOPIC_RESTARTS)
+    # beyond the cap it counts as a failure again (a source whose topics never settle)
+    runner.query = _TopicsChangedQuery()  # type: ignore[assignment]
+    pipeline._supervise(runner, available_now=True, max_failures=5)
+    assert runner.failures == 1 and "MISMATCHED_TOPIC_PARTITIONS" in (runner.last_error or "")

@@ -7,8 +7,7 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cdcflow.events.cells import CellType
-from cdcflow.events.cells import column_name, from_string_binary, string_binary
+from cdcflow.events.cells import CellType, column_name, from_string_binary, string_binary
 from cdcflow.events.row_state import RowState, StateCell, merge
 
 P, D, DC, DF, DFV = (CellType.PUT, CellType.DELETE, CellType.DELETE_COLUMN, CellType.DELETE_FAMILY,

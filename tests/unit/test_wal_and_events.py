@@ -158,3 +158,29 @@ def test_decode_arbitrary_json_only_raises_malformed_event(doc: object) -> None:
         decode(json.dumps(doc).encode())
     except MalformedEvent:
         pass
+
+
+def test_after_holds_the_newest_visible_version_of_each_column() -> None:
+    """Issue #15 item 7: several puts of a column in one change: `after` is what HBase shows after it
+    (newest timestamp; the later in the WAL on a tie; a delete of the same change masks), not the
+    last put in WAL order."""
+    hints = ValueHints({"cf:*": "utf8"})
+    cells = [
+        put(b"r", b"a", b"newest", 9), put(b"r", b"a", b"older", 4),  # WAL order is not time order
+        put(b"r", b"b", b"first", 5), put(b"r", b"b", b"second", 5),  # a tie: the later write wins
+        put(b"r", b"c", b"v7", 7), put(b"r", b"c", b"v3", 3),
+        Cell(b"r", b"cf", b"c", 7, CellType.DELETE),  # deletes version 7: version 3 shows
+        put(b"r", b"d", b"gone", 2), Cell(b"r", b"cf", b"d", 2, CellType.DELETE_COLUMN),
+    ]  # fmt: skip
+    param, block = make_call([("t", 7, cells)])
+    (event,) = row_changes(decode_replicate_call(param, block).entries[0], "s")
+    assert json.loads(encode(event, hints))["after"] == {"cf:a": "newest", "cf:b": "second", "cf:c": "v3"}
+
+
+def test_after_keys_spell_bytes_one_way() -> None:
+    """Issue #15 item 8: the qualifier byte 0xFF and the characters "\\xff" are two keys."""
+    cells = [put(b"r", b"\xff", b"byte"), put(b"r", b"\\xff", b"text"), put(b"r", b"\x00", b"nul")]
+    param, block = make_call([("t", 7, cells)])
+    (event,) = row_changes(decode_replicate_call(param, block).entries[0], "s")
+    after = json.loads(encode(event, ValueHints({"*": "utf8"})))["after"]
+    assert after == {"cf:\\xFF": "byte", "cf:\\x5Cxff": "text", "cf:\\x00": "nul"}

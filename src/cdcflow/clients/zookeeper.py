@@ -91,6 +91,14 @@ class ZooKeeper:
             self._zk.delete(path)
             self._zk.create(path, data, ephemeral=True, makepath=True)
 
+    def try_create_ephemeral(self, path: str, data: bytes = b"") -> bool:
+        """An ephemeral znode if none exists at `path`; False (and nothing changed) if one does."""
+        try:
+            self._zk.create(path, data, ephemeral=True, makepath=True)
+            return True
+        except NodeExistsError:
+            return False
+
     def delete(self, path: str) -> None:
         try:
             self._zk.delete(path)

@@ -34,8 +34,7 @@ def _check_table_map(value: dict[str, str]) -> dict[str, str]:
             else:
                 hints.append(repr(k))
         raise ValueError(
-            "table_map keys are 'db.table' or '<source name>/db.table' (HBase: 'namespace.table'): "
-            + ", ".join(hints)
+            "table_map keys are 'db.table' or '<source name>/db.table' (HBase: 'namespace.table'): " + ", ".join(hints)
         )
     return value
 

@@ -14,3 +14,9 @@ LAG_SECONDS = Gauge(
 )
 OFFSETS_BEHIND = Gauge("cdcflow_pipeline_offsets_behind", "Kafka records not yet read (max over partitions)", ["sink"])
 FAILURES = Counter("cdcflow_pipeline_failures_total", "Query failures (each followed by a restart)", ["sink"])
+TOPIC_RESTARTS = Counter(
+    "cdcflow_pipeline_topic_restarts_total", "--available-now queries restarted because topics appeared", ["sink"]
+)
+DELTA_CONFLICTS = Counter(
+    "cdcflow_pipeline_delta_conflicts_total", "Delta tables merged again because another writer changed them", ["sink"]
+)

@@ -44,6 +44,7 @@ class _Runner:
     topics: str  # the query's subscribePattern
     query: StreamingQuery | None = None
     failures: int = 0
+    topic_restarts: int = 0
     next_start: float = 0.0
     done: bool = False
     last_error: str | None = None
@@ -275,6 +276,15 @@ class Pipeline:
                 r.done = available_now  # a continuous query only stops when asked
                 r.last_error = None
                 return
+            if available_now and _topics_changed(exc) and r.topic_restarts < MAX_TOPIC_RESTARTS:
+                # Spark's own advice for this error ("restart your query"): the new start pre-fetches
+                # the current topic set. Not a failure: nothing was applied from the failed plan.
+                r.topic_restarts += 1
+                log.info("query %s: Kafka topics appeared while it ran with --available-now; restarting it with the "
+                         "new topic set (%d)", r.name, r.topic_restarts)  # fmt: skip
+                metrics.TOPIC_RESTARTS.labels(r.name).inc()
+                r.next_start = time.monotonic()
+                return
             r.failures += 1
             r.last_error = _first_line(exc)
             backoff = min(self.cfg.retry_backoff_max_s, 2.0**r.failures)
@@ -289,6 +299,20 @@ class Pipeline:
             return
         if time.monotonic() >= r.next_start:
             self._start(r, available_now)
+
+
+# Spark's Kafka source with Trigger.AvailableNow, when topics or partitions appear between its
+# pre-fetch of the end offsets and a batch (error classes in spark-sql-kafka's kafka-error-conditions.json).
+_TOPIC_SET_CHANGED = (
+    "MISMATCHED_TOPIC_PARTITIONS_BETWEEN_END_OFFSET_AND_PREFETCHED",
+    "should provide the same topic partitions in pre-fetched offset",
+)
+MAX_TOPIC_RESTARTS = 20
+
+
+def _topics_changed(exc: BaseException) -> bool:
+    text = str(exc)
+    return any(marker in text for marker in _TOPIC_SET_CHANGED)
 
 
 _ERROR_LINE = re.compile(r"^\s*([A-Za-z_][\w.]*(?:Error|Exception)): (.+)$")

@@ -2,13 +2,18 @@
 
 Both sides are rendered the way change events render MySQL values (cdcflow.verify.mysql), so
 the comparison is exact: a DECIMAL compares at the MySQL scale, a FLOAT as the same float32, a
-DATETIME(6) to the microsecond. What Phoenix cannot represent is documented (docs/phoenix.md)
-and applied to the MySQL side first: zero dates ('0000-00-00', '2024-00-10') have no Phoenix
-value and are written as NULL, and Phoenix itself stores empty strings as NULL.
+DATETIME(6) to the microsecond. Dates and timestamps are read from Phoenix as epoch milliseconds
+(TO_NUMBER) and rendered here in the proleptic Gregorian calendar, independently of Java's
+calendar (which renders days before 1582-10-15 as Julian and would hide a shifted date). What
+Phoenix cannot represent is documented (docs/phoenix.md) and applied to the MySQL side first:
+zero dates ('0000-00-00', '2024-00-10') have no Phoenix value and are written as NULL, and Phoenix
+itself stores empty strings as NULL.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import decimal
 import re
 from collections.abc import Mapping
 from decimal import Decimal
@@ -46,14 +51,26 @@ def render_phoenix_value(data_type: str, column_type: str, fsp: int, value: Any)
         return int(value)
     if t == "decimal":
         scale = _scale(column_type)
-        return format(Decimal(value).quantize(Decimal(1).scaleb(-scale)), "f")
+        with decimal.localcontext(decimal.Context(prec=100)):  # DECIMAL(65,30) has 65 digits
+            return format(Decimal(value).quantize(Decimal(1).scaleb(-scale)), "f")
     if t in ("float", "double"):
         return render_selected(t, column_type, fsp, float(value))
+    if t == "date":
+        millis, _ = value
+        day = (_EPOCH + dt.timedelta(milliseconds=int(millis))).date()
+        return f"{day.year:04d}-{day:%m-%d}"
     if t in ("datetime", "timestamp"):
-        whole, micro = _timestamp_parts(str(value))
-        frac = f".{micro:06d}"[: fsp + 1] if fsp else ""
+        millis, text = value
+        _, nanos_text = _timestamp_parts(str(text))  # the fraction: no calendar in it
+        instant = _EPOCH + dt.timedelta(milliseconds=int(millis), microseconds=nanos_text % 1000)
+        whole = f"{instant.year:04d}-{instant:%m-%d %H:%M:%S}"
+        frac = f".{instant.microsecond:06d}"[: fsp + 1] if fsp else ""
         return f"{whole}{frac}" if t == "datetime" else f"{whole.replace(' ', 'T')}{frac}Z"
-    return value  # DATE, TIME (VARCHAR), text, ENUM, SET, JSON; binary types as base64 already
+    return value  # TIME (VARCHAR), text, ENUM, SET, JSON; binary types as base64 already
+
+
+_EPOCH = dt.datetime(1970, 1, 1)
+_CALENDAR_FREE = frozenset({"date", "datetime", "timestamp"})
 
 
 def phoenix_representable(data_type: str, value: Any) -> Any:
@@ -72,11 +89,21 @@ def phoenix_rows(
     case: str, keys: tuple[str, ...],
 ) -> dict[str, Row]:  # fmt: skip
     """The Phoenix table's rows, rendered like change events, keyed like `source_rows`."""
-    mapped = [ps.map_name(name, case) for name, *_ in columns]
-    select = ", ".join(ps.quote(m) for m in mapped)
+    select = []
+    for name, data_type, *_ in columns:
+        q = ps.quote(ps.map_name(name, case))
+        # dates and timestamps: epoch milliseconds (and the text, for the sub-millisecond digits)
+        select += [f"TO_NUMBER({q})", q] if data_type.lower() in _CALENDAR_FREE else [q]
     out: dict[str, Row] = {}
-    for values in phoenix.iter_rows(f"SELECT {select} FROM {target.qualified}"):
-        row = {name: render_phoenix_value(d, c, f, v) for (name, d, c, f, _), v in zip(columns, values, strict=True)}
+    for values in phoenix.iter_rows(f"SELECT {', '.join(select)} FROM {target.qualified}"):
+        it = iter(values)
+        row = {}
+        for name, d, c, f, _ in columns:
+            v = next(it)
+            if d.lower() in _CALENDAR_FREE:
+                text = next(it)
+                v = None if v is None else (v, text)
+            row[name] = render_phoenix_value(d, c, f, v)
         out[key_json(row, keys)] = row
     return out
 

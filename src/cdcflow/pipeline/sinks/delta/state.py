@@ -61,6 +61,7 @@ from cdcflow.errors import ConfigError, RetryableError
 from cdcflow.events.cells import RowCells, column_name
 from cdcflow.events.json_codec import CELL_TYPE_NAMES, CELL_TYPES, render_value
 from cdcflow.events.row_state import RowState, StateCell, merge
+from cdcflow.pipeline import metrics
 from cdcflow.pipeline.envelope import newest_per_key
 from cdcflow.pipeline.sinks.base import Sink
 from cdcflow.pipeline.sinks.delta.tables import commit_conflict, ensure_table, refuse_old_layout
@@ -257,6 +258,7 @@ class DeltaStateSink(Sink):
                     return
                 log.warning("sink %s: another writer changed rows of %s during the batch; merging again (%d)",
                             self.name, ", ".join(pending), attempt + 1)  # fmt: skip
+                metrics.DELTA_CONFLICTS.labels(self.name).inc(len(pending))
                 time.sleep(min(5.0, 0.2 * 2**attempt))
             raise RetryableError(f"sink {self.name}: {', '.join(pending)} kept changing under this batch "
                                  f"({CONFLICT_RETRIES} merges lost the race); the batch will be retried")  # fmt: skip
@@ -315,7 +317,7 @@ class DeltaStateSink(Sink):
                     .execute()
                     .first()
                 )
-            except Exception as exc:  # noqa: BLE001 - Delta's conflicts arrive as Py4J/Spark errors
+            except Exception as exc:
                 if not commit_conflict(exc):
                     raise
                 log.info("sink %s: %s: Delta refused the commit (%s)", self.name, path, commit_conflict(exc))
@@ -359,11 +361,12 @@ class DeltaStateSink(Sink):
                             .execute()
                         )
                         break
-                    except Exception as exc:  # noqa: BLE001
+                    except Exception as exc:
                         if not commit_conflict(exc) or attempt == CONFLICT_RETRIES:
                             raise
                         log.warning("sink %s: %s: another writer committed first (%s); merging again",
                                     self.name, path, commit_conflict(exc))  # fmt: skip
+                        metrics.DELTA_CONFLICTS.labels(self.name).inc()
                         time.sleep(min(5.0, 0.2 * 2**attempt))
         finally:
             latest.unpersist()

@@ -132,13 +132,42 @@ def _internal(target: PhoenixTable, kind: str) -> str:
     return f"{safe}__{kind}"
 
 
+def millis_column(name: str) -> str:
+    """The stage's second column for a TIMESTAMP column: epoch milliseconds with the microseconds
+    as three decimals, which Phoenix turns into a TIMESTAMP without a calendar (see stage_value)."""
+    return f"{name}__CDCFLOW_MS"
+
+
+def _staged(c: PhoenixColumn) -> tuple[PhoenixColumn, ...]:
+    """How a target column is staged. A DATE travels as epoch milliseconds (BIGINT): java.sql.Date,
+    the only other way in, counts days in the Julian calendar before 1582-10-15. A TIMESTAMP
+    travels as epoch milliseconds (DECIMAL, exact to the microsecond), with a TIMESTAMP beside it
+    for the values Phoenix's DECIMAL cast cannot take (cdcflow.pipeline.sinks.phoenix.sink)."""
+    if c.type == "DATE":
+        return (PhoenixColumn(c.name, "BIGINT", c.nullable),)
+    if c.type == "TIMESTAMP":
+        return (c, PhoenixColumn(millis_column(c.name), "DECIMAL(19,3)"))
+    return (c,)
+
+
+def stage_value(c: PhoenixColumn, alias: str = "") -> str:
+    """The SQL that reads target column `c` back from the stage, in the target's type."""
+    q = f"{alias}." if alias else ""
+    if c.type == "DATE":
+        return f"CAST({q}{quote(c.name)} AS DATE)"
+    if c.type == "TIMESTAMP":
+        return f"COALESCE(CAST({q}{quote(millis_column(c.name))} AS TIMESTAMP), {q}{quote(c.name)})"
+    return f"{q}{quote(c.name)}"
+
+
 def stage_table(target: PhoenixTable) -> PhoenixTable:
     """Where a batch's newest event per key lands first (emptied after every batch)."""
     key = [c for name in target.primary_key if (c := target.column(name)) is not None]
     rest = [c for c in target.columns if c.name not in target.primary_key]
+    staged = [s for c in (*key, *rest) for s in _staged(c)]
     extra = (PhoenixColumn(OP_COLUMN, "CHAR(1)"), PhoenixColumn(POS_COLUMN, "VARCHAR"),
              PhoenixColumn(OLD_POS_COLUMN, "VARCHAR"))  # fmt: skip
-    return PhoenixTable(STATE_SCHEMA, _internal(target, "STAGE"), (*key, *rest, *extra), target.primary_key)
+    return PhoenixTable(STATE_SCHEMA, _internal(target, "STAGE"), (*staged, *extra), target.primary_key)
 
 
 def position_table(target: PhoenixTable) -> PhoenixTable:

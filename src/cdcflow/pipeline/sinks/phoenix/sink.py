@@ -10,23 +10,29 @@ Per batch and table (docs/phoenix.md, "How a batch is applied"):
    changes: `UPSERT INTO target SELECT ... FROM stage`, `DELETE FROM target WHERE pk IN (...)`;
 3. only then are the new positions recorded, and the stage emptied.
 
+One writer per target table: the sink holds a lease (an ephemeral znode in the Phoenix cluster's
+ZooKeeper, cdcflow.pipeline.writer_lease) on each table it writes, so the stage and the positions
+are its own; a second pipeline or sink over the same table is refused with the holder's name.
+Two sources (source.name) mapped to one table are refused too: their positions do not compare.
+
+Dates and timestamps keep the proleptic Gregorian calendar MySQL uses. java.sql.Date/Timestamp
+count days in the Julian calendar before 1582-10-15 (1096-07-06 would be stored 6 days late,
+1582-10-10 as 1582-10-15), so they are staged as epoch milliseconds and Phoenix casts them
+(ps.stage_table, ps.stage_value): no calendar on the way.
+
 A crash anywhere replays the batch: changes already applied are applied again with the same
 values, and a stale event (older than what a key has, a delete included) is never applied.
 The data never passes through Python: statements run in the Spark driver's JVM, on Phoenix's
 own JDBC driver.
 
-Options:
-  url            Phoenix JDBC URL (default: the local stack's, jdbc:phoenix:<zk>:/hbase)
-  tables         "db.table" patterns (fnmatch) to apply; default all MySQL tables
-  table_map      {"db.table": "SCHEMA.TABLE"}; default the MySQL names, cased by name_case
-  name_case      upper (default; what unquoted SQL expects) or preserve (names exactly as in MySQL)
-  create_tables  create missing tables (and add new columns) from the MySQL schema history
-  schema_history_topic   where the MySQL capture records table shapes (default: its config)
+Options: cdcflow.config.sinks.PhoenixOptions (url, tables, table_map, name_case, create_tables,
+schema_history_topic).
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import time
 from typing import Any
 
@@ -37,12 +43,14 @@ from pyspark.sql.types import MapType, StringType
 
 from cdcflow.clients.kafka.client import KafkaEndpoint, iter_to_end
 from cdcflow.clients.phoenix import DRIVER, PhoenixConnection, PhoenixError
+from cdcflow.config.sinks import PhoenixOptions, SinkOptions
 from cdcflow.errors import ConfigError, TerminalError
 from cdcflow.jars import phoenix as phoenix_jars
 from cdcflow.patterns import matches_any
 from cdcflow.pipeline.envelope import newest_per_key
 from cdcflow.pipeline.sinks.base import Sink
 from cdcflow.pipeline.sinks.phoenix import schema as ps
+from cdcflow.pipeline.writer_lease import WriterLeases
 
 log = logging.getLogger(__name__)
 DIALECT_CLASS = "io.cdcflow.spark.PhoenixUpsertDialect"
@@ -57,27 +65,37 @@ class PhoenixSchemaError(TerminalError):
     """The Phoenix table is missing or cannot hold the MySQL table's values."""
 
 
+def zk_quorum_of(url: str) -> str:
+    """The ZooKeeper quorum of a Phoenix JDBC URL (jdbc:phoenix:zk1,zk2:2181:/hbase → zk1:2181,zk2:2181)."""
+    m = re.match(r"^jdbc:phoenix(?:\+zk)?:(?P<hosts>[^/;]+?)(?::(?P<port>\d+))?(?::/[^;:]*)?(?:;.*)?$", url)
+    if not m:
+        raise ConfigError(
+            f"cannot find the ZooKeeper quorum in Phoenix URL {url!r} (jdbc:phoenix:<hosts>:<port>:<znode>)"
+        )
+    port = m.group("port") or "2181"
+    return ",".join(h if ":" in h else f"{h}:{port}" for h in m.group("hosts").split(","))
+
+
 class PhoenixSink(Sink):
-    def __init__(self, name: str, options: dict[str, Any], context: dict[str, Any]) -> None:
+    def __init__(self, name: str, options: SinkOptions, context: dict[str, Any]) -> None:
         super().__init__(name, options, context)
-        known = {"url", "tables", "table_map", "name_case", "create_tables", "schema_history_topic"}
-        unknown = sorted(set(options) - known)
-        if unknown:
-            raise ConfigError(f"sink {name}: unknown phoenix options {unknown}; known: {sorted(known)}")
-        url = options.get("url") or context.get("phoenix_url")
+        assert isinstance(options, PhoenixOptions)
+        url = options.url or context.get("phoenix_url")
         if not url:
             raise ConfigError(f"sink {name}: phoenix needs options.url (jdbc:phoenix:<zk quorum>:<znode>)")
         if not str(url).startswith("jdbc:phoenix:"):
             raise ConfigError(f"sink {name}: url must start with jdbc:phoenix:, got {url!r}")
         self.url = str(url)
-        self.patterns = [str(p) for p in options.get("tables", ["*"])]
-        self.table_map = {str(k): str(v) for k, v in dict(options.get("table_map", {})).items()}
-        self.case = str(options.get("name_case", "upper"))
-        ps.map_name("x", self.case)  # validates
-        self.create = bool(options.get("create_tables", False))
-        self.history_topic = options.get("schema_history_topic") or context.get("mysql_schema_history_topic")
+        self.zk_quorum = zk_quorum_of(self.url)
+        self.patterns = list(options.tables)
+        self.table_map = dict(options.table_map)
+        self.case = options.name_case
+        self.create = options.create_tables
+        self.history_topic = options.schema_history_topic or context.get("mysql_schema_history_topic")
         self._conn: PhoenixConnection | None = None
-        self._targets: dict[tuple[str, str], ps.PhoenixTable] = {}
+        self._targets: dict[tuple[str, str, str], ps.PhoenixTable] = {}
+        self._sources: dict[str, str] = {}  # Phoenix table → the source that writes it
+        self._leases: WriterLeases | None = None
 
     def jars(self) -> list[str]:
         return [str(j) for j in (*phoenix_jars.client_jars(), phoenix_jars.helper_jar())]
@@ -99,6 +117,12 @@ class PhoenixSink(Sink):
             self._conn.close()
         self._conn = None
         self._targets.clear()
+
+    def _lease(self, table: ps.PhoenixTable) -> None:
+        if self._leases is None:
+            owner = {"sink": self.name, "checkpoint": self.context.get("checkpoint_root"), "url": self.url}
+            self._leases = WriterLeases(self.zk_quorum, owner)
+        self._leases.acquire(f"phoenix:{table.display}")
 
     # --- tables -------------------------------------------------------------------------------
     def _describe(self, conn: PhoenixConnection, schema: str, name: str) -> ps.PhoenixTable | None:
@@ -125,15 +149,22 @@ class PhoenixSink(Sink):
             return None
         return ps.expected_table(schema, name, ps.mysql_columns(latest["columns"]), self.case)
 
-    def _target(self, spark: SparkSession, db: str, table: str, columns: set[str]) -> ps.PhoenixTable:
+    def _target(self, spark: SparkSession, source: str, db: str, table: str, columns: set[str]) -> ps.PhoenixTable:
         """The Phoenix table for a MySQL table, checked (and created) once per process, and again
         when events carry columns it does not have."""
-        cached = self._targets.get((db, table))
+        cached = self._targets.get((source, db, table))
         if cached is not None and columns <= {c.name for c in cached.columns}:
             return cached
         conn = self._connection(spark)
-        schema, name = ps.target_name(db, table, self.table_map, self.case)
-        label = f"Phoenix table {schema}.{name} (for MySQL {db}.{table})"
+        schema, name = ps.target_name(db, table, self.table_map, self.case, source)
+        label = f"Phoenix table {schema}.{name} (for MySQL {db}.{table} of source {source})"
+        other = self._sources.setdefault(f"{schema}.{name}", source)
+        if other != source:
+            raise PhoenixSchemaError(
+                f"{label} is also the target of source {other}'s {db}.{table}: two sources' positions do not "
+                f"compare. Map one of them elsewhere, e.g. table_map: {{'{source}/{db}.{table}': "
+                f"'{schema}_{source.upper()}.{name}'}}"
+            )
         actual = self._describe(conn, schema, name)
         expected = self._history(spark, db, table, schema, name) if (self.create or actual is not None) else None
         if actual is None:
@@ -168,12 +199,13 @@ class PhoenixSink(Sink):
             )
         for c in actual.columns:
             ps.spark_type(c.type)  # every column must be writable
+        self._lease(actual)  # before touching the stage: only the lease holder may
         stage, positions = ps.stage_table(actual), ps.position_table(actual)
         # The stage is empty between batches: recreate it, so it always has the target's shape.
         conn.execute(f"DROP TABLE IF EXISTS {stage.qualified}")
         conn.execute(ps.create_table_sql(stage))
         conn.execute(ps.create_table_sql(positions))
-        self._targets[(db, table)] = actual
+        self._targets[(source, db, table)] = actual
         return actual
 
     # --- batches ------------------------------------------------------------------------------
@@ -188,18 +220,22 @@ class PhoenixSink(Sink):
             values = F.transform_keys(values, lambda k, _v: F.upper(k))
         pos = F.array_join(F.transform("source.pos", lambda p: F.lpad(p.cast("string"), 20, "0")), ".")
         rows = events.where(F.col("source.connector") == "mysql").select(
-            F.col("source.db").alias("db"), F.col("source.table").alias("table"), "key", "op",
-            values.alias("values"), pos.alias("pos"),
+            F.col("source.name").alias("source"), F.col("source.db").alias("db"), F.col("source.table").alias("table"),
+            "key", "op", values.alias("values"), pos.alias("pos"),
         )  # fmt: skip
-        latest = newest_per_key(rows, ["db", "table", "key"]).persist()
+        latest = newest_per_key(rows, ["source", "db", "table", "key"]).persist()
         try:
-            found = latest.select("db", "table", F.explode(F.map_keys("values")).alias("c")).distinct().collect()
-            tables: dict[tuple[str, str], set[str]] = {}
+            if self._leases is not None:
+                self._leases.check()
+            found = (
+                latest.select("source", "db", "table", F.explode(F.map_keys("values")).alias("c")).distinct().collect()
+            )
+            tables: dict[tuple[str, str, str], set[str]] = {}
             for r in found:
-                tables.setdefault((r["db"], r["table"]), set()).add(r["c"])
-            for (db, table), columns in sorted(tables.items()):
+                tables.setdefault((r["source"], r["db"], r["table"]), set()).add(r["c"])
+            for (source, db, table), columns in sorted(tables.items()):
                 if self._wanted(db, table):
-                    self._apply_table(spark, latest, db, table, columns, batch_id)
+                    self._apply_table(spark, latest, source, db, table, columns, batch_id)
         except PhoenixError:
             self._reset()  # reconnect and re-check the tables on the retry
             raise
@@ -207,18 +243,19 @@ class PhoenixSink(Sink):
             latest.unpersist()
 
     def _apply_table(
-        self, spark: SparkSession, latest: DataFrame, db: str, table: str, columns: set[str], batch_id: int
-    ) -> None:
+        self, spark: SparkSession, latest: DataFrame, source: str, db: str, table: str, columns: set[str],
+        batch_id: int,
+    ) -> None:  # fmt: skip
         started = time.perf_counter()
-        target = self._target(spark, db, table, columns)
+        target = self._target(spark, source, db, table, columns)
         conn = self._connection(spark)
         stage, positions = ps.stage_table(target), ps.position_table(target)
-        rows = latest.where((F.col("db") == db) & (F.col("table") == table))
+        rows = latest.where((F.col("source") == source) & (F.col("db") == db) & (F.col("table") == table))
         converted, problems = [], []
         for c in target.columns:
             raw = F.col("values")[c.name]
             value = _convert(raw, ps.spark_type(c.type))
-            converted.append(value.alias(c.name))
+            converted += _stage_columns(c, value)
             zero = raw.rlike(_ZERO_DATE) if c.type in ("DATE", "TIMESTAMP") else F.lit(False)
             problems.append(F.when(raw.isNotNull() & value.isNull() & ~zero, F.concat(F.lit(f"{c.name}="), raw)))
         staged = rows.select(
@@ -267,23 +304,31 @@ class PhoenixSink(Sink):
     ) -> tuple[int, int, str]:
         """Steps 2-4 of docs/phoenix.md. Returns (upserted, deleted, seconds per step for the log)."""
         q = ps.quote
+        key_columns = [c for k in target.primary_key if (c := target.column(k)) is not None]
         keys = ", ".join(q(k) for k in target.primary_key)
-        join = " AND ".join(f"p.{q(k)} = s.{q(k)}" for k in target.primary_key)
+        # stage columns hold DATE/TIMESTAMP values in another type: read them with stage_value
+        stage_keys = ", ".join(f"s.{q(k)}" for k in target.primary_key) + "".join(
+            f", s.{q(ps.millis_column(c.name))}" for c in key_columns if c.type == "TIMESTAMP"
+        )
+        stage_key_names = keys + "".join(f", {q(ps.millis_column(c.name))}" for c in key_columns
+                                         if c.type == "TIMESTAMP")  # fmt: skip
+        join = " AND ".join(f"p.{q(c.name)} = {ps.stage_value(c, 's')}" for c in key_columns)
         newer = f"({q(ps.OLD_POS_COLUMN)} IS NULL OR {q(ps.POS_COLUMN)} > {q(ps.OLD_POS_COLUMN)})"
         cols = ", ".join(q(c.name) for c in target.columns)
-        p_keys = ", ".join(f"p.{q(k)}" for k in target.primary_key)
+        values = ", ".join(ps.stage_value(c) for c in target.columns)
+        key_values = ", ".join(ps.stage_value(c) for c in key_columns)
         steps: list[tuple[str, str]] = [
-            ("positions", f"UPSERT INTO {stage.qualified} ({keys}, {q(ps.OLD_POS_COLUMN)}) "
-                          f"SELECT {p_keys}, p.{q(ps.POS_COLUMN)} FROM {positions.qualified} p "
+            ("positions", f"UPSERT INTO {stage.qualified} ({stage_key_names}, {q(ps.OLD_POS_COLUMN)}) "
+                          f"SELECT {stage_keys}, p.{q(ps.POS_COLUMN)} FROM {positions.qualified} p "
                           f"JOIN {stage.qualified} s ON {join}"),
-            ("upsert", f"UPSERT INTO {target.qualified} ({cols}) SELECT {cols} FROM {stage.qualified} "
+            ("upsert", f"UPSERT INTO {target.qualified} ({cols}) SELECT {values} FROM {stage.qualified} "
                        f"WHERE {q(ps.OP_COLUMN)} <> 'd' AND {newer}"),
             ("delete", f"DELETE FROM {target.qualified} WHERE ({keys}) IN "
-                       f"(SELECT {keys} FROM {stage.qualified} WHERE {q(ps.OP_COLUMN)} = 'd' AND {newer})"),
+                       f"(SELECT {key_values} FROM {stage.qualified} WHERE {q(ps.OP_COLUMN)} = 'd' AND {newer})"),
             # Positions last: if this process dies before here, the replay finds the old positions
             # and applies the same changes again.
             ("record", f"UPSERT INTO {positions.qualified} ({keys}, {q(ps.POS_COLUMN)}, {q(ps.DELETED_COLUMN)}) "
-                       f"SELECT {keys}, {q(ps.POS_COLUMN)}, {q(ps.OP_COLUMN)} = 'd' FROM {stage.qualified} "
+                       f"SELECT {key_values}, {q(ps.POS_COLUMN)}, {q(ps.OP_COLUMN)} = 'd' FROM {stage.qualified} "
                        f"WHERE {newer}"),
             ("clear", f"DELETE FROM {stage.qualified}"),
         ]  # fmt: skip
@@ -293,6 +338,28 @@ class PhoenixSink(Sink):
             counts[name] = conn.execute(sql)
             times.append(f"{name} {time.perf_counter() - began:.1f}")
         return counts["upsert"], counts["delete"], ", ".join(times)
+
+
+def _stage_columns(c: ps.PhoenixColumn, value: Column) -> list[Column]:
+    """A converted value as the stage holds it (ps.stage_table): DATE as epoch milliseconds,
+    TIMESTAMP as epoch milliseconds with three decimals plus a JDBC timestamp for the rest."""
+    if c.type == "DATE":
+        return [(F.unix_date(value).cast("long") * 86_400_000).alias(c.name)]
+    if c.type != "TIMESTAMP":
+        return [value.alias(c.name)]
+    micros = F.unix_micros(value)
+    millis = F.floor(micros / 1000)
+    sub = micros - millis * 1000
+    # Phoenix's CAST(DECIMAL AS TIMESTAMP) truncates toward zero and adds the (negative) rest as
+    # nanoseconds, which it refuses when the truncated millisecond starts a second: the one case
+    # the decimal cannot carry. Those go as a JDBC timestamp (exact from 1582-10-15 on; before,
+    # the Julian-calendar fields of the same day, _for_julian_jdbc).
+    decimal_ok = (sub == 0) | (micros >= 0) | (F.pmod(millis + 1, F.lit(1000)) != 0)
+    as_decimal = (millis.cast("decimal(19,0)") + (sub.cast("decimal(19,3)") / 1000)).cast("decimal(19,3)")
+    return [
+        F.when(~decimal_ok, _for_julian_jdbc(value, "timestamp")).alias(c.name),
+        F.when(decimal_ok, as_decimal).alias(ps.millis_column(c.name)),
+    ]
 
 
 def _convert(raw: Column, spark_type: str) -> Column:
@@ -305,3 +372,42 @@ def _convert(raw: Column, spark_type: str) -> Column:
     if spark_type in ("date", "timestamp"):
         return F.when(raw.rlike(_ZERO_DATE), F.lit(None)).otherwise(raw.try_cast(spark_type))
     return raw.try_cast(spark_type)
+
+
+GREGORIAN_START_DAY = -141427  # 1582-10-15, days since 1970-01-01; the JDBC calendars agree from here on
+
+
+def julian_fields(epoch_day: int) -> tuple[int, int, int]:
+    """(year, month, day) of an epoch day in the Julian calendar (integer arithmetic, from the
+    Julian day number; valid from 4713 BC). The pure twin of `_for_julian_jdbc`, for tests."""
+    c = epoch_day + 2440588 + 32082
+    d = (4 * c + 3) // 1461
+    e = c - (1461 * d) // 4
+    m = (5 * e + 2) // 153
+    return d - 4800 + m // 10, m + 3 - 12 * (m // 10), e - (153 * m + 2) // 5 + 1
+
+
+def _for_julian_jdbc(value: Column, spark_type: str) -> Column:
+    """A date/timestamp before 1582-10-15 as the value whose Julian-calendar fields name the same day.
+
+    Spark's JDBC writer turns a date into java.sql.Date by its year-month-day, and java.sql.Date
+    counts those in the Julian calendar before 1582-10-15: 1096-07-06 would be stored 6 days late,
+    1582-10-10 (a day the Julian-Gregorian switch skipped) as 1582-10-15. Handing it the Julian
+    fields of the same day makes the stored instant the proleptic Gregorian one MySQL means.
+    (Timestamps: the session and JVM time zone is UTC, so the day is the UTC day.)"""
+    day = F.to_date(value)
+    c = F.unix_date(day).cast("long") + (2440588 + 32082)
+    d = F.floor((c * 4 + 3) / 1461)
+    e = c - F.floor(d * 1461 / 4)
+    m = F.floor((e * 5 + 2) / 153)
+    julian = F.make_date(
+        (d - 4800 + F.floor(m / 10)).cast("int"),
+        (m + 3 - F.floor(m / 10) * 12).cast("int"),
+        (e - F.floor((m * 153 + 2) / 5) + 1).cast("int"),
+    )
+    if spark_type == "date":
+        shifted = julian
+    else:
+        shift_micros = (F.unix_date(julian) - F.unix_date(day)).cast("long") * 86_400_000_000
+        shifted = F.timestamp_micros(F.unix_micros(value) + shift_micros)
+    return F.when(F.unix_date(day) < GREGORIAN_START_DAY, shifted).otherwise(value)
