@@ -126,7 +126,7 @@ def test_randomized_workload_survives_three_driver_kills(
 
     spark = build_session("cdcflow-test-verify")
     for t in tables:
-        path = str(state_root / "default" / t)
+        path = str(state_root / "it" / "default" / t)  # <path>/<source name>/<ns>/<table>
         for versions in (1000, 1):
             report = compare_rows(rows_of(hbase_client.scan(t, max_versions=versions)),
                                   hbase_state_rows(spark, path, versions))  # fmt: skip

@@ -41,7 +41,7 @@ def test_delta_state_table_equals_the_hbase_source_version_by_version(
     assert pipeline.run(available_now=True)["state"] == "done"
     spark = pipeline.spark
     assert spark is not None
-    path = str(root / "default" / source)
+    path = str(root / "it" / "default" / source)  # <path>/<source name>/<ns>/<table>
 
     for versions in (1000, 1):
         report = compare_rows(
@@ -113,7 +113,7 @@ def test_mysql_rows_apply_by_position_and_deletes_keep_tombstones(
     assert pipeline.spark is not None
     rows = {
         json.loads(r["key"])["id"]: r
-        for r in pipeline.spark.read.format("delta").load(str(root / "shop" / "orders")).collect()
+        for r in pipeline.spark.read.format("delta").load(str(root / "db1" / "shop" / "orders")).collect()
     }
     assert json.loads(rows[1]["after"]) == {"id": 1, "qty": 3} and rows[1]["pos"] == [1, 120, 1]
     assert rows[2]["deleted"] and rows[2]["after"] is None and rows[2]["pos"] == [2, 4, 0]

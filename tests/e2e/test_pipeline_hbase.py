@@ -94,9 +94,11 @@ def test_a_failing_sink_does_not_block_the_others_and_catches_up(
     hbase_client.mutate_batch(source, [Put(b"r%03d" % i).add(b"cf", b"c", b"v%d" % i, 100 + i) for i in range(200)])
     wait_for_topic_rows(kafka, topic, 200)
     changelog = tmp_path / "changelog"
+    # a target without the source's families: every write fails (NoSuchColumnFamilyException)
+    hbase_client.create_table(f"{source}_not_fixed_yet", [ColumnFamily("other")])
     cfg, context, checkpoints = pipeline_for(
         peer_setup, kafka, hbase, tmp_path / "checkpoints",
-        SinkConfig(name="broken", type="hbase", options={"table_suffix": "_not_created_yet"}),
+        SinkConfig(name="broken", type="hbase", options={"table_suffix": "_not_fixed_yet"}),
         SinkConfig(name="changelog", type="parquet", options={"path": str(changelog)}),
         retry_backoff_max_s=1.0,
     )  # fmt: skip
@@ -107,11 +109,81 @@ def test_a_failing_sink_does_not_block_the_others_and_catches_up(
     assert pipeline.spark.read.parquet(str(changelog)).count() == 200  # the healthy sink applied everything
     assert read_progress(checkpoints)["broken"]["state"] == "failing"
 
-    hbase_client.create_table(f"{source}_not_created_yet", FAMILIES)  # the cause is fixed
+    hbase_client.delete_table(f"{source}_not_fixed_yet")  # the cause is fixed: the sink creates it as it should be
     result = Pipeline(cfg, context, checkpoints).run(available_now=True)
     assert result["broken"] == "done"
-    report = verify_hbase(hbase_client, source, hbase_client, f"{source}_not_created_yet")
+    report = verify_hbase(hbase_client, source, hbase_client, f"{source}_not_fixed_yet")
     assert report.clean and report.rows_compared == 200, report.summary()
+    # created with the source's families and settings, and not replicated again
+    assert hbase_client.family_attributes(f"{source}_not_fixed_yet") == {
+        f: {**attrs, "REPLICATION_SCOPE": "0"} for f, attrs in hbase_client.family_attributes(source).items()
+    }
+
+
+def test_a_table_created_while_the_pipeline_runs_does_not_stall_the_sink(
+    hbase_client: HBaseClient, peer_setup: PeerSetup, kafka: dict[str, Any], hbase: dict[str, Any], tmp_path: Path
+) -> None:
+    """Issue #15 item 9: a table created (REPLICATION_SCOPE 1) while the pipeline runs made the
+    hbase sink fail on the missing `<table>_copy` and stop applying every other table. Now the
+    sink creates it; with create_tables false its events go to the dead letters and the other
+    tables keep flowing."""
+    import threading
+
+    old, new = f"{peer_setup.name}_old", f"{peer_setup.name}_new"
+    hbase_client.create_table(old, FAMILIES)
+    peer_setup.add_peer(old, new)  # the new table is listed before it exists, as `scope` would do later
+    peer_setup.start()
+    hbase_client.create_table(f"{old}_strict", FAMILIES)  # the strict sink's copy of the old table only
+    put = lambda i: Put(b"r%03d" % i).add(b"cf", b"c", b"v%d" % i, 100 + i)  # noqa: E731
+    hbase_client.mutate_batch(old, [put(i) for i in range(50)])
+    dlq = f"{peer_setup.name}-dead-letter"
+    cfg, context, checkpoints = pipeline_for(
+        peer_setup, kafka, hbase, tmp_path / "checkpoints",
+        SinkConfig(name="copy", type="hbase"),
+        SinkConfig(name="strict", type="hbase", options={"table_suffix": "_strict", "create_tables": False}),
+        trigger_seconds=1,
+    )  # fmt: skip
+    pipeline = Pipeline(cfg, context, checkpoints)
+    stop = threading.Event()
+    result: dict[str, str] = {}
+    runner = threading.Thread(target=lambda: result.update(pipeline.run(stop=stop)))
+    runner.start()
+    try:
+        wait_until_equal(hbase_client, old, f"{old}_copy", 50)
+        hbase_client.create_table(new, FAMILIES)  # while the pipeline runs
+        hbase_client.mutate_batch(new, [put(i) for i in range(30)])
+        hbase_client.mutate_batch(old, [put(i) for i in range(50, 80)])
+        wait_until_equal(hbase_client, new, f"{new}_copy", 30)  # created by the sink
+        wait_until_equal(hbase_client, old, f"{old}_copy", 80)
+        wait_until_equal(hbase_client, old, f"{old}_strict", 80)  # the strict sink kept flowing
+        letters = [json.loads(r.value or b"{}") for r in k.consume(kafka["bootstrap_servers"], dlq, expected=30,
+                                                                    timeout_s=60)]  # fmt: skip
+        assert len(letters) == 30 and all(f"{new}_strict does not exist and create_tables is false" in d["error"]
+                                          for d in letters), letters[:2]  # fmt: skip
+        assert {d["topic"] for d in letters} == {f"{peer_setup.name}.default.{new}"}
+        assert not hbase_client.table_exists(f"{new}_strict")
+        progress = read_progress(checkpoints)
+        assert progress["copy"].get("failures", 0) == 0 and progress["strict"].get("failures", 0) == 0
+    finally:
+        stop.set()
+        runner.join(120)
+    assert result == {"copy": "done", "strict": "done", DEAD_LETTER_QUERY: "done"}
+
+
+def wait_until_equal(client: HBaseClient, source: str, copy: str, rows: int, timeout_s: float = 120) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            report = verify_hbase(client, source, client, copy)
+        except Exception:  # noqa: BLE001 - the copy may not exist yet
+            report = None
+        if report is not None and report.clean and report.rows_compared == rows:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{copy} never equalled {source}: {report.summary() if report else 'no table'}")
+        time.sleep(1)
 
 
 def test_delta_changelog_holds_each_change_exactly_once(

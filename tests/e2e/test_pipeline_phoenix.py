@@ -65,11 +65,12 @@ def phoenix_url(services: Any) -> str:
 def test_a_session_made_without_the_phoenix_jars_gets_them(phoenix_url: str) -> None:
     """In one process the first session wins (getOrCreate ignores spark.jars later): the pipeline
     must add its sinks' jars to it, or the sink's classes are missing (as in a full test run)."""
+    from cdcflow.config.sinks import PhoenixOptions
     from cdcflow.pipeline.session import build_session
     from cdcflow.pipeline.sinks.phoenix.sink import PhoenixSink
 
     spark = build_session("cdcflow-test-no-phoenix")  # exists already, or is made without them
-    wanted = PhoenixSink("phoenix", {"url": phoenix_url}, {}).jars()
+    wanted = PhoenixSink("phoenix", PhoenixOptions(url=phoenix_url), {}).jars()
     build_session("cdcflow-test-no-phoenix", sink_jars=wanted)
     listed = str(spark.sparkContext._jsc.sc().listJars().mkString(" "))  # type: ignore[union-attr]
     assert all(Path(j).name in listed for j in wanted), listed

@@ -559,7 +559,7 @@ def verify_mysql_phoenix_cmd(config_path: Path | None, tables: tuple[str, ...], 
             keys = tuple(cfg.mysql.key_columns.get(table, ()))
             report = verify_mysql_phoenix(
                 wiring.mysql_endpoint(cfg, admin=True), db, name, phoenix, options.get("table_map", {}),
-                str(options.get("name_case", "upper")), keys,
+                str(options.get("name_case", "upper")), keys, cfg.mysql.name,
             )  # fmt: skip
             click.echo(f"{table}: {report.summary()}")
             for example in report.examples:

@@ -202,7 +202,7 @@ def run_chain(
         peer.stop()
     if writer is not None:
         t = cfg.demo.tables[0]
-        delta = stack_home / "pipeline" / "delta" / "default" / t
+        delta = stack_home / "pipeline" / "delta" / cfg.hbase.name / "default" / t
         print(f"\nwrote {writer.workload.mutations} demo mutations. Compare source and sinks:\n"
               f"  .venv/bin/cdcflow pipeline run --available-now   # apply anything still in Kafka\n"
               f"  .venv/bin/cdcflow verify hbase {t} {t}_copy --max-versions 1000\n"

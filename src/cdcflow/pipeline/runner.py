@@ -112,7 +112,7 @@ def check_topic_patterns(cfg: PipelineConfig, checkpoint_root: Path, patterns: d
 class Pipeline:
     def __init__(self, cfg: PipelineConfig, context: dict[str, Any], checkpoint_root: Path) -> None:
         self.cfg = cfg
-        self.context = {**context, "dead_letter_topic": cfg.dead_letter_topic}
+        self.context = {**context, "dead_letter_topic": cfg.dead_letter_topic, "checkpoint_root": str(checkpoint_root)}
         self.checkpoint_root = checkpoint_root
         self.sinks: list[Sink] = [make_sink(s, self.context) for s in cfg.sinks]
         # kafka.properties (SASL, TLS) as Spark's Kafka options: the pipeline connects like the captures.

@@ -111,6 +111,7 @@ def phoenix_rows(
 def verify_mysql_phoenix(
     ep: MySqlEndpoint, db: str, table: str, phoenix: PhoenixJvm | PhoenixConnection,
     table_map: Mapping[str, str] | None = None, case: str = "upper", key_columns: tuple[str, ...] = (),
+    source: str | None = None,
 ) -> VerifyReport:  # fmt: skip
     columns = table_columns(ep, db, table)
     if not columns:
@@ -121,7 +122,7 @@ def verify_mysql_phoenix(
         k: {c: phoenix_representable(types[c], v) for c, v in row.items()}
         for k, row in source_rows(ep, db, table, keys).items()
     }
-    schema, name = ps.target_name(db, table, table_map or {}, case)
+    schema, name = ps.target_name(db, table, table_map or {}, case, source)
     target = ps.PhoenixTable(schema, name, (), ())
     sink = phoenix_rows(phoenix, target, columns, case, keys)
     return compare_tables(source, sink)
