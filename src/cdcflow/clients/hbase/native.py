@@ -102,6 +102,14 @@ def cell_from_proto(c: hbase_types_pb2.Cell) -> Cell:
     return Cell(c.row, c.family, c.qualifier, c.timestamp, CellType(c.cell_type), c.value)
 
 
+# Per-action failures of a Multi call that no retry can fix (HBase's DoNotRetryIOException
+# subclasses a write meets); anything else (region moved, server busy) is retried until the deadline.
+DO_NOT_RETRY_ACTIONS = frozenset({
+    "NoSuchColumnFamilyException", "FailedSanityCheckException", "DoNotRetryIOException",
+    "TableNotFoundException", "AccessDeniedException", "InvalidMutationDurabilityException",
+})  # fmt: skip
+
+
 class NativeHBaseClient:
     """See module docstring. Not thread-safe: use one per thread."""
 
@@ -361,7 +369,10 @@ class NativeHBaseClient:
                     failures = [rar.exception] if rar.HasField("exception") else []
                     failures += [r.exception for r in rar.resultOrException if r.HasField("exception")]
                     if failures:
-                        raise HBaseRetryableError(failures[0].name, failures[0].value.decode("utf-8", "replace"))
+                        first = failures[0]
+                        short = first.name.rsplit(".", 1)[-1]
+                        cls = HBaseTerminalError if short in DO_NOT_RETRY_ACTIONS else HBaseRetryableError
+                        raise cls(first.name, first.value.decode("utf-8", "replace"))
 
         self._retrying(f"multi {name}", once)
 

@@ -88,6 +88,8 @@ class HBaseSink(Sink):
             return set()
         from cdcflow.clients.hbase import connect  # the driver's one HBase connection per new table set
 
+        import base64
+
         refused: set[str] = set()
         client = connect(self.zk_quorum)
         try:
@@ -100,8 +102,9 @@ class HBaseSink(Sink):
                     refused.add(target)
                     continue
                 client.create_table(target, self._families(source, families))
+                names = {base64.b64decode(f).decode("utf-8", "replace") for f in families}
                 log.info("sink %s: created HBase table %s for %s (families %s)", self.name, target, source,
-                         ", ".join(sorted(families | set(self.opts.create_families))))  # fmt: skip
+                         ", ".join(sorted(names | set(self.opts.create_families))))  # fmt: skip
                 self._existing.add(target)
         finally:
             client.close()
