@@ -101,14 +101,18 @@ def split(raw: DataFrame) -> tuple[DataFrame, DataFrame]:
     return events, dead
 
 
+_IDENTITY = {
+    "_d_connector": "source.connector", "_d_name": "source.name", "_d_cluster": "source.cluster_id",
+    "_d_db": "source.db", "_d_table": "source.table", "_d_region": "source.region", "_d_pos": "source.pos",
+}  # fmt: skip
+
+
 def dedupe(events: DataFrame) -> DataFrame:
-    """One row per (row key, region, pos): duplicates from at-least-once delivery collapse here."""
-    return (
-        events.withColumn("_d_region", F.col("source.region"))
-        .withColumn("_d_pos", F.col("source.pos"))
-        .dropDuplicates(["kafka_key", "_d_region", "_d_pos"])
-        .drop("_d_region", "_d_pos")
-    )
+    """One row per change identity (source name and cluster, table, row key, region, pos):
+    duplicates from at-least-once delivery collapse here; two sources never do."""
+    for alias, column in _IDENTITY.items():
+        events = events.withColumn(alias, F.col(column))
+    return events.dropDuplicates(["kafka_key", *_IDENTITY]).drop(*_IDENTITY)
 
 
 def newest_per_key(rows: DataFrame, keys: list[str], pos: str = "pos") -> DataFrame:

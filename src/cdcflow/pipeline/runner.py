@@ -258,6 +258,11 @@ class Pipeline:
             for r in runners:
                 if r.query is not None and r.query.isActive:
                     r.query.stop()
+            for sink in self.sinks:
+                try:
+                    sink.close()
+                except Exception:  # noqa: BLE001 - closing must not hide the run's own outcome
+                    log.exception("sink %s: close failed", sink.name)
         return {r.name: "done" if r.last_error is None else f"failed: {r.last_error}" for r in runners}
 
     def _supervise(self, r: _Runner, available_now: bool, max_failures: int) -> None:

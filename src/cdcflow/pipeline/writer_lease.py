@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 LEASE_ROOT = "/cdcflow/writers"
 
 
-class TargetTaken(TerminalError):
+class WriterConflictError(TerminalError):
     """Another live writer holds the target table."""
 
 
@@ -77,7 +77,7 @@ class WriterLeases:
                 self.zk.delete(path)
                 continue
             if holder_alive or time.monotonic() >= deadline:
-                raise TargetTaken(
+                raise WriterConflictError(
                     f"{target} is already written by sink {holder.get('sink')!r} (checkpoint "
                     f"{holder.get('checkpoint')}, host {holder.get('host')}, pid {holder.get('pid')}); two writers "
                     "would apply changes out of order. Stop the other pipeline, or give this sink another target "

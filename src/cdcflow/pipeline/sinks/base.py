@@ -32,3 +32,7 @@ class Sink(ABC):
 
     @abstractmethod
     def apply_batch(self, events: DataFrame, batch_id: int) -> None: ...
+
+    def close(self) -> None:
+        """Release what the sink holds across batches (connections, writer leases); the pipeline
+        calls it once its queries have stopped."""

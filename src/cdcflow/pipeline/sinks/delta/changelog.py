@@ -1,8 +1,10 @@
 """Delta Lake changelog sink: every change event exactly once, whatever is replayed.
 
 Each batch is MERGEd into the table with "insert when not matched" on the event identity
-(row key, region, pos, source table): a replayed batch or a duplicate delivery matches rows
-already there and inserts nothing. Auto-compaction keeps streaming from leaving thousands of
+(source name and cluster, source table, row key, region, pos): a replayed batch or a duplicate
+delivery matches rows already there and inserts nothing, and two sources with the same db.table
+and positions stay two changes. Tables written before the source columns existed gain them on
+the first MERGE (schema evolution); their old rows hold null there. Auto-compaction keeps streaming from leaving thousands of
 small files.
 
 Why MERGE rather than a blind append with txnAppId/txnVersion: Delta's transaction ids make a
@@ -31,6 +33,8 @@ class DeltaChangelogSink(Sink):
         rows = events.select(
             F.col("kafka_key").alias("event_key"),
             F.col("source.connector").alias("connector"),
+            F.col("source.name").alias("source_name"),
+            F.coalesce(F.col("source.cluster_id"), F.lit("")).alias("cluster_id"),
             F.col("source.db").alias("db"),
             F.col("source.table").alias("table"),
             F.coalesce(F.col("source.region"), F.lit("")).alias("region"),
@@ -52,8 +56,10 @@ class DeltaChangelogSink(Sink):
             .merge(
                 rows.alias("s"),
                 "t.event_key = s.event_key AND t.region = s.region AND t.pos = s.pos "
-                "AND t.db = s.db AND t.table = s.table AND t.connector = s.connector",
+                "AND t.db = s.db AND t.table = s.table AND t.connector = s.connector "
+                "AND t.source_name <=> s.source_name AND t.cluster_id <=> s.cluster_id",
             )
+            .withSchemaEvolution()
             .whenNotMatchedInsertAll()
             .execute()
         )

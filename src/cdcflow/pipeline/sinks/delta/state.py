@@ -300,6 +300,7 @@ class DeltaStateSink(Sink):
             if not expected:
                 continue  # a replay: nothing changed, nothing to commit
             source = changed.where(F.col("target") == path).drop("target")
+            self._before_commit(path)
             try:
                 # The guard: a row is replaced only if it still holds the state it was merged from,
                 # and inserted only if it was absent then. Another writer's change in between makes
@@ -330,6 +331,10 @@ class DeltaStateSink(Sink):
                  merged_at - started, time.perf_counter() - merged_at)  # fmt: skip
         changed.unpersist()
         return lost
+
+    def _before_commit(self, path: str) -> None:
+        """Between reading a table's state and committing the merge: where another writer's commit
+        can land (tests put one there, to force the guard's path)."""
 
     # --- MySQL: per row, guarded by position ------------------------------------------------
     def _apply_mysql(self, events: DataFrame) -> None:

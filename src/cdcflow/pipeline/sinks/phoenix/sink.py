@@ -118,6 +118,12 @@ class PhoenixSink(Sink):
         self._conn = None
         self._targets.clear()
 
+    def close(self) -> None:
+        self._reset()
+        if self._leases is not None:
+            self._leases.close()  # the session ends: every lease of this sink is released
+            self._leases = None
+
     def _lease(self, table: ps.PhoenixTable) -> None:
         if self._leases is None:
             owner = {"sink": self.name, "checkpoint": self.context.get("checkpoint_root"), "url": self.url}
@@ -132,7 +138,9 @@ class PhoenixSink(Sink):
         rows = conn.query(_CATALOG.format(schema=where, name=name.replace("'", "''")))
         return ps.table_from_catalog(schema, name, rows)
 
-    def _history(self, spark: SparkSession, db: str, table: str, schema: str, name: str) -> ps.PhoenixTable | None:
+    def _history(
+        self, spark: SparkSession, source: str, db: str, table: str, schema: str, name: str
+    ) -> ps.PhoenixTable | None:
         """The table's shape from the newest `kind: table` record of the MySQL schema history."""
         if not self.history_topic:
             return None
@@ -143,7 +151,8 @@ class PhoenixSink(Sink):
                 doc = orjson.loads(rec.value or b"")
             except orjson.JSONDecodeError:
                 continue
-            if doc.get("kind") == "table" and doc.get("db") == db and doc.get("table") == table:
+            if (doc.get("kind") == "table" and doc.get("db") == db and doc.get("table") == table
+                    and doc.get("source", source) == source):  # fmt: skip
                 latest = doc
         if latest is None:
             return None
@@ -166,7 +175,7 @@ class PhoenixSink(Sink):
                 f"'{schema}_{source.upper()}.{name}'}}"
             )
         actual = self._describe(conn, schema, name)
-        expected = self._history(spark, db, table, schema, name) if (self.create or actual is not None) else None
+        expected = self._history(spark, source, db, table, schema, name) if (self.create or actual is not None) else None
         if actual is None:
             if not self.create:
                 raise PhoenixSchemaError(f"{label} does not exist; create it, or set create_tables: true")
