@@ -177,7 +177,7 @@ def wait_until_equal(client: HBaseClient, source: str, copy: str, rows: int, tim
     while True:
         try:
             report = verify_hbase(client, source, client, copy)
-        except Exception:  # noqa: BLE001 - the copy may not exist yet
+        except Exception:
             report = None
         if report is not None and report.clean and report.rows_compared == rows:
             return

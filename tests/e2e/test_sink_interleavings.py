@@ -250,7 +250,7 @@ def test_a_second_pipeline_over_the_same_phoenix_table_is_refused(
                 try:
                     if phoenix.query(f'SELECT COUNT(*) FROM "{db.upper()}"."ITEMS"')[0][0] == 20:
                         break
-                except Exception:  # noqa: BLE001 - not created yet
+                except Exception:
                     pass
                 time.sleep(1)
         second = Pipeline(config("second"), context, tmp_path / "second")

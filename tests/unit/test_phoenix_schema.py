@@ -199,3 +199,18 @@ def test_julian_fields_of_proleptic_days() -> None:
     assert julian_fields(day("1096-07-06")) == (1096, 6, 30)
     assert julian_fields(day("1582-10-15")) == (1582, 10, 5)
     assert julian_fields(day("0001-01-01")) == (1, 1, 3)
+
+
+def test_selected_dates_before_the_year_1000_keep_four_digits() -> None:
+    """The snapshot and verify render SELECTed dates; strftime's %Y gave "1-01-01" where the binlog
+    decoder gives "0001-01-01" (found by the edge-values e2e test)."""
+    import datetime as dt
+
+    from cdcflow.sources.mysql.selected_values import render_selected
+
+    assert render_selected("date", "date", 0, dt.date(1, 1, 1)) == "0001-01-01"
+    assert (
+        render_selected("datetime", "datetime(6)", 6, dt.datetime(999, 2, 3, 4, 5, 6, 7))
+        == "0999-02-03 04:05:06.000007"
+    )
+    assert render_selected("timestamp", "timestamp", 0, dt.datetime(1970, 1, 1)) == "1970-01-01T00:00:00Z"

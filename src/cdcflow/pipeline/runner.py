@@ -261,7 +261,7 @@ class Pipeline:
             for sink in self.sinks:
                 try:
                     sink.close()
-                except Exception:  # noqa: BLE001 - closing must not hide the run's own outcome
+                except Exception:
                     log.exception("sink %s: close failed", sink.name)
         return {r.name: "done" if r.last_error is None else f"failed: {r.last_error}" for r in runners}
 

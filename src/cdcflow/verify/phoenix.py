@@ -118,11 +118,11 @@ def verify_mysql_phoenix(
         raise ConfigError(f"MySQL table {db}.{table} does not exist (or this user cannot see it)")
     keys = key_columns or tuple(n for n, *_, pk in columns if pk) or tuple(c[0] for c in columns)
     types = {name: d for name, d, *_ in columns}
-    source = {
+    expected = {
         k: {c: phoenix_representable(types[c], v) for c, v in row.items()}
         for k, row in source_rows(ep, db, table, keys).items()
     }
     schema, name = ps.target_name(db, table, table_map or {}, case, source)
     target = ps.PhoenixTable(schema, name, (), ())
     sink = phoenix_rows(phoenix, target, columns, case, keys)
-    return compare_tables(source, sink)
+    return compare_tables(expected, sink)

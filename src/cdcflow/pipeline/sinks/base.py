@@ -33,6 +33,6 @@ class Sink(ABC):
     @abstractmethod
     def apply_batch(self, events: DataFrame, batch_id: int) -> None: ...
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional: most sinks hold nothing across batches
         """Release what the sink holds across batches (connections, writer leases); the pipeline
         calls it once its queries have stopped."""

@@ -45,15 +45,16 @@ def render_selected(data_type: str, column_type: str, fsp: int, value: Any) -> A
     if t == "bit":
         return int.from_bytes(value, "big") if isinstance(value, bytes) else int(value)
     if t == "date":
-        return value if isinstance(value, str) else value.strftime("%Y-%m-%d")
+        # the year by hand: strftime's %Y does not pad years before 1000 ("1-01-01")
+        return value if isinstance(value, str) else f"{value.year:04d}-{value:%m-%d}"
     if t == "datetime":
         if isinstance(value, str):  # zero or partial dates come back as text
             return value if fsp == 0 else value[: 20 + fsp]
-        return value.strftime("%Y-%m-%d %H:%M:%S") + _frac(value.microsecond, fsp)
+        return f"{value.year:04d}-{value:%m-%d %H:%M:%S}" + _frac(value.microsecond, fsp)
     if t == "timestamp":  # read with time_zone '+00:00'
         if isinstance(value, str):
             return "0000-00-00T00:00:00Z"
-        return value.strftime("%Y-%m-%dT%H:%M:%S") + _frac(value.microsecond, fsp) + "Z"
+        return f"{value.year:04d}-{value:%m-%dT%H:%M:%S}" + _frac(value.microsecond, fsp) + "Z"
     if t == "time":
         if isinstance(value, str):
             return value

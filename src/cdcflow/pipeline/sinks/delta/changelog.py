@@ -4,8 +4,8 @@ Each batch is MERGEd into the table with "insert when not matched" on the event 
 (source name and cluster, source table, row key, region, pos): a replayed batch or a duplicate
 delivery matches rows already there and inserts nothing, and two sources with the same db.table
 and positions stay two changes. Tables written before the source columns existed gain them on
-the first MERGE (schema evolution); their old rows hold null there. Auto-compaction keeps streaming from leaving thousands of
-small files.
+the first MERGE (schema evolution); their old rows hold null there. Auto-compaction keeps
+streaming from leaving thousands of small files.
 
 Why MERGE rather than a blind append with txnAppId/txnVersion: Delta's transaction ids make a
 *replayed batch* idempotent, but at-least-once capture can deliver the same change in two

@@ -86,9 +86,9 @@ class HBaseSink(Sink):
         missing = {t: v for t, v in wanted.items() if t not in self._existing}
         if not missing:
             return set()
-        from cdcflow.clients.hbase import connect  # the driver's one HBase connection per new table set
-
         import base64
+
+        from cdcflow.clients.hbase import connect  # the driver's one HBase connection per new table set
 
         refused: set[str] = set()
         client = connect(self.zk_quorum)

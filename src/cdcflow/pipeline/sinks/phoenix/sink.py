@@ -175,7 +175,9 @@ class PhoenixSink(Sink):
                 f"'{schema}_{source.upper()}.{name}'}}"
             )
         actual = self._describe(conn, schema, name)
-        expected = self._history(spark, source, db, table, schema, name) if (self.create or actual is not None) else None
+        expected = (
+            self._history(spark, source, db, table, schema, name) if (self.create or actual is not None) else None
+        )
         if actual is None:
             if not self.create:
                 raise PhoenixSchemaError(f"{label} does not exist; create it, or set create_tables: true")
@@ -264,9 +266,11 @@ class PhoenixSink(Sink):
         for c in target.columns:
             raw = F.col("values")[c.name]
             value = _convert(raw, ps.spark_type(c.type))
-            converted += _stage_columns(c, value)
+            stage_columns, unfit = _stage_columns(c, value)
+            converted += stage_columns
             zero = raw.rlike(_ZERO_DATE) if c.type in ("DATE", "TIMESTAMP") else F.lit(False)
-            problems.append(F.when(raw.isNotNull() & value.isNull() & ~zero, F.concat(F.lit(f"{c.name}="), raw)))
+            misfit = (raw.isNotNull() & value.isNull() & ~zero) | unfit
+            problems.append(F.when(misfit, F.concat(F.lit(f"{c.name}="), raw)))
         staged = rows.select(
             *converted,
             F.col("op").cast("string").alias(ps.OP_COLUMN),
@@ -349,26 +353,27 @@ class PhoenixSink(Sink):
         return counts["upsert"], counts["delete"], ", ".join(times)
 
 
-def _stage_columns(c: ps.PhoenixColumn, value: Column) -> list[Column]:
-    """A converted value as the stage holds it (ps.stage_table): DATE as epoch milliseconds,
-    TIMESTAMP as epoch milliseconds with three decimals plus a JDBC timestamp for the rest."""
+def _stage_columns(c: ps.PhoenixColumn, value: Column) -> tuple[list[Column], Column]:
+    """A converted value as the stage holds it (ps.stage_table), and when it cannot be staged.
+    DATE: epoch milliseconds. TIMESTAMP: epoch milliseconds with three decimals, which Phoenix
+    casts without a calendar; except before 1970 with sub-millisecond digits, which Phoenix's
+    DECIMAL cast refuses (it truncates toward zero and sets negative nanoseconds): those go as a
+    JDBC timestamp, exact from 1582-10-15 on and, before, handed over as the Julian-calendar
+    fields of the same day (_for_julian_jdbc)."""
     if c.type == "DATE":
-        return [(F.unix_date(value).cast("long") * 86_400_000).alias(c.name)]
+        return [(F.unix_date(value).cast("long") * 86_400_000).alias(c.name)], F.lit(False)
     if c.type != "TIMESTAMP":
-        return [value.alias(c.name)]
+        return [value.alias(c.name)], F.lit(False)
     micros = F.unix_micros(value)
-    millis = F.floor(micros / 1000)
-    sub = micros - millis * 1000
-    # Phoenix's CAST(DECIMAL AS TIMESTAMP) truncates toward zero and adds the (negative) rest as
-    # nanoseconds, which it refuses when the truncated millisecond starts a second: the one case
-    # the decimal cannot carry. Those go as a JDBC timestamp (exact from 1582-10-15 on; before,
-    # the Julian-calendar fields of the same day, _for_julian_jdbc).
-    decimal_ok = (sub == 0) | (micros >= 0) | (F.pmod(millis + 1, F.lit(1000)) != 0)
-    as_decimal = (millis.cast("decimal(19,0)") + (sub.cast("decimal(19,3)") / 1000)).cast("decimal(19,3)")
-    return [
-        F.when(~decimal_ok, _for_julian_jdbc(value, "timestamp")).alias(c.name),
+    decimal_ok = (micros >= 0) | (F.pmod(micros, F.lit(1000)) == 0)
+    # decimals, not doubles: 6e16 microseconds exceed 2^53
+    as_decimal = (micros.cast("decimal(22,0)") / 1000).cast("decimal(19,3)")
+    julian, unfit = _for_julian_jdbc(value)
+    columns = [
+        F.when(~decimal_ok, julian).alias(c.name),
         F.when(decimal_ok, as_decimal).alias(ps.millis_column(c.name)),
     ]
+    return columns, value.isNotNull() & ~decimal_ok & unfit
 
 
 def _convert(raw: Column, spark_type: str) -> Column:
@@ -396,27 +401,32 @@ def julian_fields(epoch_day: int) -> tuple[int, int, int]:
     return d - 4800 + m // 10, m + 3 - 12 * (m // 10), e - (153 * m + 2) // 5 + 1
 
 
-def _for_julian_jdbc(value: Column, spark_type: str) -> Column:
-    """A date/timestamp before 1582-10-15 as the value whose Julian-calendar fields name the same day.
+def _for_julian_jdbc(value: Column) -> tuple[Column, Column]:
+    """A timestamp before 1582-10-15 as the value whose Julian-calendar fields name the same day,
+    and whether that is impossible.
 
-    Spark's JDBC writer turns a date into java.sql.Date by its year-month-day, and java.sql.Date
-    counts those in the Julian calendar before 1582-10-15: 1096-07-06 would be stored 6 days late,
-    1582-10-10 (a day the Julian-Gregorian switch skipped) as 1582-10-15. Handing it the Julian
-    fields of the same day makes the stored instant the proleptic Gregorian one MySQL means.
-    (Timestamps: the session and JVM time zone is UTC, so the day is the UTC day.)"""
-    day = F.to_date(value)
-    c = F.unix_date(day).cast("long") + (2440588 + 32082)
+    Spark's JDBC writer turns a timestamp into java.sql.Timestamp by its fields, and Java counts
+    those in the Julian calendar before 1582-10-15: 1096-07-06 would be stored 6 days late.
+    Handing it the Julian fields of the same day stores the proleptic Gregorian instant MySQL
+    means. The Julian leap days of century years (1500-02-29 Julian = 1500-03-10) have no such
+    fields in Spark's calendar: those are reported as values that do not fit, never shifted."""
+    n = F.unix_date(F.to_date(value)).cast("long")
+    c = n + (2440588 + 32082)  # Julian day number → Julian calendar fields (all integer arithmetic)
     d = F.floor((c * 4 + 3) / 1461)
     e = c - F.floor(d * 1461 / 4)
     m = F.floor((e * 5 + 2) / 153)
-    julian = F.make_date(
-        (d - 4800 + F.floor(m / 10)).cast("int"),
-        (m + 3 - F.floor(m / 10) * 12).cast("int"),
-        (e - F.floor((m * 153 + 2) / 5) + 1).cast("int"),
+    day = e - F.floor((m * 153 + 2) / 5) + 1
+    month = m + 3 - F.floor(m / 10) * 12
+    year = d - 4800 + F.floor(m / 10)
+    # the same fields read in the proleptic Gregorian calendar (days from civil), as an epoch day
+    y = year - F.when(month <= 2, 1).otherwise(0)
+    era = F.floor(y / 400)
+    yoe = y - era * 400
+    doy = F.floor((F.when(month > 2, month - 3).otherwise(month + 9) * 153 + 2) / 5) + day - 1
+    epoch_day = era * 146097 + yoe * 365 + F.floor(yoe / 4) - F.floor(yoe / 100) + doy - 719468
+    shifted = F.timestamp_micros(F.unix_micros(value) + (epoch_day - n).cast("long") * 86_400_000_000)
+    before = n < GREGORIAN_START_DAY
+    julian_only = (
+        before & (month == 2) & (day == 29) & (F.pmod(year, F.lit(100)) == 0) & (F.pmod(year, F.lit(400)) != 0)
     )
-    if spark_type == "date":
-        shifted = julian
-    else:
-        shift_micros = (F.unix_date(julian) - F.unix_date(day)).cast("long") * 86_400_000_000
-        shifted = F.timestamp_micros(F.unix_micros(value) + shift_micros)
-    return F.when(F.unix_date(day) < GREGORIAN_START_DAY, shifted).otherwise(value)
+    return F.when(before, shifted).otherwise(value), julian_only
