@@ -35,8 +35,8 @@ def test_delta_state_table_equals_the_hbase_source_version_by_version(
         options={"path": str(root), "max_versions": 1000, "typed_columns": {"cf:n": "long", "cf:batch": "utf8"}},
     )
     cfg, context, checkpoints = pipeline_for(
-        peer_setup, kafka, hbase, tmp_path / "checkpoints", sink, max_offsets_per_trigger=50
-    )
+        peer_setup, kafka, hbase, tmp_path / "checkpoints", sink, max_offsets_per_trigger=1000
+    )  # one batch: batch boundaries are test_sink_interleavings.py's subject
     pipeline = Pipeline(cfg, context, checkpoints)
     assert pipeline.run(available_now=True)["state"] == "done"
     spark = pipeline.spark

@@ -41,4 +41,4 @@ def test_pipeline_runs_unchanged_through_spark_submit(
     from cdcflow.pipeline.session import build_session
 
     spark = build_session("cdcflow-test-submit")
-    assert spark.read.format("delta").load(str(tmp_path / "state" / "shop" / "items")).count() == 25
+    assert spark.read.format("delta").load(str(tmp_path / "state" / "db1" / "shop" / "items")).count() == 25

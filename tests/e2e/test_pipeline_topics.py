@@ -122,3 +122,12 @@ def test_topics_created_during_available_now_end_the_run_done_with_nothing_lost(
               pipeline.spark.read.parquet(str(tmp_path / "out")).groupBy("source.db").count().collect()}  # fmt: skip
     assert counts["a"] == 500
     assert all(n == 1 for db, n in counts.items() if db != "a")  # each seen topic applied once
+
+    # Item 11: the checkpoint reset (moved away): batch ids start at 0 again, under a new query id,
+    # so the earlier run's batch_id=0.. folders are kept, not overwritten.
+    (tmp_path / "checkpoints").rename(tmp_path / "checkpoints-old")
+    again = Pipeline(cfg, {"bootstrap_servers": bootstrap, "zk_quorum": "unused"}, tmp_path / "checkpoints")
+    assert again.run(available_now=True, dead_letters=False) == {"changes": "done"}
+    assert len(list((tmp_path / "out").glob("query=*"))) == 2
+    total = pipeline.spark.read.parquet(str(tmp_path / "out")).where("source.db = 'a'").count()
+    assert total == 2 * 500  # both runs' rows: nothing overwritten
