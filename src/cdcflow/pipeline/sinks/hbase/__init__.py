@@ -10,13 +10,15 @@ with the reason while the other tables keep flowing."""
 
 from __future__ import annotations
 
+import base64
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 
+from cdcflow.clients.hbase import connect
 from cdcflow.clients.hbase.model import ColumnFamily, Mutation
 from cdcflow.config.sinks import HBaseSinkOptions, SinkOptions
 from cdcflow.errors import CdcflowError
@@ -86,10 +88,6 @@ class HBaseSink(Sink):
         missing = {t: v for t, v in wanted.items() if t not in self._existing}
         if not missing:
             return set()
-        import base64
-
-        from cdcflow.clients.hbase import connect  # the driver's one HBase connection per new table set
-
         refused: set[str] = set()
         client = connect(self.zk_quorum)
         try:
@@ -102,7 +100,7 @@ class HBaseSink(Sink):
                     refused.add(target)
                     continue
                 client.create_table(target, self._families(source, families))
-                names = {base64.b64decode(f).decode("utf-8", "replace") for f in families}
+                names = _family_names(families)
                 log.info("sink %s: created HBase table %s for %s (families %s)", self.name, target, source,
                          ", ".join(sorted(names | set(self.opts.create_families))))  # fmt: skip
                 self._existing.add(target)
@@ -113,11 +111,7 @@ class HBaseSink(Sink):
     def _families(self, source: str, seen: set[str]) -> list[ColumnFamily]:
         """The source table's families with their VERSIONS when the source cluster answers, plus the
         families the events carry and `create_families`; replication scope 0 (not captured again)."""
-        import base64
-
         versions: dict[str, int] = {}
-        from cdcflow.clients.hbase import connect
-
         try:
             src = connect(str(self.context["zk_quorum"]), op_timeout_s=10.0)
             try:
@@ -128,16 +122,19 @@ class HBaseSink(Sink):
         except (CdcflowError, OSError, ValueError) as exc:
             log.info("sink %s: the source table %s cannot be described (%s); using the events' families",
                      self.name, source, exc)  # fmt: skip
-        names = set(versions) | {base64.b64decode(f).decode("utf-8", "replace") for f in seen}
+        names = set(versions) | _family_names(seen)
         names |= set(self.opts.create_families)
         return [ColumnFamily(n, versions.get(n, self.opts.create_max_versions), replication_scope=0)
                 for n in sorted(names)]  # fmt: skip
 
 
-def _write_partition(rows: Iterator[Row], zk_quorum: str, batch_size: int = 500) -> None:
-    from cdcflow.clients.hbase import connect  # on the executor
+def _family_names(encoded: Iterable[str]) -> set[str]:
+    """Family names from the events' base64 (HBase families are printable names)."""
+    return {base64.b64decode(f).decode("utf-8", "replace") for f in encoded}
 
-    client = connect(zk_quorum)
+
+def _write_partition(rows: Iterator[Row], zk_quorum: str, batch_size: int = 500) -> None:
+    client = connect(zk_quorum)  # on the executor
     pending: dict[str, list[Mutation]] = {}
     try:
         for r in rows:
