@@ -5,7 +5,10 @@ from __future__ import annotations
 import socket
 import sys
 import time
+import uuid
 from pathlib import Path
+
+import pytest
 
 from cdcflow.stack import ports, process, state_file
 
@@ -55,3 +58,14 @@ def test_up_with_no_names_means_every_component_in_start_order(tmp_path: Path) -
 
     assert Stack(tmp_path)._names(None) == ["mariadb", "kafka", "hbase", "phoenix"]
     assert Stack(tmp_path)._names(["phoenix"], with_hosts=True) == ["hbase", "phoenix"]  # phoenix lives in HBase
+
+
+def test_kafka_cluster_id_never_starts_with_a_dash(monkeypatch: pytest.MonkeyPatch) -> None:
+    # 0xF8 encodes to a leading "-" in base64url: the format command would read the id as an option.
+    from cdcflow.stack import kafka
+
+    drawn = iter([uuid.UUID(bytes=b"\xf8" + bytes(15)), uuid.UUID(bytes=b"\x01" + bytes(15))])
+    monkeypatch.setattr(kafka.uuid, "uuid4", lambda: next(drawn))
+    cluster_id = kafka._cluster_id()
+    assert cluster_id == "AQAAAAAAAAAAAAAAAAAAAA"
+    assert len(cluster_id) == 22

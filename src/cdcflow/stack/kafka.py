@@ -118,7 +118,14 @@ class KafkaService(Service):
 
 
 def _cluster_id() -> str:
-    """Kafka wants a base64url UUID (22 characters), what `StorageTool random-uuid` prints."""
+    """Kafka wants a base64url UUID (22 characters), what `StorageTool random-uuid` prints.
+
+    Like Kafka's own `Uuid.randomUuid`, never one starting with "-": the format command's argument
+    parser would read it as an option (1 run in 64 failed that way).
+    """
     import base64
 
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
