@@ -15,13 +15,14 @@ MAVEN_DEPENDENCY_PLUGIN = "3.8.1"
 MARIADB_PACKAGE = "mariadb-server"
 MARIADB_SERIES = "10.11"
 
-# The PySpark pipeline. Spark 4.0.0 is the newest release whose Kafka connector is complete on
-# Maven Central: for 4.1.x and 4.2.0, spark-sql-kafka is published but the
-# spark-token-provider-kafka it depends on is not (checked 2026-11-22). pyproject.toml pins the
-# same pyspark and delta-spark versions.
-SPARK_VERSION = "4.0.0"
-DELTA_VERSION = "4.0.0"
-DELTA_ARTIFACT = "delta-spark_2.13"  # Delta 4.0.x has no Spark-version suffix
+# The PySpark pipeline. Spark 4.2.0 with its Kafka connector (spark-sql-kafka and the
+# spark-token-provider-kafka it needs) and Delta 4.4.0 (built per Spark minor, hence the _4.2
+# suffix) resolve from Maven Central (checked 2026-11-25 with this project's spark.xml; on
+# 2026-11-22 the token provider was missing, which held the pipeline on 4.0.0). pyproject.toml
+# pins the same pyspark and delta-spark versions.
+SPARK_VERSION = "4.2.0"
+DELTA_VERSION = "4.4.0"
+DELTA_ARTIFACT = "delta-spark_4.2_2.13"  # from Delta 4.1 on, one artifact per Spark minor
 
 # Apache Phoenix, on the same HBase. 5.2.1 is the newest Phoenix whose jars are on Maven Central
 # as reachable from here (checked 2026-11-22: the 5.3.x modules and the shaded
