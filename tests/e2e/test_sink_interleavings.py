@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import BooleanType
 
 from cdcflow.clients import kafka as k
 from cdcflow.clients.hbase import HBaseClient
@@ -24,6 +26,7 @@ from cdcflow.config.sinks import DeltaStateOptions
 from cdcflow.events.cells import Cell, CellType
 from cdcflow.events.json_codec import SCHEMA_ID, encode
 from cdcflow.events.model import ChangeEvent, Op, SourceInfo
+from cdcflow.pipeline import metrics
 from cdcflow.pipeline.envelope import dedupe, split
 from cdcflow.pipeline.runner import DEAD_LETTER_QUERY, Pipeline
 from cdcflow.pipeline.session import build_session
@@ -107,38 +110,75 @@ def events_frame(spark: SparkSession, values: list[bytes]) -> DataFrame:
 
 
 class _InterleavedSink(DeltaStateSink):
-    """A Delta state sink whose first merge is overtaken by another writer's commit."""
+    """A Delta state sink whose first MERGE is overtaken by another writer's commit: the MERGE's
+    source blocks (in the Python worker reading it) until a thread of the test has committed the
+    other writer's batch. The MERGE has already read the table by then."""
 
-    def __init__(self, path: str, other: DeltaStateSink, other_events: DataFrame) -> None:
+    def __init__(self, path: str, flags: Path) -> None:
         super().__init__("first", DeltaStateOptions(table_map={"w/default.t": path}), {})
-        self.other, self.other_events, self.interleaved = other, other_events, 0
+        self.flags = flags
 
-    def _before_commit(self, path: str) -> None:
-        if not self.interleaved:
-            self.interleaved += 1
-            self.other.apply_batch(self.other_events, 0)
+    def _merge_source(self, path: str, batch: DataFrame) -> DataFrame:
+        reading, committed = str(self.flags / "reading"), str(self.flags / "committed")
+
+        def wait_for_the_other_writer(_row_key: bytes) -> bool:
+            import os
+            import time
+
+            if not os.path.exists(committed):  # only the first MERGE waits
+                open(reading, "w").close()
+                deadline = time.monotonic() + 120
+                while not os.path.exists(committed) and time.monotonic() < deadline:
+                    time.sleep(0.05)
+            return True
+
+        barrier = F.udf(wait_for_the_other_writer, BooleanType()).asNondeterministic()
+        # one partition: the other writer's jobs get the second core meanwhile
+        return batch.coalesce(1).where(barrier("row_key"))
 
 
 def test_a_concurrent_delta_writer_loses_nothing(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """Item 2: the stored state was read in one job and written back unconditionally; a commit by
-    another writer in between was overwritten. Here the other writer commits exactly there."""
+    another writer in between was overwritten. Here the other writer commits while our MERGE runs
+    (after it read the table, before it commits): Delta must refuse ours, and the MERGE runs again."""
     spark = build_session("cdcflow-test")
     path = str(tmp_path / "state")
     ours = [hbase_event("w", "t", [Cell(b"r%02d" % i, b"cf", b"a", 1, CellType.PUT, b"ours")], 10 + i)
             for i in range(20)]  # fmt: skip
     theirs = [hbase_event("w", "t", [Cell(b"r%02d" % i, b"cf", b"b", 1, CellType.PUT, b"theirs")], 100 + i)
               for i in range(0, 20, 2)]  # fmt: skip
+    seed = [hbase_event("w", "t", [Cell(b"r%02d" % i, b"cf", b"c", 1, CellType.PUT, b"seed")], 1 + i)
+            for i in range(0, 20, 4)]  # fmt: skip
     other = DeltaStateSink("second", DeltaStateOptions(table_map={"w/default.t": path}), {})
-    first = _InterleavedSink(path, other, events_frame(spark, theirs))
+    other.apply_batch(events_frame(spark, seed), 0)  # the table exists with some rows
+    first = _InterleavedSink(path, tmp_path)
+    their_events = events_frame(spark, theirs)
+
+    def other_writer() -> None:
+        deadline = time.monotonic() + 120
+        while not (tmp_path / "reading").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        try:
+            other.apply_batch(their_events, 1)
+        finally:
+            (tmp_path / "committed").touch()
+
+    thread = threading.Thread(target=other_writer)
+    thread.start()
+    conflicts = metrics.DELTA_CONFLICTS.labels("first")._value.get()
     with caplog.at_level("WARNING", logger="cdcflow.pipeline.sinks.delta.state"):
         first.apply_batch(events_frame(spark, ours), 0)
-    assert first.interleaved == 1 and "another writer changed rows" in caplog.text  # the guard's path ran
+    thread.join()
+    # the conflict path ran: Delta refused the first commit and the MERGE ran again
+    assert "another writer committed first" in caplog.text
+    assert metrics.DELTA_CONFLICTS.labels("first")._value.get() > conflicts
     state = {bytes(r["row_key"]): dict(r["cells"]) for r in spark.read.format("delta").load(path).collect()}
     assert len(state) == 20
     for i in range(20):
         cells = state[b"r%02d" % i]
         assert bytes(cells["cf:a"]["value"]) == b"ours"
         assert (bytes(cells["cf:b"]["value"]) if "cf:b" in cells else None) == (b"theirs" if i % 2 == 0 else None)
+        assert (bytes(cells["cf:c"]["value"]) if "cf:c" in cells else None) == (b"seed" if i % 4 == 0 else None)
 
 
 def mysql_event(source: str, key: int, pos: list[int], after: dict[str, Any], db: str = "shop") -> bytes:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import struct
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,7 @@ from cdcflow.config import PipelineConfig, SinkConfig
 from cdcflow.config.sinks import DeltaStateOptions, HBaseSinkOptions
 from cdcflow.errors import ConfigError
 from cdcflow.pipeline.runner import TOPICS_FILE, _first_line, check_topic_patterns
-from cdcflow.pipeline.sinks.delta.state import DeltaStateSink, merge_hbase_rows
+from cdcflow.pipeline.sinks.delta.state import DeltaStateSink
 from cdcflow.pipeline.sinks.registry import make_sink
 
 
@@ -40,37 +39,6 @@ def test_sink_options_are_typed_and_checked_when_the_config_is_loaded() -> None:
 
 def cell(q: bytes, ts: int, value: bytes, type_: str = "Put", pos: int = 1) -> Row:
     return Row(family=b"cf", qualifier=q, ts=ts, type=type_, value=value, pos=[pos, 0])
-
-
-def test_state_rows_merge_decode_typed_columns_and_skip_unchanged_rows() -> None:
-    typed = {"cf:n": "long", "cf:name": "utf8"}
-    new_cells = [cell(b"n", 5, struct.pack(">q", 42)), cell(b"name", 5, b"\xff\xfe")]
-    first = Row(
-        target="/t", row_key=b"r1", new_cells=new_cells,
-        batch_ts_ms=100, old_puts=None, old_tombstones=None, old_source_ts_ms=None,
-    )  # fmt: skip
-    [row] = list(merge_hbase_rows([first], 8, typed))
-    target, row_key, exists, cells, puts, tombstones, source_ts, n, name, old_puts, old_tombstones = row
-    assert (target, row_key, exists, source_ts, n, name) == ("/t", b"r1", True, 100, 42, None)  # bad UTF-8: null
-    assert (old_puts, old_tombstones) == (None, None)  # the MERGE's guard: the row was absent
-    assert cells["cf:n"] == (struct.pack(">q", 42), 5, [1, 0]) and tombstones == []
-
-    # the same cells again, on top of the stored state: nothing to write
-    stored = [Row(family=p[0], qualifier=p[1], ts=p[2], type=p[3], value=p[4], pos=p[5]) for p in puts]
-    replay = Row(target="/t", row_key=b"r1", new_cells=new_cells, batch_ts_ms=100,
-                 old_puts=stored, old_tombstones=[], old_source_ts_ms=100)  # fmt: skip
-    assert list(merge_hbase_rows([replay], 8, typed)) == []
-
-    # a delete: the row stays, as a tombstone
-    family_delete = Row(family=b"cf", qualifier=b"", ts=9, type="DeleteFamily", value=b"", pos=[2, 0])
-    delete = Row(target="/t", row_key=b"r1", new_cells=[family_delete], batch_ts_ms=200,
-                 old_puts=stored, old_tombstones=[], old_source_ts_ms=100)  # fmt: skip
-    [(_, _, exists, cells, puts, tombstones, source_ts, n, name, old_puts, _)] = list(
-        merge_hbase_rows([delete], 8, typed)
-    )
-    assert (exists, cells, puts, n, source_ts) == (False, {}, [], None, 200)
-    assert old_puts == stored
-    assert [t[3] for t in tombstones] == ["DeleteFamily"]
 
 
 def test_query_errors_show_the_sinks_own_error_not_the_wrappers() -> None:

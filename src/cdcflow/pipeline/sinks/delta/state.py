@@ -35,10 +35,10 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
-from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
     ArrayType,
@@ -58,12 +58,12 @@ from pyspark.sql.types import (
 
 from cdcflow.config.sinks import DeltaStateOptions, SinkOptions
 from cdcflow.errors import ConfigError, RetryableError
-from cdcflow.events.cells import RowCells, column_name
-from cdcflow.events.json_codec import CELL_TYPE_NAMES, CELL_TYPES, render_value
-from cdcflow.events.row_state import RowState, StateCell, merge
+from cdcflow.events.cells import RowCells
+from cdcflow.events.json_codec import render_value
 from cdcflow.pipeline import metrics
 from cdcflow.pipeline.envelope import newest_per_key
 from cdcflow.pipeline.sinks.base import Sink
+from cdcflow.pipeline.sinks.delta.state_sql import decode_value_sql, merged_state_sql, visible_cells_sql
 from cdcflow.pipeline.sinks.delta.tables import commit_conflict, ensure_table, refuse_old_layout
 from cdcflow.pipeline.sinks.naming import mapped_table
 
@@ -122,7 +122,7 @@ def hbase_state_schema(typed_columns: dict[str, str]) -> StructType:
     return StructType(fields)
 
 
-def _decode_typed(value: bytes, encoding: str) -> Any:
+def decode_typed(value: bytes, encoding: str) -> Any:
     """The value in the column's Spark type; null when the bytes do not fit the encoding."""
     if encoding == "base64":
         return value
@@ -135,49 +135,29 @@ def _decode_typed(value: bytes, encoding: str) -> Any:
     return None if isinstance(decoded, str) else decoded  # render_value's base64 fallback
 
 
-def _to_state_cells(rows: list[Row] | None) -> list[StateCell]:
-    return [
-        StateCell(
-            bytes(c["family"]),
-            bytes(c["qualifier"]),
-            c["ts"],
-            CELL_TYPES[c["type"]],
-            bytes(c["value"] or b""),
-            tuple(c["pos"]),
-        )
-        for c in rows or ()
-    ]
+def _state_columns(merged: str, stored: str | None, typed_columns: dict[str, str]) -> dict[str, str]:
+    """The MERGE's SQL for every state column, from the merged struct(puts, tombstones); `stored`
+    is the target's alias when updating (its source_ts_ms counts), None when inserting."""
+    cells = visible_cells_sql(f"({merged}).puts")
+    source_ts = f"greatest({stored}.source_ts_ms, s.batch_ts_ms)" if stored else "s.batch_ts_ms"
+    columns = {
+        "exists": f"size(({merged}).puts) > 0",
+        "cells": cells,
+        "puts": f"({merged}).puts",
+        "tombstones": f"({merged}).tombstones",
+        "source_ts_ms": source_ts,
+    }
+    for column, encoding in typed_columns.items():
+        value = f"try_element_at({cells}, '{_sql_string(column)}').value"
+        columns[f"`{typed_column_name(column)}`"] = decode_value_sql(value, encoding)
+    return columns
 
 
-def _cell_row(c: StateCell) -> tuple[Any, ...]:
-    return (c.family, c.qualifier, c.ts, CELL_TYPE_NAMES[c.type], c.value, list(c.pos))
+def _sql_string(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("'", "\\'")
 
 
-def merge_hbase_rows(
-    joined: Iterable[Row], retained_versions: int, typed_columns: dict[str, str]
-) -> Iterator[tuple[Any, ...]]:
-    """(table, row_key, new cells, batch source ts, stored state or nulls) → changed state rows only,
-    each with the stored state it was merged from (the MERGE's guard)."""
-    for r in joined:
-        old = RowState(_to_state_cells(r["old_puts"]), _to_state_cells(r["old_tombstones"]))
-        new = merge(old, _to_state_cells(r["new_cells"]), retained_versions)
-        source_ts = max(t for t in (r["old_source_ts_ms"], r["batch_ts_ms"]) if t is not None)
-        exists_before = r["old_puts"] is not None
-        if exists_before and new.puts == old.puts and new.tombstones == old.tombstones:
-            continue  # a replay, or changes HBase itself would ignore: nothing to write
-        newest = new.newest()
-        cells = {column_name(f, q): (c.value, c.ts, list(c.pos)) for (f, q), c in newest.items()}
-        typed = []
-        for column, encoding in typed_columns.items():
-            cell = next((c for (f, q), c in newest.items() if column_name(f, q) == column), None)
-            typed.append(None if cell is None else _decode_typed(cell.value, encoding))
-        yield (
-            r["target"], bytes(r["row_key"]), new.exists, cells, [_cell_row(c) for c in new.puts],
-            [_cell_row(c) for c in new.tombstones], source_ts, *typed, r["old_puts"], r["old_tombstones"],
-        )  # fmt: skip
-
-
-# How often a batch re-reads and re-merges a table whose rows another writer changed meanwhile.
+# How often a batch runs a table's MERGE again after another writer committed first.
 CONFLICT_RETRIES = 8
 
 
@@ -240,101 +220,66 @@ class DeltaStateSink(Sink):
             .persist()
         )
         try:
-            names = grouped.select("source", "db", "table").distinct().collect()
-            paths = {self._checked_path(spark, t["source"], t["db"], t["table"]) for t in names}
-            if not paths:
-                return
-            path_of = F.create_map(*[x for t in names for x in (
-                F.lit(f"{t['source']}/{t['db']}.{t['table']}"),
-                F.lit(self.table_path(t["source"], t["db"], t["table"])))])  # fmt: skip
-            targeted = grouped.select(
-                path_of[F.concat_ws("/", "source", F.concat_ws(".", "db", "table"))].alias("target"),
-                "row_key", "new_cells", "batch_ts_ms",
-            )  # fmt: skip
-            pending = sorted(paths)
-            for attempt in range(CONFLICT_RETRIES + 1):
-                pending = self._merge_hbase_tables(spark, targeted, pending)
-                if not pending:
-                    return
-                log.warning("sink %s: another writer changed rows of %s during the batch; merging again (%d)",
-                            self.name, ", ".join(pending), attempt + 1)  # fmt: skip
-                metrics.DELTA_CONFLICTS.labels(self.name).inc(len(pending))
-                time.sleep(min(5.0, 0.2 * 2**attempt))
-            raise RetryableError(f"sink {self.name}: {', '.join(pending)} kept changing under this batch "
-                                 f"({CONFLICT_RETRIES} merges lost the race); the batch will be retried")  # fmt: skip
+            tables = grouped.select("source", "db", "table").distinct().collect()
+            for t in tables:
+                path = self._checked_path(spark, t["source"], t["db"], t["table"])
+                batch = grouped.where(
+                    (F.col("source") == t["source"]) & (F.col("db") == t["db"]) & (F.col("table") == t["table"])
+                ).select("row_key", "new_cells", "batch_ts_ms")
+                self._merge_hbase_table(spark, path, batch)
         finally:
             grouped.unpersist()
 
-    def _merge_hbase_tables(self, spark: SparkSession, targeted: DataFrame, paths: list[str]) -> list[str]:
-        """One Python pass over the batch's rows of these tables, then one MERGE per table, each
-        guarded by the state it was merged from. Returns the tables another writer changed meanwhile."""
+    def _merge_hbase_table(self, spark: SparkSession, path: str, batch: DataFrame) -> None:
+        """One MERGE: Spark joins the batch with the stored rows and computes each row's new state
+        in SQL (`state_sql`). It reads and writes in one Delta transaction, so another writer's
+        commit in between makes Delta refuse ours, and the MERGE runs again on top of theirs."""
         schema = hbase_state_schema(self.opts.typed_columns)
-        targets = {p: ensure_table(spark, p, schema) for p in paths}
-        stored: DataFrame | None = None
-        for path, target in targets.items():
-            rows = target.toDF().select(
-                F.lit(path).alias("target"), "row_key", F.col("puts").alias("old_puts"),
-                F.col("tombstones").alias("old_tombstones"), F.col("source_ts_ms").alias("old_source_ts_ms"),
-            )  # fmt: skip
-            stored = rows if stored is None else stored.unionByName(rows)
-        assert stored is not None
-        keys = ["target", "row_key"]
-        batch = targeted.where(F.col("target").isin(paths))
-        current = stored.join(batch.select(*keys), keys, "left_semi")
-        joined = batch.join(current, keys, "left")
-        retained, typed = self.opts.kept_versions, self.opts.typed_columns
-        changed_rdd = joined.rdd.mapPartitions(lambda rows: merge_hbase_rows(rows, retained, typed))
-        with_guard = StructType([
-            StructField("target", StringType()), *schema.fields,
-            StructField("old_puts", ArrayType(STATE_CELL)), StructField("old_tombstones", ArrayType(STATE_CELL)),
-        ])  # fmt: skip
-        # Cut the lineage before writing: the merge input was read from the tables being written.
-        # (verifySchema off: the rows are built right above; checking each one in Python is slow)
-        started = time.perf_counter()
-        changed = spark.createDataFrame(changed_rdd, with_guard, verifySchema=False).localCheckpoint(eager=True)
-        merged_at = time.perf_counter()
-        counts = {r["target"]: r["n"] for r in changed.groupBy("target").agg(F.count("*").alias("n")).collect()}
-        lost: list[str] = []
-        for path, target in targets.items():
-            expected = counts.get(path, 0)
-            if not expected:
-                continue  # a replay: nothing changed, nothing to commit
-            source = changed.where(F.col("target") == path).drop("target")
-            self._before_commit(path)
+        kept, typed = self.opts.kept_versions, self.opts.typed_columns
+        # The merged state, once from the stored row (update) and once from nothing (insert).
+        update = _state_columns(merged_state_sql("t.puts", "t.tombstones", "s.new_cells", kept), "t", typed)
+        insert = _state_columns(
+            merged_state_sql("filter(s.new_cells, c -> false)", "NULL", "s.new_cells", kept), None, typed
+        )
+        changed = f"NOT ({update['puts']} <=> t.puts AND {update['tombstones']} <=> t.tombstones)"
+        for attempt in range(CONFLICT_RETRIES + 1):
+            target = ensure_table(spark, path, schema)
+            source = self._merge_source(path, batch)
+            started = time.perf_counter()
             try:
-                # The guard: a row is replaced only if it still holds the state it was merged from,
-                # and inserted only if it was absent then. Another writer's change in between makes
-                # the row match neither; the count below sees it and the table is merged again.
                 result = (
                     target.alias("t")
                     .merge(source.alias("s"), "t.row_key = s.row_key")
-                    .whenMatchedUpdate(
-                        condition="t.puts <=> s.old_puts AND t.tombstones <=> s.old_tombstones",
-                        set={f.name: f"s.`{f.name}`" for f in schema.fields},
-                    )
-                    .whenNotMatchedInsert(
-                        condition="s.old_puts IS NULL", values={f.name: f"s.`{f.name}`" for f in schema.fields}
-                    )
+                    # A replay (or changes HBase would ignore) leaves the row as it is.
+                    .whenMatchedUpdate(condition=changed, set=update)
+                    .whenNotMatchedInsert(values={"row_key": "s.row_key", **insert})
                     .execute()
                     .first()
                 )
             except Exception as exc:
-                if not commit_conflict(exc):
+                conflict = commit_conflict(exc)
+                if not conflict:
                     raise
-                log.info("sink %s: %s: Delta refused the commit (%s)", self.name, path, commit_conflict(exc))
-                lost.append(path)
+                if attempt == CONFLICT_RETRIES:
+                    raise RetryableError(
+                        f"sink {self.name}: {path} kept changing under this batch "
+                        f"({CONFLICT_RETRIES} merges lost the race); the batch will be retried"
+                    ) from exc
+                log.warning("sink %s: %s: another writer committed first (%s); merging again (%d)",
+                            self.name, path, conflict, attempt + 1)  # fmt: skip
+                metrics.DELTA_CONFLICTS.labels(self.name).inc()
+                time.sleep(min(5.0, 0.2 * 2**attempt))
                 continue
-            applied = int(result["num_updated_rows"]) + int(result["num_inserted_rows"]) if result else 0
-            if applied != expected:
-                lost.append(path)  # the other writer's rows are kept; ours are merged again on top
-        log.info("sink %s: state of %d rows merged in %.1f s, written in %.1f s", self.name, sum(counts.values()),
-                 merged_at - started, time.perf_counter() - merged_at)  # fmt: skip
-        changed.unpersist()
-        return lost
+            if result is not None:
+                log.info("sink %s: %s: %d rows updated, %d inserted in %.1f s", self.name, path,
+                         int(result["num_updated_rows"]), int(result["num_inserted_rows"]),
+                         time.perf_counter() - started)  # fmt: skip
+            return
 
-    def _before_commit(self, path: str) -> None:
-        """Between reading a table's state and committing the merge: where another writer's commit
-        can land (tests put one there, to force the guard's path)."""
+    def _merge_source(self, path: str, batch: DataFrame) -> DataFrame:
+        """The MERGE's source rows for one table (tests wrap it, to land another writer's commit
+        while the MERGE runs)."""
+        return batch
 
     # --- MySQL: per row, guarded by position ------------------------------------------------
     def _apply_mysql(self, events: DataFrame) -> None:
