@@ -38,7 +38,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
     ArrayType,
@@ -135,12 +135,12 @@ def decode_typed(value: bytes, encoding: str) -> Any:
     return None if isinstance(decoded, str) else decoded  # render_value's base64 fallback
 
 
-def _state_columns(merged: str, stored: str | None, typed_columns: dict[str, str]) -> dict[str, str]:
+def _state_columns(merged: str, stored: str | None, typed_columns: dict[str, str]) -> dict[str, str | Column]:
     """The MERGE's SQL for every state column, from the merged struct(puts, tombstones); `stored`
     is the target's alias when updating (its source_ts_ms counts), None when inserting."""
     cells = visible_cells_sql(f"({merged}).puts")
     source_ts = f"greatest({stored}.source_ts_ms, s.batch_ts_ms)" if stored else "s.batch_ts_ms"
-    columns = {
+    columns: dict[str, str | Column] = {
         "exists": f"size(({merged}).puts) > 0",
         "cells": cells,
         "puts": f"({merged}).puts",
