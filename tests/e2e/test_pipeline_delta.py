@@ -8,8 +8,6 @@ import struct
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql import functions as F
-
 from cdcflow.clients import kafka as k
 from cdcflow.clients.hbase import HBaseClient
 from cdcflow.config import SinkConfig
@@ -59,15 +57,10 @@ def test_delta_state_table_equals_the_hbase_source_version_by_version(
     assert table.where("cf_batch IS NOT NULL").count() == 40 - 5  # 5 rows had cf:batch deleted
     assert table.where("NOT exists").count() >= 1  # the whole-row delete left a tombstone row
 
-    # Replaying the whole topic from scratch changes no row: every row is already in that state.
-    before = sorted(map(str, table.collect()))
+    # Replaying the whole topic from scratch commits nothing: every row is already in that state.
     history = spark.sql(f"DESCRIBE HISTORY delta.`{path}`").count()
     assert Pipeline(cfg, context, tmp_path / "checkpoints-2").run(available_now=True)["state"] == "done"
-    replay = spark.sql(f"DESCRIBE HISTORY delta.`{path}`").orderBy(F.desc("version")).first()
-    assert replay is not None and replay["version"] == history  # one MERGE, ...
-    metrics = replay["operationMetrics"]
-    assert (metrics["numTargetRowsUpdated"], metrics["numTargetRowsInserted"]) == ("0", "0")  # ... that changed nothing
-    assert sorted(map(str, spark.read.format("delta").load(path).collect())) == before
+    assert spark.sql(f"DESCRIBE HISTORY delta.`{path}`").count() == history
 
 
 def mysql_event(db: str, table: str, op: str, key: int, pos: list[int], after: dict[str, Any] | None) -> bytes:

@@ -14,11 +14,13 @@ HBase-sourced tables (per cell; see `cdcflow.events.row_state` for the rules):
     source_ts_ms bigint     newest source time applied to the row
     <typed>     optional columns decoded from `cells` (option `typed_columns`)
 
-Each batch: group the events by row, read the current state of just those rows, merge in
-Python (pure, idempotent, independent of order and batch boundaries), and MERGE back only the
-rows that changed, each guarded by the state it was merged from: a row another writer changed
-meanwhile is not overwritten, the MERGE's counts show it, and the table is merged again. A
-replayed batch changes no row, so it commits nothing.
+Each batch: group the events by row, read the current state of just those rows, merge in Spark
+SQL (`state_sql`: the rules of `row_state`, checked against it; pure, idempotent, independent of
+order and batch boundaries), and MERGE back only the rows that changed, each guarded by the state
+it was merged from: a row another writer changed meanwhile is not overwritten, the MERGE's counts
+show it (or Delta refuses the commit), and the table is merged again. A replayed batch changes no
+row, so it commits nothing. The tables of a batch are merged side by side (a MERGE is mostly
+fixed cost).
 
 MySQL-sourced tables (per row, guarded by position):
 
@@ -36,9 +38,10 @@ import logging
 import re
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
     ArrayType,
@@ -135,22 +138,33 @@ def decode_typed(value: bytes, encoding: str) -> Any:
     return None if isinstance(decoded, str) else decoded  # render_value's base64 fallback
 
 
-def _state_columns(merged: str, stored: str | None, typed_columns: dict[str, str]) -> dict[str, str | Column]:
-    """The MERGE's SQL for every state column, from the merged struct(puts, tombstones); `stored`
-    is the target's alias when updating (its source_ts_ms counts), None when inserting."""
-    cells = visible_cells_sql(f"({merged}).puts")
-    source_ts = f"greatest({stored}.source_ts_ms, s.batch_ts_ms)" if stored else "s.batch_ts_ms"
-    columns: dict[str, str | Column] = {
-        "exists": f"size(({merged}).puts) > 0",
-        "cells": cells,
-        "puts": f"({merged}).puts",
-        "tombstones": f"({merged}).tombstones",
-        "source_ts_ms": source_ts,
-    }
-    for column, encoding in typed_columns.items():
-        value = f"try_element_at({cells}, '{_sql_string(column)}').value"
-        columns[f"`{typed_column_name(column)}`"] = decode_value_sql(value, encoding)
-    return columns
+def merged_rows(joined: DataFrame, retained_versions: int, typed_columns: dict[str, str]) -> DataFrame:
+    """(row_key, new_cells, batch_ts_ms, old_puts, old_tombstones, old_source_ts_ms) → every state
+    column, `changed`, and the stored state each row was merged from (the MERGE's guard).
+
+    Each step is its own projection that refers to the one before by column name, so the merge is
+    computed once per row (Spark does not inline an expensive expression into several places)."""
+    merged = joined.select(
+        "*", F.expr(merged_state_sql("old_puts", "old_tombstones", "new_cells", retained_versions)).alias("_m")
+    )
+    state = merged.select(
+        "row_key", "old_puts", "old_tombstones", F.col("_m.puts").alias("puts"),
+        F.col("_m.tombstones").alias("tombstones"),
+        F.greatest("old_source_ts_ms", "batch_ts_ms").alias("source_ts_ms"),
+    )  # fmt: skip
+    state = state.select(
+        "*",
+        (F.size("puts") > 0).alias("exists"),
+        F.expr(visible_cells_sql("puts")).alias("cells"),
+        F.expr("old_puts IS NULL OR NOT (puts <=> old_puts AND tombstones <=> old_tombstones)").alias("changed"),
+    )
+    typed = [
+        F.expr(decode_value_sql(f"try_element_at(cells, '{_sql_string(column)}').value", encoding)).alias(
+            typed_column_name(column)
+        )
+        for column, encoding in typed_columns.items()
+    ]
+    return state.select("*", *typed)
 
 
 def _sql_string(text: str) -> str:
@@ -159,6 +173,8 @@ def _sql_string(text: str) -> str:
 
 # How often a batch runs a table's MERGE again after another writer committed first.
 CONFLICT_RETRIES = 8
+# Tables of one batch merged at the same time.
+MERGE_THREADS = 4
 
 
 class DeltaStateSink(Sink):
@@ -221,60 +237,72 @@ class DeltaStateSink(Sink):
         )
         try:
             tables = grouped.select("source", "db", "table").distinct().collect()
-            for t in tables:
-                path = self._checked_path(spark, t["source"], t["db"], t["table"])
-                batch = grouped.where(
+            batches = {
+                self._checked_path(spark, t["source"], t["db"], t["table"]): grouped.where(
                     (F.col("source") == t["source"]) & (F.col("db") == t["db"]) & (F.col("table") == t["table"])
                 ).select("row_key", "new_cells", "batch_ts_ms")
-                self._merge_hbase_table(spark, path, batch)
+                for t in tables
+            }
+            # One MERGE per table; most of a MERGE's time is fixed cost (planning, reading the Delta
+            # log, scheduling), so the tables of a batch are merged side by side.
+            with ThreadPoolExecutor(max_workers=min(MERGE_THREADS, len(batches) or 1)) as pool:
+                for done in [pool.submit(self._merge_hbase_table, spark, p, b) for p, b in batches.items()]:
+                    done.result()
         finally:
             grouped.unpersist()
 
     def _merge_hbase_table(self, spark: SparkSession, path: str, batch: DataFrame) -> None:
-        """One MERGE: Spark joins the batch with the stored rows and computes each row's new state
-        in SQL (`state_sql`). It reads and writes in one Delta transaction, so another writer's
-        commit in between makes Delta refuse ours, and the MERGE runs again on top of theirs."""
+        """Read the stored state of the batch's rows, merge in Spark SQL (`state_sql`), and MERGE
+        back the rows that changed, each guarded by the state it was merged from: a row another
+        writer changed meanwhile is not overwritten, the MERGE's counts show it, and the table is
+        read and merged again (as when Delta refuses the commit for a conflict)."""
         schema = hbase_state_schema(self.opts.typed_columns)
-        kept, typed = self.opts.kept_versions, self.opts.typed_columns
-        # The merged state, once from the stored row (update) and once from nothing (insert).
-        update = _state_columns(merged_state_sql("t.puts", "t.tombstones", "s.new_cells", kept), "t", typed)
-        insert = _state_columns(
-            merged_state_sql("filter(s.new_cells, c -> false)", "NULL", "s.new_cells", kept), None, typed
-        )
-        changed = f"NOT ({update['puts']} <=> t.puts AND {update['tombstones']} <=> t.tombstones)"
+        columns = [f.name for f in schema.fields]
         for attempt in range(CONFLICT_RETRIES + 1):
             target = ensure_table(spark, path, schema)
-            source = self._merge_source(path, batch)
+            stored = target.toDF().select(
+                "row_key", F.col("puts").alias("old_puts"), F.col("tombstones").alias("old_tombstones"),
+                F.col("source_ts_ms").alias("old_source_ts_ms"),
+            )  # fmt: skip
+            joined = batch.join(stored.join(batch.select("row_key"), "row_key", "left_semi"), "row_key", "left")
+            merged = merged_rows(joined, self.opts.kept_versions, self.opts.typed_columns).persist()
             started = time.perf_counter()
             try:
-                result = (
-                    target.alias("t")
-                    .merge(source.alias("s"), "t.row_key = s.row_key")
-                    # A replay (or changes HBase would ignore) leaves the row as it is.
-                    .whenMatchedUpdate(condition=changed, set=update)
-                    .whenNotMatchedInsert(values={"row_key": "s.row_key", **insert})
-                    .execute()
-                    .first()
-                )
-            except Exception as exc:
-                conflict = commit_conflict(exc)
-                if not conflict:
-                    raise
-                if attempt == CONFLICT_RETRIES:
-                    raise RetryableError(
-                        f"sink {self.name}: {path} kept changing under this batch "
-                        f"({CONFLICT_RETRIES} merges lost the race); the batch will be retried"
-                    ) from exc
-                log.warning("sink %s: %s: another writer committed first (%s); merging again (%d)",
-                            self.name, path, conflict, attempt + 1)  # fmt: skip
-                metrics.DELTA_CONFLICTS.labels(self.name).inc()
-                time.sleep(min(5.0, 0.2 * 2**attempt))
-                continue
-            if result is not None:
-                log.info("sink %s: %s: %d rows updated, %d inserted in %.1f s", self.name, path,
-                         int(result["num_updated_rows"]), int(result["num_inserted_rows"]),
-                         time.perf_counter() - started)  # fmt: skip
-            return
+                expected = merged.where("changed").count()
+                if not expected:
+                    return  # a replay, or changes HBase itself would ignore: nothing to write
+                source = self._merge_source(path, merged.where("changed"))
+                try:
+                    result = (
+                        target.alias("t")
+                        .merge(source.alias("s"), "t.row_key = s.row_key")
+                        .whenMatchedUpdate(
+                            condition="t.puts <=> s.old_puts AND t.tombstones <=> s.old_tombstones",
+                            set={c: f"s.`{c}`" for c in columns},
+                        )
+                        .whenNotMatchedInsert(condition="s.old_puts IS NULL", values={c: f"s.`{c}`" for c in columns})
+                        .execute()
+                        .first()
+                    )
+                    applied = int(result["num_updated_rows"]) + int(result["num_inserted_rows"]) if result else 0
+                    conflict = None if applied == expected else f"{expected - applied} rows changed meanwhile"
+                except Exception as exc:
+                    conflict = commit_conflict(exc)
+                    if not conflict:
+                        raise
+            finally:
+                merged.unpersist()
+            log.info("sink %s: %s: %d rows merged in %.1f s", self.name, path, expected, time.perf_counter() - started)
+            if not conflict:
+                return
+            log.warning("sink %s: %s: another writer committed first (%s); merging again (%d)",
+                        self.name, path, conflict, attempt + 1)  # fmt: skip
+            metrics.DELTA_CONFLICTS.labels(self.name).inc()
+            time.sleep(min(5.0, 0.2 * 2**attempt))
+        raise RetryableError(
+            f"sink {self.name}: {path} kept changing under this batch "
+            f"({CONFLICT_RETRIES} merges lost the race); the batch will be retried"
+        )
 
     def _merge_source(self, path: str, batch: DataFrame) -> DataFrame:
         """The MERGE's source rows for one table (tests wrap it, to land another writer's commit
