@@ -100,9 +100,10 @@ def test_delta_state_equals_hbase_for_any_batching_shuffled_and_duplicated(
 
 
 def events_frame(spark: SparkSession, values: list[bytes]) -> DataFrame:
-    """Change events as the pipeline hands them to a sink (parsed, deduplicated)."""
+    """Change events as the pipeline hands them to a sink (parsed, deduplicated), each keyed in
+    Kafka by its change key as the captures key them."""
     raw = spark.createDataFrame(
-        [("t", 0, i, None, v) for i, v in enumerate(values)],
+        [("t", 0, i, json.dumps(json.loads(v)["key"]).encode(), v) for i, v in enumerate(values)],
         "topic string, partition int, offset long, key binary, value binary",
     )
     events, _dead = split(raw)

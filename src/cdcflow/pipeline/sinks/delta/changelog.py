@@ -11,6 +11,12 @@ Why MERGE rather than a blind append with txnAppId/txnVersion: Delta's transacti
 *replayed batch* idempotent, but at-least-once capture can deliver the same change in two
 different batches (a peer restarted before HBase saw its acknowledgement). Matching on the
 event identity absorbs both.
+
+The join is bounded by time, so its cost does not grow with the history: a duplicate carries the
+source time of the change it repeats, so the MERGE only needs the stored rows whose
+`source_ts_ms` lies within the batch's range, and Delta skips every file whose min/max statistics
+lie outside it (streaming writes files in time order). A batch with a change that has no source
+time falls back to the whole table.
 """
 
 from __future__ import annotations
@@ -51,15 +57,27 @@ class DeltaChangelogSink(Sink):
             F.lit(batch_id).alias("batch_id"),
         )
         target = ensure_table(spark, self._path(), rows.schema)
+        identity = (
+            "t.event_key = s.event_key AND t.region = s.region AND t.pos = s.pos "
+            "AND t.db = s.db AND t.table = s.table AND t.connector = s.connector "
+            "AND t.source_name <=> s.source_name AND t.cluster_id <=> s.cluster_id"
+        )
         (
             target.alias("t")
-            .merge(
-                rows.alias("s"),
-                "t.event_key = s.event_key AND t.region = s.region AND t.pos = s.pos "
-                "AND t.db = s.db AND t.table = s.table AND t.connector = s.connector "
-                "AND t.source_name <=> s.source_name AND t.cluster_id <=> s.cluster_id",
-            )
+            .merge(rows.alias("s"), f"{time_bound(rows)}{identity}")
             .withSchemaEvolution()
             .whenNotMatchedInsertAll()
             .execute()
         )
+
+
+def time_bound(rows: DataFrame) -> str:
+    """A condition on the stored rows alone (Delta prunes files with it): their source time within
+    the batch's. Empty when some change of the batch has no source time."""
+    bounds = rows.agg(
+        F.min("source_ts_ms").alias("lo"), F.max("source_ts_ms").alias("hi"),
+        F.count_if(F.col("source_ts_ms").isNull()).alias("untimed"),
+    ).first()  # fmt: skip
+    if bounds is None or bounds["untimed"] or bounds["lo"] is None:
+        return ""
+    return f"t.source_ts_ms BETWEEN {int(bounds['lo'])} AND {int(bounds['hi'])} AND "
