@@ -207,8 +207,12 @@ class DeltaStateSink(Sink):
         return path
 
     def apply_batch(self, events: DataFrame, batch_id: int) -> None:
-        self._apply_hbase(events.where(F.col("source.connector") == "hbase"))
-        self._apply_mysql(events.where(F.col("source.connector") == "mysql"))
+        # Each path costs Spark jobs even when it has nothing to do; run only those with events.
+        connectors = {r[0] for r in events.select("source.connector").distinct().collect()}
+        if "hbase" in connectors:
+            self._apply_hbase(events.where(F.col("source.connector") == "hbase"))
+        if "mysql" in connectors:
+            self._apply_mysql(events.where(F.col("source.connector") == "mysql"))
 
     # --- HBase: per cell -------------------------------------------------------------------
     def _apply_hbase(self, events: DataFrame) -> None:
