@@ -69,7 +69,9 @@ def _stack(home: Path | None) -> Stack:
 @click.argument("components", nargs=-1, type=click.Choice(COMPONENTS))
 @_home_option
 def stack_up(components: tuple[str, ...], home: Path | None) -> None:
-    """Start COMPONENTS (default: all) and wait until each answers; already running ones are kept."""
+    """Start COMPONENTS (default: all but spark) and wait until each answers; running ones are kept.
+
+    `spark` is a standalone cluster (a master and two workers) for `cdcflow pipeline submit`."""
     print_status(_stack(home).up(components or None))
 
 

@@ -17,7 +17,10 @@ from cdcflow.events.json_codec import VALUE_ENCODINGS
 
 ENV_PREFIX = "CDCFLOW__"
 # The local stack's components in start order (`down` stops in reverse); cdcflow.stack runs one service each.
-COMPONENTS: tuple[str, ...] = ("mariadb", "kafka", "hbase", "phoenix")
+COMPONENTS: tuple[str, ...] = ("mariadb", "kafka", "hbase", "phoenix", "spark")
+# What `stack up` and `cdcflow run` start unless told otherwise; the Spark standalone cluster is
+# for `pipeline submit` against a cluster (the embedded pipeline runs Spark in-process).
+DEFAULT_COMPONENTS: tuple[str, ...] = ("mariadb", "kafka", "hbase", "phoenix")
 DEAD_LETTER_QUERY = "dead-letters"  # the pipeline's query (and checkpoint folder) for malformed records
 
 
@@ -29,7 +32,7 @@ class StackConfig(_Strict):
     """The local stack `cdcflow run` starts (the embedded default)."""
 
     home: Path | None = None
-    components: tuple[str, ...] = COMPONENTS
+    components: tuple[str, ...] = DEFAULT_COMPONENTS
 
     @field_validator("components")
     @classmethod

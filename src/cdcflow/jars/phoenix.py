@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import logging
+import os
 import shutil
 import subprocess
 import tempfile
@@ -52,10 +53,19 @@ def client_jars() -> list[Path]:
 
 
 def _pyspark_jars() -> Path:
+    """Spark's own jars, to compile against. Under spark-submit the `pyspark` module comes from
+    $SPARK_HOME/python/lib/pyspark.zip, which holds no jars: SPARK_HOME's folder is used then."""
     spec = importlib.util.find_spec("pyspark")  # located, not imported: only pipeline/ imports pyspark
-    if spec is None or not spec.origin:
-        raise StackError("pyspark is not installed; it is needed to build cdcflow's Phoenix helper jar")
-    return Path(spec.origin).parent / "jars"
+    candidates = [Path(spec.origin).parent / "jars"] if spec is not None and spec.origin else []
+    if os.environ.get("SPARK_HOME"):
+        candidates.append(Path(os.environ["SPARK_HOME"]) / "jars")
+    for folder in candidates:
+        if any(folder.glob("spark-sql_*.jar")):
+            return folder
+    raise StackError(
+        f"no Spark jars found (looked in {', '.join(map(str, candidates)) or 'nothing: pyspark is not installed'}); "
+        "they are needed to build cdcflow's Phoenix helper jar"
+    )
 
 
 def helper_jar() -> Path:

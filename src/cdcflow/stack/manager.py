@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cdcflow.config.model import COMPONENTS
+from cdcflow.config.model import COMPONENTS, DEFAULT_COMPONENTS
 from cdcflow.errors import CdcflowError, StackError
 from cdcflow.stack import ports, process, state_file
 from cdcflow.stack.hbase import HBaseService
@@ -17,6 +17,7 @@ from cdcflow.stack.kafka import KafkaService
 from cdcflow.stack.mariadb import MariaDBService
 from cdcflow.stack.phoenix import PhoenixService
 from cdcflow.stack.service import Service
+from cdcflow.stack.spark import SparkService
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +28,7 @@ def make_service(name: str) -> Service:
         "hbase": HBaseService,
         "mariadb": MariaDBService,
         "phoenix": PhoenixService,
+        "spark": SparkService,
     }
     if name not in factories:
         raise StackError(f"unknown component {name!r}; choose from {', '.join(COMPONENTS)}")
@@ -48,8 +50,10 @@ class Stack:
     def __init__(self, home: Path) -> None:
         self.home = home.resolve()
 
-    def _names(self, names: Sequence[str] | None, with_hosts: bool = False) -> list[str]:
-        wanted = list(names) if names else list(COMPONENTS)
+    def _names(
+        self, names: Sequence[str] | None, with_hosts: bool = False, default: Sequence[str] = DEFAULT_COMPONENTS
+    ) -> list[str]:
+        wanted = list(names) if names else list(default)
         for n in list(wanted):
             host = make_service(n).runs_in  # also validates the name
             if with_hosts and host and host not in wanted:
@@ -113,7 +117,7 @@ class Stack:
 
     def down(self, names: Sequence[str] | None = None) -> list[str]:
         """Stop the named services (default: all). Returns the names that were running."""
-        chosen = self._names(names)
+        chosen = self._names(names, default=COMPONENTS)
         current = state_file.load(self.home)
         stopped = []
         for name in reversed(chosen):
@@ -134,7 +138,8 @@ class Stack:
     def status(self, names: Sequence[str] | None = None) -> list[ServiceStatus]:
         current = state_file.load(self.home)
         out = []
-        for name in self._names(names):
+        # The default components, and any other one this stack has started before.
+        for name in self._names(names, default=[*DEFAULT_COMPONENTS, *current]):
             st = current.get(name)
             if st is None or st.pid is None:
                 out.append(ServiceStatus(name, False, False, "not running", None, {}, str(self.log_path(name))))
