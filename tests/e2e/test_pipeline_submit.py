@@ -67,12 +67,15 @@ def test_every_sink_runs_unchanged_on_a_standalone_cluster(
     config.write_text(yaml.safe_dump(cfg))
     cli = [sys.executable, "-m", "cdcflow.cli.main", "pipeline", "submit", "--config", str(config), "--available-now",
            "--master", cluster["master_url"]]  # fmt: skip
+    # spark-submit's own options after "--": as many shuffle partitions as the cluster has cores
+    # (Spark's default of 200 makes every small batch schedule 200 tasks per shuffle)
+    spark_args = ["--", "--conf", "spark.sql.shuffle.partitions=2"]
 
-    dry = subprocess.run([*cli, "--dry-run"], capture_output=True, text=True, check=True)
+    dry = subprocess.run([*cli, "--dry-run", *spark_args], capture_output=True, text=True, check=True)
     assert "spark-submit" in dry.stdout and "--jars" in dry.stdout and "cli/spark_app.py" in dry.stdout
-    assert cluster["master_url"] in dry.stdout
+    assert cluster["master_url"] in dry.stdout and "spark.sql.shuffle.partitions=2" in dry.stdout
 
-    run = subprocess.run(cli, capture_output=True, text=True, timeout=900, check=False)
+    run = subprocess.run([*cli, *spark_args], capture_output=True, text=True, timeout=900, check=False)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     states = dict(line.split(None, 1) for line in run.stdout.splitlines() if len(line.split(None, 1)) == 2)
     for sink in ("copy", "state", "changelog", "files", "phoenix"):
