@@ -19,16 +19,30 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StructField, StructType
 
 from cdcflow.events.cells import CellType, column_name
-from cdcflow.events.json_codec import CELL_TYPE_NAMES, CELL_TYPES
+from cdcflow.events.json_codec import CELL_TYPE_NAMES, CELL_TYPES, render_value
 from cdcflow.events.row_state import RowState, StateCell, merge
 from cdcflow.pipeline.session import build_session
-from cdcflow.pipeline.sinks.delta.state import STATE_CELL, decode_typed
+from cdcflow.pipeline.sinks.delta.state import STATE_CELL
 from cdcflow.pipeline.sinks.delta.state_sql import (
     column_name_sql,
     decode_value_sql,
     merged_state_sql,
     visible_cells_sql,
 )
+
+
+def decode_typed(value: bytes, encoding: str) -> Any:
+    """The reference for `decode_value_sql`: the value in the column's Spark type, None when the
+    bytes do not fit the encoding (as `render_value` decides)."""
+    if encoding == "base64":
+        return value
+    if encoding == "utf8":
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    decoded = render_value(value, encoding)
+    return None if isinstance(decoded, str) else decoded  # render_value's base64 fallback
 
 
 @pytest.fixture(scope="module")

@@ -62,7 +62,6 @@ from pyspark.sql.types import (
 from cdcflow.config.sinks import DeltaStateOptions, SinkOptions
 from cdcflow.errors import ConfigError, RetryableError
 from cdcflow.events.cells import RowCells
-from cdcflow.events.json_codec import render_value
 from cdcflow.pipeline import metrics
 from cdcflow.pipeline.envelope import newest_per_key
 from cdcflow.pipeline.sinks.base import Sink
@@ -123,19 +122,6 @@ def hbase_state_schema(typed_columns: dict[str, str]) -> StructType:
     ]
     fields += [StructField(typed_column_name(c), TYPED[enc]) for c, enc in typed_columns.items()]
     return StructType(fields)
-
-
-def decode_typed(value: bytes, encoding: str) -> Any:
-    """The value in the column's Spark type; null when the bytes do not fit the encoding."""
-    if encoding == "base64":
-        return value
-    if encoding == "utf8":
-        try:
-            return value.decode("utf-8")
-        except UnicodeDecodeError:
-            return None
-    decoded = render_value(value, encoding)
-    return None if isinstance(decoded, str) else decoded  # render_value's base64 fallback
 
 
 def merged_rows(joined: DataFrame, retained_versions: int, typed_columns: dict[str, str]) -> DataFrame:
