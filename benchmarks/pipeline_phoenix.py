@@ -113,7 +113,7 @@ def main() -> None:
     for name, sink in sinks.items():
         cfg = PipelineConfig(topics=topic.replace(".", "\\."), max_offsets_per_trigger=args.max_offsets, sinks=(sink,))
         started = time.perf_counter()
-        result = Pipeline(cfg, context, workdir / "checkpoints").run(available_now=True, dead_letters=False)
+        result = Pipeline(cfg, context, workdir / "checkpoints").run(available_now=True)
         assert result[name] == "done", result
         results.append((f"sink {name}", time.perf_counter() - started))
 

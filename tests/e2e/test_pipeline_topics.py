@@ -3,6 +3,7 @@ read `pipeline.topics`, and malformed records on any of them reach the dead-lett
 
 from __future__ import annotations
 
+import base64
 import json
 import uuid
 from pathlib import Path
@@ -15,7 +16,7 @@ from cdcflow.config import PipelineConfig, SinkConfig
 from cdcflow.errors import ConfigError
 from cdcflow.events import oversize
 from cdcflow.events.json_codec import SCHEMA_ID, decode, encode
-from cdcflow.pipeline.runner import DEAD_LETTER_QUERY, Pipeline
+from cdcflow.pipeline.runner import Pipeline, read_progress
 
 
 def mysql_event(db: str, table: str, id_: int) -> bytes:
@@ -35,7 +36,8 @@ def test_a_sink_reads_only_its_own_topics_and_dead_letters_cover_all(kafka: dict
     main_topic, own_topic = f"{prefix}.main.t", f"{prefix}.own.t"
     for topic in (main_topic, own_topic):
         k.create_topic(bootstrap, topic, partitions=1)
-    k.produce_sync(bootstrap, main_topic, [(b"k", mysql_event("main", "t", i)) for i in range(3)])
+    main = [(b"k", mysql_event("main", "t", i)) for i in range(3)] + [(b"bad", b"[1, 2]")]
+    k.produce_sync(bootstrap, main_topic, main)
     own = [(b"k", mysql_event("own", "t", i)) for i in range(2)] + [(b"bad", b"\x00 not json")]
     big = decode(
         mysql_event("own", "t", 9).replace(b'"after": {"id": 9}', b'"after": {"id": 9, "blob": "' + b"x" * 5000 + b'"}')
@@ -50,22 +52,33 @@ def test_a_sink_reads_only_its_own_topics_and_dead_letters_cover_all(kafka: dict
             SinkConfig(name="default_topics", type="parquet", options={"path": str(tmp_path / "default")}),
             SinkConfig(name="own_topics", type="parquet", topics=f"{prefix}\\.own\\..*",
                        options={"path": str(tmp_path / "own")}),
+            # reads both topics after the others: writes no dead letter of its own
+            SinkConfig(name="all_topics", type="parquet", topics=f"{prefix}\\..*",
+                       options={"path": str(tmp_path / "all")}),
         ),
     )  # fmt: skip
     pipeline = Pipeline(cfg, {"bootstrap_servers": bootstrap, "zk_quorum": "unused"}, tmp_path / "checkpoints")
     result = pipeline.run(available_now=True)
-    assert result == {"default_topics": "done", "own_topics": "done", DEAD_LETTER_QUERY: "done"}
+    assert result == {"default_topics": "done", "own_topics": "done", "all_topics": "done"}
 
     assert pipeline.spark is not None
     read = pipeline.spark.read.parquet
     assert sorted(r["db"] for r in read(str(tmp_path / "default")).select("source.db").collect()) == ["main"] * 3
     assert sorted(r["db"] for r in read(str(tmp_path / "own")).select("source.db").collect()) == ["own"] * 2
-    letters = [json.loads(r.value or b"{}") for r in k.consume(bootstrap, f"{prefix}-dead", expected=2, timeout_s=60)]
-    assert sorted((d["topic"], d["error"]) for d in letters) == [
-        (own_topic, "not a JSON object"),
-        (own_topic, f"oversize change: values left out here, the whole event is in topic {prefix}-oversize under "
-                    "key db1/own.t/1.109.0/c"),
+    assert read(str(tmp_path / "all")).count() == 5
+    # Each malformed record once, written by the first sink that reads its topic.
+    letters = [json.loads(r.value or b"{}") for r in k.consume(bootstrap, f"{prefix}-dead", expected=3, timeout_s=60)]
+    assert sorted((d["topic"], d["sink"], d["error"]) for d in letters) == [
+        (main_topic, "default_topics", "not a JSON object"),
+        (own_topic, "own_topics", "not a JSON object"),
+        (own_topic, "own_topics", f"oversize change: values left out here, the whole event is in topic "
+                                  f"{prefix}-oversize under key db1/own.t/1.109.0/c"),
     ]  # fmt: skip
+    assert sum(k.end_offsets(bootstrap, f"{prefix}-dead").values()) == 3  # no copies from the other sinks
+    assert base64.b64decode(min(letters, key=lambda d: d["topic"])["raw_base64"]) == b"[1, 2]"
+    progress = read_progress(tmp_path / "checkpoints")
+    assert {name: doc.get("dead_letters") for name, doc in progress.items()} == {
+        "default_topics": 1, "own_topics": 2, "all_topics": 0}  # fmt: skip
 
     # Narrowing a sink's pattern on the same checkpoint: refused up front with the way out, not
     # Spark's "Some data may have been lost" on every start.
@@ -116,7 +129,7 @@ def test_topics_created_during_available_now_end_the_run_done_with_nothing_lost(
     finally:
         stop.set()
         creator.join()
-    assert result == {"changes": "done", DEAD_LETTER_QUERY: "done"}, caplog.text[-3000:]
+    assert result == {"changes": "done"}, caplog.text[-3000:]
     assert pipeline.spark is not None
     counts = {r["db"]: r["count"] for r in
               pipeline.spark.read.parquet(str(tmp_path / "out")).groupBy("source.db").count().collect()}  # fmt: skip
@@ -127,7 +140,7 @@ def test_topics_created_during_available_now_end_the_run_done_with_nothing_lost(
     # so the earlier run's batch_id=0.. folders are kept, not overwritten.
     (tmp_path / "checkpoints").rename(tmp_path / "checkpoints-old")
     again = Pipeline(cfg, {"bootstrap_servers": bootstrap, "zk_quorum": "unused"}, tmp_path / "checkpoints")
-    assert again.run(available_now=True, dead_letters=False) == {"changes": "done"}
+    assert again.run(available_now=True) == {"changes": "done"}
     assert len(list((tmp_path / "out").glob("query=*"))) == 2
     total = pipeline.spark.read.parquet(str(tmp_path / "out")).where("source.db = 'a'").count()
     assert total == 2 * 500  # both runs' rows: nothing overwritten

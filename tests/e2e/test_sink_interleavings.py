@@ -27,8 +27,8 @@ from cdcflow.events.cells import Cell, CellType
 from cdcflow.events.json_codec import SCHEMA_ID, encode
 from cdcflow.events.model import ChangeEvent, Op, SourceInfo
 from cdcflow.pipeline import metrics
-from cdcflow.pipeline.envelope import dedupe, split
-from cdcflow.pipeline.runner import DEAD_LETTER_QUERY, Pipeline
+from cdcflow.pipeline.envelope import dedupe, events_of, parse
+from cdcflow.pipeline.runner import Pipeline
 from cdcflow.pipeline.session import build_session
 from cdcflow.pipeline.sinks.delta.state import DeltaStateSink, hbase_state_rows
 from cdcflow.pipeline.sinks.hbase.mutations import cell_mutations
@@ -87,7 +87,7 @@ def test_delta_state_equals_hbase_for_any_batching_shuffled_and_duplicated(
     )  # fmt: skip
     pipeline = Pipeline(cfg, {"bootstrap_servers": kafka["bootstrap_servers"], "zk_quorum": "unused"},
                         tmp_path / "checkpoints")  # fmt: skip
-    assert pipeline.run(available_now=True, dead_letters=False)["state"] == "done"
+    assert pipeline.run(available_now=True)["state"] == "done"
     assert pipeline.spark is not None
     path = str(root / "rb" / "default" / name)
     batches = pipeline.spark.sql(f"DESCRIBE HISTORY delta.`{path}`").count()
@@ -106,7 +106,7 @@ def events_frame(spark: SparkSession, values: list[bytes]) -> DataFrame:
         [("t", 0, i, json.dumps(json.loads(v)["key"]).encode(), v) for i, v in enumerate(values)],
         "topic string, partition int, offset long, key binary, value binary",
     )
-    events, _dead = split(raw)
+    events = events_of(parse(raw))
     return dedupe(events)
 
 
@@ -235,7 +235,7 @@ def test_two_sources_with_the_same_table_stay_apart(kafka: dict[str, Any], phoen
     context = {"bootstrap_servers": bootstrap, "zk_quorum": "unused"}
     pipeline = Pipeline(cfg, context, tmp_path / "checkpoints")
     assert pipeline.run(available_now=True, max_failures=1) == {
-        "state": "done", "changelog": "done", "phoenix": "done", DEAD_LETTER_QUERY: "done"}  # fmt: skip
+        "state": "done", "changelog": "done", "phoenix": "done"}  # fmt: skip
     spark = pipeline.spark
     assert spark is not None
     for source in ("east", "west"):
@@ -282,7 +282,7 @@ def test_a_second_pipeline_over_the_same_phoenix_table_is_refused(
     first = Pipeline(config("first"), context, tmp_path / "first")
     stop = threading.Event()
     outcome: dict[str, str] = {}
-    thread = threading.Thread(target=lambda: outcome.update(first.run(stop=stop, dead_letters=False)))
+    thread = threading.Thread(target=lambda: outcome.update(first.run(stop=stop)))
     thread.start()
     try:
         deadline = time.monotonic() + 120
@@ -295,12 +295,12 @@ def test_a_second_pipeline_over_the_same_phoenix_table_is_refused(
                     pass
                 time.sleep(1)
         second = Pipeline(config("second"), context, tmp_path / "second")
-        result = second.run(available_now=True, max_failures=1, dead_letters=False)
+        result = second.run(available_now=True, max_failures=1)
         assert result["second"].startswith("failed") and "is already written by sink 'first'" in result["second"]
     finally:
         stop.set()
         thread.join(120)
     assert outcome == {"first": "done"}
     # the first has stopped (and released its lease): the second may write now
-    result = Pipeline(config("second"), context, tmp_path / "second").run(available_now=True, dead_letters=False)
+    result = Pipeline(config("second"), context, tmp_path / "second").run(available_now=True)
     assert result == {"second": "done"}

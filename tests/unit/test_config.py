@@ -35,7 +35,6 @@ def test_env_overrides_file(tmp_path: Path) -> None:
             "pipeline:\n  sinks: [{name: a, type: console}, {name: a, type: parquet, options: {path: /x}}]\n",
             "must be unique",
         ),
-        ("pipeline:\n  sinks: [{name: dead-letters, type: console}]\n", "dead-letter query's name"),
         ("pipeline:\n  topics: '.*'\n", "matches the dead-letter topic"),
         ("pipeline:\n  sinks: [{name: a, type: console, topics: 'cdcflow-dead.*'}]\n", "dead letters would be"),
         ("pipeline:\n  sinks: [{name: d, type: delta, options: {max_version: 3}}]\n", "max_version"),
@@ -53,17 +52,18 @@ def test_missing_file(tmp_path: Path) -> None:
         load_config(tmp_path / "nope.yaml", environ={})
 
 
-def test_dead_letter_query_reads_every_sinks_topics(tmp_path: Path) -> None:
-    from cdcflow.pipeline.runner import dead_letter_pattern
+def test_each_malformed_record_is_dead_lettered_by_the_first_sink_that_reads_its_topic(tmp_path: Path) -> None:
+    from cdcflow.pipeline.runner import owned_topics
 
     path = tmp_path / "c.yaml"
     path.write_text(
         "pipeline:\n  topics: 'a\\..*'\n  sinks:\n    - {name: one, type: console}\n"
-        "    - {name: two, type: console, topics: 'b\\..*'}\n"
+        "    - {name: two, type: console, topics: 'b\\..*|a\\.x'}\n    - {name: three, type: console}\n"
     )
-    pattern = dead_letter_pattern(load_config(path, environ={}).pipeline)
-    assert pattern == r"(?:a\..*)|(?:b\..*)"
-    matched = [t for t in ("a.x", "b.y", "c.z", "ab.x") if re.fullmatch(pattern, t)]
-    assert matched == ["a.x", "b.y"]
-    only_default = load_config(BUNDLED, environ={}).pipeline.model_copy(update={"sinks": ()})
-    assert dead_letter_pattern(only_default) == only_default.topics
+    cfg = load_config(path, environ={}).pipeline
+    patterns = [s.topics or cfg.topics for s in cfg.sinks]
+    owned = [owned_topics(p, tuple(patterns[:i])) for i, p in enumerate(patterns)]
+    topics = ("a.x", "a.y", "b.y", "c.z", "ab.x", "b")
+    writers = {t: [i for i, o in enumerate(owned) if re.fullmatch(o, t)] for t in topics}
+    # a topic some sink reads: exactly one writer, the first sink reading it; others: none
+    assert writers == {"a.x": [0], "a.y": [0], "b.y": [1], "c.z": [], "ab.x": [], "b": []}

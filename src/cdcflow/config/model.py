@@ -21,7 +21,6 @@ COMPONENTS: tuple[str, ...] = ("mariadb", "kafka", "hbase", "phoenix", "spark")
 # What `stack up` and `cdcflow run` start unless told otherwise; the Spark standalone cluster is
 # for `pipeline submit` against a cluster (the embedded pipeline runs Spark in-process).
 DEFAULT_COMPONENTS: tuple[str, ...] = ("mariadb", "kafka", "hbase", "phoenix")
-DEAD_LETTER_QUERY = "dead-letters"  # the pipeline's query (and checkpoint folder) for malformed records
 
 
 class _Strict(BaseModel):
@@ -277,8 +276,6 @@ class PipelineConfig(_Strict):
         twice = sorted({n for n in names if names.count(n) > 1})
         if twice:
             raise ValueError(f"sink names must be unique (each has its own checkpoint): {', '.join(twice)}")
-        if DEAD_LETTER_QUERY in names:
-            raise ValueError(f"{DEAD_LETTER_QUERY!r} is the dead-letter query's name; choose another sink name")
         # Kafka matches the whole topic name against the pattern (Java's Matcher.matches).
         for pattern in {self.topics, *(s.topics for s in self.sinks if s.topics)}:
             if re.fullmatch(pattern, self.dead_letter_topic):

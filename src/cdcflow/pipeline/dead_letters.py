@@ -1,8 +1,10 @@
-"""Writing records to the dead-letter topic: the malformed ones (the runner's dead-letter query)
-and valid events a sink cannot apply (e.g. the HBase sink's events for a table it may not create).
+"""Writing records to the dead-letter topic: the malformed ones (each written by the first sink
+query that reads its topic) and valid events a sink cannot apply (e.g. the HBase sink's events
+for a table it may not create).
 
 A dead letter keeps where the record came from (topic, partition, offset), so it can be read
-again from Kafka, the bytes (or, for a parsed event, its JSON) and the reason."""
+again from Kafka, the bytes (or, for a parsed event, its JSON), the reason and the sink that
+wrote it."""
 
 from __future__ import annotations
 
@@ -14,7 +16,9 @@ from pyspark.sql import functions as F
 from cdcflow.clients.kafka.java import java_client_options
 
 
-def write_dead_letters(records: DataFrame, raw: Column, error: Column, batch_id: int, context: dict[str, Any]) -> None:
+def write_dead_letters(
+    records: DataFrame, raw: Column, error: Column, batch_id: int, context: dict[str, Any], sink: str
+) -> None:
     """`records` has topic, partition, offset, kafka_key; `raw` the record's bytes, `error` why."""
     kafka_options = {f"kafka.{k}": v for k, v in java_client_options(context.get("kafka_properties") or {}).items()}
     out = records.select(
@@ -22,7 +26,7 @@ def write_dead_letters(records: DataFrame, raw: Column, error: Column, batch_id:
         F.to_json(
             F.struct(
                 F.base64(raw).alias("raw_base64"), "topic", "partition", "offset", error.alias("error"),
-                F.lit(batch_id).alias("batch_id"),
+                F.lit(batch_id).alias("batch_id"), F.lit(sink).alias("sink"),
             )
         ).alias("value"),
     )  # fmt: skip

@@ -13,6 +13,9 @@ LAG_SECONDS = Gauge(
     "cdcflow_pipeline_lag_seconds", "Now minus the source time of the newest event applied (at apply time)", ["sink"]
 )
 OFFSETS_BEHIND = Gauge("cdcflow_pipeline_offsets_behind", "Kafka records not yet read (max over partitions)", ["sink"])
+DEAD_LETTERS = Counter(
+    "cdcflow_pipeline_dead_letters_total", "Malformed records this sink's query dead-lettered", ["sink"]
+)
 FAILURES = Counter("cdcflow_pipeline_failures_total", "Query failures (each followed by a restart)", ["sink"])
 TOPIC_RESTARTS = Counter(
     "cdcflow_pipeline_topic_restarts_total", "--available-now queries restarted because topics appeared", ["sink"]

@@ -1,9 +1,11 @@
-"""Runs the pipeline: one Structured Streaming query per sink, plus one for dead letters.
+"""Runs the pipeline: one Structured Streaming query per sink.
 
 Why one query per sink (docs/decisions/0002-pipeline-queries.md): each query has its own
 Kafka offsets in its own checkpoint, so each sink has its own progress; a failing sink's query
 stops and is restarted with back-off while the other queries keep applying; lag is per query.
-The cost is that every sink reads the topics itself.
+The cost is that every sink reads the topics itself. Malformed records are dead-lettered by the
+first sink (in config order) whose topics hold them, from the same parse as its events
+(docs/decisions/0009-dead-letters-in-the-sink-queries.md).
 """
 
 from __future__ import annotations
@@ -17,31 +19,36 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
 from cdcflow.clients.kafka.java import java_client_options
 from cdcflow.config import PipelineConfig
-from cdcflow.config.model import DEAD_LETTER_QUERY as DEAD_LETTER_QUERY  # re-exported
 from cdcflow.errors import ConfigError
 from cdcflow.pipeline import metrics
 from cdcflow.pipeline.dead_letters import write_dead_letters
-from cdcflow.pipeline.envelope import dedupe, split
+from cdcflow.pipeline.envelope import dedupe, events_of, malformed_of, parse
 from cdcflow.pipeline.session import build_session
 from cdcflow.pipeline.sinks.base import Sink
 from cdcflow.pipeline.sinks.registry import make_sink
 
 log = logging.getLogger(__name__)
 PROGRESS_FILE = "cdcflow-progress.json"
+# How often the supervisor looks at its queries: an --available-now run ends at most this long
+# after its last query did.
+POLL_SECONDS = 0.2
 TOPICS_FILE = "cdcflow-topics"  # the subscribePattern a query's checkpoint was made with
 
 
 @dataclass
 class _Runner:
     name: str
-    sink: Sink | None  # None: the dead-letter query
+    sink: Sink
     topics: str  # the query's subscribePattern
+    # Patterns of the sinks before this one: their queries dead-letter malformed records of those
+    # topics, so each malformed record is written once, by the first sink that reads it.
+    earlier_topics: tuple[str, ...] = ()
     query: StreamingQuery | None = None
     failures: int = 0
     topic_restarts: int = 0
@@ -75,10 +82,14 @@ def checkpoint_query_id(checkpoint: Path) -> str | None:
         return None
 
 
-def dead_letter_pattern(cfg: PipelineConfig) -> str:
-    """Every topic some query reads: malformed records are dead-lettered wherever they are."""
-    patterns = sorted({cfg.topics, *(s.topics for s in cfg.sinks if s.topics)})
-    return patterns[0] if len(patterns) == 1 else "|".join(f"(?:{p})" for p in patterns)
+def owned_topics(pattern: str, earlier: tuple[str, ...]) -> str:
+    """A regex for the topics a query reads (`pattern`) that no earlier query reads: the topics
+    whose malformed records it dead-letters. Whole-name matches, as Kafka's subscribePattern."""
+    return "".join(f"(?!(?:{other})$)" for other in earlier) + f"(?:{pattern})"
+
+
+def owns_topic(topic: Column, pattern: str, earlier: tuple[str, ...]) -> Column:
+    return topic.rlike(f"^{owned_topics(pattern, earlier)}$")
 
 
 def check_topic_patterns(cfg: PipelineConfig, checkpoint_root: Path, patterns: dict[str, str]) -> None:
@@ -142,19 +153,29 @@ class Pipeline:
 
     def _sink_fn(self, r: _Runner) -> Any:
         sink = r.sink
-        assert sink is not None
 
         def apply(df: DataFrame, batch_id: int) -> None:
             started = time.time()
             if sink.query_id is None:
                 sink.query_id = checkpoint_query_id(self.checkpoint_root / r.name)
-            events, _dead = split(df)
-            events = dedupe(events).persist()
+            # Parsed and deduplicated once, kept for the sink's jobs and the dead letters.
+            batch = dedupe(parse(df)).persist()
             try:
-                stats = events.agg(F.count(F.lit(1)).alias("rows"), F.max("source.ts_ms").alias("max_ts")).first()
-                sink.apply_batch(events, batch_id)
+                stats = batch.agg(
+                    F.count(F.when(F.col("problem").isNull(), 1)).alias("rows"),
+                    F.count(F.when(F.col("problem").isNotNull() & owns_topic(F.col("topic"), r.topics,
+                                                                               r.earlier_topics), 1)).alias("dead"),
+                    F.max(F.when(F.col("problem").isNull(), F.col("source.ts_ms"))).alias("max_ts"),
+                ).first()  # fmt: skip
+                dead = int(stats["dead"]) if stats else 0
+                if dead:
+                    malformed = malformed_of(batch).where(owns_topic(F.col("topic"), r.topics, r.earlier_topics))
+                    write_dead_letters(malformed, F.col("raw"), F.col("problem"), batch_id, self.context, sink.name)
+                    log.warning("sink %s: batch %d: %d malformed record(s) went to the dead-letter topic %s",
+                                sink.name, batch_id, dead, self.context["dead_letter_topic"])  # fmt: skip
+                sink.apply_batch(events_of(batch), batch_id)
             finally:
-                events.unpersist()
+                batch.unpersist()
             rows = int(stats["rows"]) if stats else 0
             max_ts = stats["max_ts"] if stats else None
             now_ms = int(time.time() * 1000)
@@ -164,8 +185,10 @@ class Pipeline:
                 duration_ms=int((time.time() - started) * 1000),
                 last_source_ts_ms=max_ts or r.doc.get("last_source_ts_ms"), lag_ms=lag_ms,
                 total_rows=int(r.doc.get("total_rows", 0)) + rows,
+                dead_letters=int(r.doc.get("dead_letters", 0)) + dead,
             )  # fmt: skip
             metrics.ROWS.labels(r.name).inc(rows)
+            metrics.DEAD_LETTERS.labels(r.name).inc(dead)
             if lag_ms is not None:
                 metrics.LAG_SECONDS.labels(r.name).set(lag_ms / 1000)
             log.info("sink %s: batch %d applied %d rows in %d ms, lag %s ms", sink.name, batch_id, rows,
@@ -198,16 +221,9 @@ class Pipeline:
         if fields["offsets_behind"] is not None:
             metrics.OFFSETS_BEHIND.labels(r.name).set(fields["offsets_behind"])
 
-    def _dead_letter_fn(self) -> Any:
-        def apply(df: DataFrame, batch_id: int) -> None:
-            _events, dead = split(df)
-            write_dead_letters(dead, F.col("raw"), F.col("error"), batch_id, self.context)
-
-        return apply
-
     def _start(self, runner: _Runner, available_now: bool) -> None:
         assert self.spark is not None
-        batch_fn = self._dead_letter_fn() if runner.sink is None else self._sink_fn(runner)
+        batch_fn = self._sink_fn(runner)
         writer = (
             self._source(self.spark, runner.topics)
             .writeStream.queryName(runner.name)
@@ -227,18 +243,17 @@ class Pipeline:
         available_now: bool = False,
         stop: threading.Event | None = None,
         max_failures: int = 5,
-        dead_letters: bool = True,
     ) -> dict[str, str]:
         """Run until `stop` (or, with `available_now`, until every query caught up or gave up).
 
-        Returns each query's final state: "done", or "failed: <error>". `dead_letters=False`
-        leaves the dead-letter query out (benchmarks measuring one sink alone).
+        Returns each query's final state: "done", or "failed: <error>".
         """
         stop = stop or threading.Event()
         patterns = {c.name: c.topics or self.cfg.topics for c in self.cfg.sinks}
-        runners = [_Runner(s.name, s, patterns[s.name]) for s in self.sinks]
-        if dead_letters:
-            runners.append(_Runner(DEAD_LETTER_QUERY, None, dead_letter_pattern(self.cfg)))
+        runners = [
+            _Runner(s.name, s, patterns[s.name], tuple(patterns[e.name] for e in self.sinks[:i]))
+            for i, s in enumerate(self.sinks)
+        ]
         check_topic_patterns(self.cfg, self.checkpoint_root, {r.name: r.topics for r in runners})
         jars = sorted({j for s in self.sinks for j in s.jars()})
         self.spark = build_session("cdcflow-pipeline", self.cfg.master, sink_jars=jars)
@@ -253,7 +268,7 @@ class Pipeline:
             while not stop.is_set() and not all(r.done for r in runners):
                 for r in runners:
                     self._supervise(r, available_now, max_failures)
-                stop.wait(1.0)
+                stop.wait(POLL_SECONDS)
         finally:
             for r in runners:
                 if r.query is not None and r.query.isActive:

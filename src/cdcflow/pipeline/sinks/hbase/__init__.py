@@ -69,7 +69,7 @@ class HBaseSink(Sink):
             reason = F.concat(F.lit("hbase sink "), F.lit(self.name), F.lit(": target table "), F.col("_target"),
                               F.lit(" does not exist and create_tables is false"))  # fmt: skip
             write_dead_letters(isolated, F.to_json(F.struct(*[c for c in events.columns])).cast("binary"), reason,
-                               batch_id, self.context)  # fmt: skip
+                               batch_id, self.context, self.name)  # fmt: skip
             log.warning("sink %s: events for missing table(s) %s went to the dead-letter topic %s", self.name,
                         ", ".join(sorted(refused)), self.context.get("dead_letter_topic"))  # fmt: skip
             hb = hb.where(~F.col("_target").isin(list(refused)))
