@@ -93,11 +93,21 @@ def mysql_event(db: str, table: str, op: str, key: int, pos: list[int], after: d
     ).encode()
 
 
+def history_record(db: str, table: str, columns: list[tuple[str, str]], key: str = "id") -> tuple[bytes, bytes]:
+    """A `kind: table` schema-history record as the MySQL capture writes it (source db1)."""
+    cols = [{"name": n, "type": t.split("(")[0], "sql_type": t, "nullable": n != key, "key": n == key,
+             "key_order": 0 if n == key else None} for n, t in columns]  # fmt: skip
+    return b"db1", json.dumps({"kind": "table", "source": "db1", "db": db, "table": table, "columns": cols}).encode()
+
+
 def test_mysql_rows_apply_by_position_and_deletes_keep_tombstones(
     kafka: dict[str, Any], hbase: dict[str, Any], tmp_path: Path, peer_setup: PeerSetup
 ) -> None:
-    topic = f"{peer_setup.name}.shop.orders"
-    k.create_topic(kafka["bootstrap_servers"], topic, partitions=1)
+    bootstrap = kafka["bootstrap_servers"]
+    topic, history = f"{peer_setup.name}.shop.orders", f"{peer_setup.name}-history"
+    k.create_topic(bootstrap, topic, partitions=1)
+    k.create_topic(bootstrap, history, partitions=1)
+    k.produce_sync(bootstrap, history, [history_record("shop", "orders", [("id", "INT"), ("qty", "INT")])])
     first = [
         mysql_event("shop", "orders", "c", 1, [1, 100, 0], {"id": 1, "qty": 1}),
         mysql_event("shop", "orders", "c", 2, [1, 110, 0], {"id": 2, "qty": 5}),
@@ -106,25 +116,81 @@ def test_mysql_rows_apply_by_position_and_deletes_keep_tombstones(
         mysql_event("shop", "orders", "d", 2, [2, 4, 0], None),  # position in the next binlog file
         mysql_event("shop", "orders", "c", 3, [2, 9, 0], {"id": 3, "qty": 7}),
     ]
-    k.produce_sync(kafka["bootstrap_servers"], topic, [(b'{"id":%d}' % i, v) for i, v in enumerate(first)])
+    k.produce_sync(bootstrap, topic, [(b'{"id":%d}' % i, v) for i, v in enumerate(first)])
     # Later batches replay old positions: none may win over what is applied.
     stale = [first[0], first[1], first[2], mysql_event("shop", "orders", "u", 3, [1, 999, 0], {"id": 3, "qty": 0})]
-    k.produce_sync(kafka["bootstrap_servers"], topic, [(b"k", v) for v in stale])
-    root = tmp_path / "state"
+    k.produce_sync(bootstrap, topic, [(b"k", v) for v in stale])
+    typed_root, json_root = tmp_path / "state", tmp_path / "json-state"
     cfg, context, checkpoints = pipeline_for(
         peer_setup, kafka, hbase, tmp_path / "checkpoints",
-        SinkConfig(name="state", type="delta", options={"path": str(root)}), max_offsets_per_trigger=3,
+        SinkConfig(name="state", type="delta", options={"path": str(typed_root), "schema_history_topic": history}),
+        SinkConfig(name="json_state", type="delta", options={"path": str(json_root), "mysql_layout": "json"}),
+        max_offsets_per_trigger=3,
     )  # fmt: skip
     pipeline = Pipeline(cfg, context, checkpoints)
-    assert pipeline.run(available_now=True)["state"] == "done"
-    assert pipeline.spark is not None
+    assert pipeline.run(available_now=True) == {"state": "done", "json_state": "done"}
+    spark = pipeline.spark
+    assert spark is not None
+
+    # Typed: the source's columns; a delete keeps its key and position, nothing else.
+    path = str(typed_root / "db1" / "shop" / "orders")
+    rows = {r["id"]: r.asDict() for r in spark.read.format("delta").load(path).collect()}
+    assert {i: (r["qty"], r["_cdcflow_deleted"], r["_cdcflow_op"], r["_cdcflow_pos"]) for i, r in rows.items()} == {
+        1: (3, False, "u", [1, 120, 1]), 2: (None, True, "d", [2, 4, 0]), 3: (7, False, "c", [2, 9, 0])}  # fmt: skip
+    # Change Data Feed is on: downstream jobs read the changes, deletes as updates to a tombstone.
+    feed = spark.read.format("delta").option("readChangeFeed", "true").option("startingVersion", 0).load(path)
+    assert {r["_change_type"] for r in feed.collect()} >= {"insert", "update_preimage", "update_postimage"}
+
+    # The JSON layout, kept as an option: key and row image as JSON text.
     rows = {
         json.loads(r["key"])["id"]: r
-        for r in pipeline.spark.read.format("delta").load(str(root / "db1" / "shop" / "orders")).collect()
+        for r in spark.read.format("delta").load(str(json_root / "db1" / "shop" / "orders")).collect()
     }
     assert json.loads(rows[1]["after"]) == {"id": 1, "qty": 3} and rows[1]["pos"] == [1, 120, 1]
     assert rows[2]["deleted"] and rows[2]["after"] is None and rows[2]["pos"] == [2, 4, 0]
     assert json.loads(rows[3]["after"]) == {"id": 3, "qty": 7}  # [1, 999] sorts before [2, 9]
+
+
+def test_typed_mysql_tables_follow_add_and_modify_column_and_refuse_the_rest(
+    kafka: dict[str, Any], hbase: dict[str, Any], tmp_path: Path, peer_setup: PeerSetup
+) -> None:
+    bootstrap = kafka["bootstrap_servers"]
+    topic, history = f"{peer_setup.name}.shop.items", f"{peer_setup.name}-history"
+    k.create_topic(bootstrap, topic, partitions=1)
+    k.create_topic(bootstrap, history, partitions=1)
+    cfg, context, checkpoints = pipeline_for(
+        peer_setup, kafka, hbase, tmp_path / "checkpoints",
+        SinkConfig(name="state", type="delta", options={"path": str(tmp_path), "schema_history_topic": history}),
+    )  # fmt: skip
+    path = str(tmp_path / "db1" / "shop" / "items")
+
+    def step(shape: list[tuple[str, str]], *events: bytes) -> dict[str, str]:
+        k.produce_sync(bootstrap, history, [history_record("shop", "items", shape)])
+        k.produce_sync(bootstrap, topic, [(b"k", e) for e in events])
+        return Pipeline(cfg, context, checkpoints).run(available_now=True, max_failures=1)
+
+    assert step([("id", "INT"), ("qty", "INT")], mysql_event("shop", "items", "c", 1, [1, 1, 0], {"id": 1, "qty": 1}))[
+        "state"] == "done"  # fmt: skip
+    # ALTER TABLE items MODIFY qty BIGINT, ADD note VARCHAR(10): the column widens in place, the new one appears.
+    result = step(
+        [("id", "INT"), ("qty", "BIGINT"), ("note", "VARCHAR(10)")],
+        mysql_event("shop", "items", "u", 1, [1, 2, 0], {"id": 1, "qty": 2**40, "note": "wide"}),
+        mysql_event("shop", "items", "c", 2, [1, 3, 0], {"id": 2, "qty": 2, "note": None}),
+    )
+    assert result["state"] == "done", result
+    spark = build_session("cdcflow-test")
+    table = spark.read.format("delta").load(path)
+    assert [(f.name, f.dataType.simpleString()) for f in table.schema.fields][:3] == [
+        ("id", "int"), ("qty", "bigint"), ("note", "string")]  # fmt: skip
+    assert sorted((r["id"], r["qty"], r["note"]) for r in table.collect()) == [(1, 2**40, "wide"), (2, 2, None)]
+    # MODIFY qty VARCHAR(5): Delta cannot change bigint to string in place; the sink says so and stops.
+    result = step(
+        [("id", "INT"), ("qty", "VARCHAR(5)"), ("note", "VARCHAR(10)")],
+        mysql_event("shop", "items", "u", 2, [1, 4, 0], {"id": 2, "qty": "many", "note": None}),
+    )
+    assert result["state"].startswith("failed") and "qty: bigint → string" in result["state"], result
+    assert "Move " in result["state"]
+    assert sorted(r["qty"] for r in spark.read.format("delta").load(path).collect()) == [2, 2**40]  # nothing half-done
 
 
 def test_the_changelog_merge_reads_only_the_files_of_the_batch_time_range(tmp_path: Path) -> None:

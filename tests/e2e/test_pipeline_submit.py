@@ -56,7 +56,8 @@ def test_every_sink_runs_unchanged_on_a_standalone_cluster(
         "checkpoint_dir": str(tmp_path / "checkpoints"),
         "sinks": [
             {"name": "copy", "type": "hbase", "topics": f"{peer_setup.name}\\.default\\..*"},
-            {"name": "state", "type": "delta", "options": {"path": str(tmp_path / "state"), "max_versions": 1000}},
+            {"name": "state", "type": "delta", "options": {"path": str(tmp_path / "state"), "max_versions": 1000,
+                                                         "schema_history_topic": history}},
             {"name": "changelog", "type": "delta_changelog", "options": {"path": str(tmp_path / "changelog")}},
             {"name": "files", "type": "parquet", "options": {"path": str(tmp_path / "parquet")}},
             {"name": "phoenix", "type": "phoenix", "topics": f"{peer_setup.name}\\.db1\\..*",
@@ -67,9 +68,10 @@ def test_every_sink_runs_unchanged_on_a_standalone_cluster(
     config.write_text(yaml.safe_dump(cfg))
     cli = [sys.executable, "-m", "cdcflow.cli.main", "pipeline", "submit", "--config", str(config), "--available-now",
            "--master", cluster["master_url"]]  # fmt: skip
-    # spark-submit's own options after "--": as many shuffle partitions as the cluster has cores
-    # (Spark's default of 200 makes every small batch schedule 200 tasks per shuffle)
-    spark_args = ["--", "--conf", "spark.sql.shuffle.partitions=2"]
+    # spark-submit's own options after "--": as many shuffle (and Delta log) partitions as the cluster
+    # has cores (Spark's default of 200, Delta's 50, schedule that many tasks for every small batch)
+    spark_args = ["--", "--conf", "spark.sql.shuffle.partitions=2",
+                  "--conf", "spark.databricks.delta.snapshotPartitions=2"]  # fmt: skip
 
     dry = subprocess.run([*cli, "--dry-run", *spark_args], capture_output=True, text=True, check=True)
     assert "spark-submit" in dry.stdout and "--jars" in dry.stdout and "cli/spark_app.py" in dry.stdout

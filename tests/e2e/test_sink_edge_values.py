@@ -4,6 +4,7 @@ through the same rendering), and `verify mysql-phoenix` on them."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,18 @@ ROWS = {
     3: ("1582-10-10", "1582-10-10 23:59:59.999999", "12345678901234567890123456789.123456789012345678901234567890"),
     4: ("9999-12-31", "9999-12-31 23:59:59.999999", DEC_MAX),
     5: ("1969-12-31", "1969-12-31 23:59:59.999001", "-0.500000000000000000000000000000"),
+}
+# What typed Delta tables hold (proleptic Gregorian, as MySQL; microseconds), spelled out by hand.
+DELTA_VALUES = {
+    1: (dt.date(1, 1, 1), dt.datetime(1, 1, 1, 0, 0, 0, 1), DEC_MIN),
+    2: (dt.date(1096, 7, 6), dt.datetime(1096, 7, 6, 12, 34, 56, 789012), "0.000000000000000000000000000001"),
+    3: (
+        dt.date(1582, 10, 10),
+        dt.datetime(1582, 10, 10, 23, 59, 59, 999999),
+        "12345678901234567890123456789.123456789012345678901234567890",
+    ),
+    4: (dt.date(9999, 12, 31), dt.datetime(9999, 12, 31, 23, 59, 59, 999999), DEC_MAX),
+    5: (dt.date(1969, 12, 31), dt.datetime(1969, 12, 31, 23, 59, 59, 999001), "-0.500000000000000000000000000000"),
 }
 UNSIGNED_MAX = {"u8": 255, "u16": 65535, "u24": 16777215, "u32": 4294967295, "u64": 18446744073709551615}
 # What Phoenix must store, as epoch milliseconds (proleptic Gregorian, the calendar MySQL uses) and
@@ -69,7 +82,8 @@ def test_edge_values_reach_phoenix_delta_and_parquet_exactly(
         sinks=(
             SinkConfig(name="phoenix", type="phoenix", options={
                 "url": phoenix_url, "create_tables": True, "schema_history_topic": source.schema_history_topic}),
-            SinkConfig(name="state", type="delta", options={"path": str(state)}),
+            SinkConfig(name="state", type="delta", options={
+                "path": str(state), "schema_history_topic": source.schema_history_topic}),
             SinkConfig(name="parquet", type="parquet", options={"path": str(parquet)}),
         ),
     )  # fmt: skip
@@ -80,8 +94,13 @@ def test_edge_values_reach_phoenix_delta_and_parquet_exactly(
     expected_after = {i: {"id": i, "d": d, "dt": dt, "dec65": dec, **UNSIGNED_MAX} for i, (d, dt, dec) in ROWS.items()}
     spark = pipeline.spark
     assert spark is not None
-    delta_rows = spark.read.format("delta").load(str(state / source.name / db / "edge")).collect()
-    assert {json.loads(r["key"])["id"]: json.loads(r["after"]) for r in delta_rows} == expected_after
+    delta = spark.read.format("delta").load(str(state / source.name / db / "edge"))
+    assert [(f.name, f.dataType.simpleString()) for f in delta.schema.fields][:9] == [
+        ("id", "int"), ("d", "date"), ("dt", "timestamp_ntz"), ("dec65", "string"), ("u8", "smallint"),
+        ("u16", "int"), ("u24", "int"), ("u32", "bigint"), ("u64", "decimal(20,0)")]  # fmt: skip
+    typed = {r["id"]: (r["d"], r["dt"], r["dec65"], r["u8"], r["u16"], r["u24"], r["u32"], r["u64"])
+             for r in delta.collect()}  # fmt: skip
+    assert typed == {i: (*DELTA_VALUES[i], *UNSIGNED_MAX.values()) for i in ROWS}
     parquet_rows = spark.read.parquet(str(parquet)).select("after").collect()
     assert {json.loads(r["after"])["id"]: json.loads(r["after"]) for r in parquet_rows} == expected_after
 

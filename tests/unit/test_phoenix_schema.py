@@ -7,6 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cdcflow.errors import ConfigError
+from cdcflow.pipeline.sinks.mysql_history import MySqlColumn
 from cdcflow.pipeline.sinks.phoenix import schema as ps
 from cdcflow.verify.phoenix import phoenix_representable, render_phoenix_value
 
@@ -43,8 +44,8 @@ def test_holds_accepts_only_lossless_targets() -> None:
     assert ps.holds("VARBINARY", "BINARY(6)") and not ps.holds("DATE", "TIMESTAMP")
 
 
-def cols(*spec: tuple[str, str, int | None]) -> list[ps.MySqlColumn]:
-    return [ps.MySqlColumn(n, t, True, k) for n, t, k in spec]
+def cols(*spec: tuple[str, str, int | None]) -> list[MySqlColumn]:
+    return [MySqlColumn(n, t, True, k) for n, t, k in spec]
 
 
 def test_create_table_declares_key_columns_first_in_mysql_key_order_and_quotes_names() -> None:

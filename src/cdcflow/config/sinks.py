@@ -65,6 +65,10 @@ class DeltaStateOptions(_Mapped):
     # one below it (docs/pipeline.md, "Exactness"). At least max_versions; null: max(max_versions, 8).
     retained_versions: int | None = Field(default=None, ge=1)
     typed_columns: dict[str, str] = {}  # {"cf:qualifier": encoding}: decoded copies of visible values
+    # MySQL tables: "typed" (the source's columns and types, from the schema history) or "json"
+    # (key and row image as JSON text, the layout before typed tables existed).
+    mysql_layout: Literal["typed", "json"] = "typed"
+    schema_history_topic: str | None = None  # null: the MySQL capture's (mysql.schema_history_topic)
 
     @field_validator("typed_columns")
     @classmethod

@@ -22,12 +22,13 @@ from typing import Any
 from cdcflow.clients.mysql import MySqlEndpoint
 from cdcflow.clients.phoenix import PhoenixConnection, PhoenixJvm
 from cdcflow.errors import ConfigError
+from cdcflow.pipeline.sinks.mysql_history import ZERO_DATE_PATTERN
 from cdcflow.pipeline.sinks.phoenix import schema as ps
 from cdcflow.sources.mysql.selected_values import render_selected, table_columns
 from cdcflow.verify.mysql import Row, compare_tables, key_json, source_rows
 from cdcflow.verify.report import VerifyReport
 
-_ZERO_DATE = re.compile(ps.ZERO_DATE_PATTERN)
+_ZERO_DATE = re.compile(ZERO_DATE_PATTERN)
 _INTEGERS = frozenset({"tinyint", "smallint", "mediumint", "int", "bigint", "year", "bit"})
 
 

@@ -34,13 +34,15 @@ position, so an older create replayed later cannot bring it back.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
@@ -59,17 +61,22 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from cdcflow.clients.kafka.client import KafkaEndpoint
 from cdcflow.config.sinks import DeltaStateOptions, SinkOptions
-from cdcflow.errors import ConfigError, RetryableError
+from cdcflow.errors import ConfigError, RetryableError, TerminalError
 from cdcflow.events.cells import RowCells
 from cdcflow.pipeline import metrics
 from cdcflow.pipeline.envelope import newest_per_key
 from cdcflow.pipeline.sinks.base import Sink
+from cdcflow.pipeline.sinks.delta import mysql_typed as mt
 from cdcflow.pipeline.sinks.delta.state_sql import decode_value_sql, merged_state_sql, visible_cells_sql
 from cdcflow.pipeline.sinks.delta.tables import commit_conflict, ensure_table, refuse_old_layout
+from cdcflow.pipeline.sinks.mysql_history import MySqlColumn, latest_table_record, mysql_columns
 from cdcflow.pipeline.sinks.naming import mapped_table
 
 log = logging.getLogger(__name__)
+# Typed MySQL tables: Change Data Feed for downstream readers, type widening for MODIFY COLUMN.
+TYPED_TABLE_PROPERTIES = {"delta.enableChangeDataFeed": "true", "delta.enableTypeWidening": "true"}
 
 STATE_CELL = StructType(
     [
@@ -175,6 +182,7 @@ class DeltaStateSink(Sink):
         self.opts = options
         self.options = options
         self._checked_paths: set[str] = set()
+        self._mysql_shapes: dict[tuple[str, str, str], list[MySqlColumn]] = {}
 
     def table_path(self, source: str, db: str, table: str) -> str:
         mapped = mapped_table(self.opts.table_map, db, table, source)
@@ -317,27 +325,141 @@ class DeltaStateSink(Sink):
                     (F.col("source") == t["source"]) & (F.col("db") == t["db"]) & (F.col("table") == t["table"])
                 ).drop("source", "db", "table")
                 path = self._checked_path(spark, t["source"], t["db"], t["table"])
-                for attempt in range(CONFLICT_RETRIES + 1):
-                    target = ensure_table(spark, path, MYSQL_STATE)
-                    try:
-                        # The position guard is inside the MERGE, so Delta's conflict detection covers it.
-                        (
-                            target.alias("t")
-                            .merge(batch.alias("s"), "t.key = s.key")
-                            .whenMatchedUpdateAll(condition="s.pos > t.pos")
-                            .whenNotMatchedInsertAll()
-                            .execute()
-                        )
-                        break
-                    except Exception as exc:
-                        if not commit_conflict(exc) or attempt == CONFLICT_RETRIES:
-                            raise
-                        log.warning("sink %s: %s: another writer committed first (%s); merging again",
-                                    self.name, path, commit_conflict(exc))  # fmt: skip
-                        metrics.DELTA_CONFLICTS.labels(self.name).inc()
-                        time.sleep(min(5.0, 0.2 * 2**attempt))
+                merge: Callable[[], None]
+                if self.opts.mysql_layout == "json":
+                    merge = functools.partial(self._mysql_json_merge, spark, path, batch)
+                else:
+                    merge = self._mysql_typed_merge(spark, path, batch, t["source"], t["db"], t["table"])
+                self._merge_guarded(path, merge)
         finally:
             latest.unpersist()
+
+    def _merge_guarded(self, path: str, merge: Callable[[], None]) -> None:
+        """Run a MERGE whose guard is inside it; when Delta refuses the commit because another
+        writer committed first, run it again (it re-reads the table)."""
+        for attempt in range(CONFLICT_RETRIES + 1):
+            try:
+                merge()
+                return
+            except Exception as exc:
+                if not commit_conflict(exc) or attempt == CONFLICT_RETRIES:
+                    raise
+                log.warning("sink %s: %s: another writer committed first (%s); merging again",
+                            self.name, path, commit_conflict(exc))  # fmt: skip
+                metrics.DELTA_CONFLICTS.labels(self.name).inc()
+                time.sleep(min(5.0, 0.2 * 2**attempt))
+
+    def _mysql_json_merge(self, spark: SparkSession, path: str, batch: DataFrame) -> None:
+        target = ensure_table(spark, path, MYSQL_STATE)
+        (
+            target.alias("t")
+            .merge(batch.alias("s"), "t.key = s.key")
+            .whenMatchedUpdateAll(condition="s.pos > t.pos")
+            .whenNotMatchedInsertAll()
+            .execute()
+        )
+
+    def _mysql_typed_merge(
+        self, spark: SparkSession, path: str, batch: DataFrame, source: str, db: str, table: str
+    ) -> Callable[[], None]:
+        """Convert the batch to the table's columns (the newest shape in the schema history,
+        read again when the events carry a column it lacks or a value does not fit), evolve the
+        table (new columns, widened types), and return the guarded MERGE."""
+        label = f"{source}/{db}.{table}"
+        for refresh in (False, True):
+            columns = self._mysql_columns(source, db, table, refresh)
+            rows = mt.typed_rows(batch, columns)
+            found = rows.agg(
+                F.array_distinct(F.flatten(F.collect_set("_misfits"))).alias("misfits"),
+                F.array_distinct(F.flatten(F.collect_set("_event_columns"))).alias("columns"),
+            ).first()
+            misfits = sorted(found["misfits"] or []) if found else []
+            unknown = sorted(set(found["columns"] or []) - {c.name for c in columns}) if found else []
+            if not misfits and not unknown:
+                break
+        else:
+            why = []
+            if unknown:
+                why.append(f"the events carry column(s) {unknown} that its newest schema-history record lacks")
+            if misfits:
+                why.append(f"values of column(s) {misfits} do not fit the types of its schema-history record")
+            raise TerminalError(f"sink {self.name}: MySQL table {label}: {'; '.join(why)} "
+                                f"(history topic {self._history_topic()})")  # fmt: skip
+        keys = mt.key_columns(columns)
+        if not keys:
+            raise ConfigError(
+                f"sink {self.name}: MySQL table {label} has no primary key in its schema history: a typed Delta "
+                "table needs one to match rows; set mysql_layout: json for this sink (or map the table elsewhere)"
+            )
+        schema = mt.table_schema(columns)
+        target = ensure_table(spark, path, schema, TYPED_TABLE_PROPERTIES)
+        current = target.toDF().schema
+        if mt.POS not in current.fieldNames():
+            raise ConfigError(
+                f"sink {self.name}: {path} holds {label} in the JSON layout (key, after); set mysql_layout: json "
+                "for this sink, or move the table away so the typed one is built from the topics"
+            )
+        widen, refuse = mt.type_changes(current, schema)
+        if refuse:
+            raise TerminalError(
+                f"sink {self.name}: MySQL table {label} changed column type(s) in a way Delta cannot follow in "
+                f"place: {', '.join(refuse)}. Move {path} away; the sink rebuilds it from the topics"
+            )
+        have = {n.lower() for n in current.fieldNames()}
+        previous = None
+        for field in schema.fields:  # columns added in MySQL, placed where MySQL has them
+            if field.name.lower() not in have:
+                where = f"AFTER {_quoted(previous)}" if previous else "FIRST"
+                log.info("sink %s: %s: adding column %s %s", self.name, path, field.name, field.dataType.simpleString())
+                spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({_quoted(field.name)} "
+                          f"{field.dataType.simpleString()} {where})")  # fmt: skip
+            previous = field.name
+        for change in widen:
+            column, wanted = change.split(": ", 1)[0], schema[change.split(": ", 1)[0]].dataType.simpleString()
+            log.info("sink %s: %s: widening column %s", self.name, path, change)
+            spark.sql(f"ALTER TABLE delta.`{path}` ALTER COLUMN {_quoted(column)} TYPE {wanted}")
+        source_rows = rows.drop("_misfits", "_event_columns")
+        on = " AND ".join(f"t.{_quoted(k)} <=> s.{_quoted(k)}" for k in keys)
+
+        def merge() -> None:
+            # The position guard is inside the MERGE, so Delta's conflict detection covers it.
+            (
+                DeltaTable.forPath(spark, path).alias("t")
+                .merge(source_rows.alias("s"), on)
+                .whenMatchedUpdateAll(condition=f"s.{mt.POS} > t.{mt.POS}")
+                .whenNotMatchedInsertAll()
+                .execute()
+            )  # fmt: skip
+
+        return merge
+
+    def _history_topic(self) -> str:
+        topic = self.opts.schema_history_topic or self.context.get("mysql_schema_history_topic")
+        if not topic:
+            raise ConfigError(
+                f"sink {self.name}: typed Delta tables for MySQL sources are built from the capture's schema "
+                "history: set the sink's schema_history_topic (or mysql.schema_history_topic), or mysql_layout: json"
+            )
+        return str(topic)
+
+    def _mysql_columns(self, source: str, db: str, table: str, refresh: bool) -> list[MySqlColumn]:
+        cached = self._mysql_shapes.get((source, db, table))
+        if cached is not None and not refresh:
+            return cached
+        kafka = KafkaEndpoint.of(self.context["bootstrap_servers"], self.context.get("kafka_properties"))
+        record = latest_table_record(kafka, self._history_topic(), source, db, table)
+        if record is None:
+            raise TerminalError(
+                f"sink {self.name}: the schema history ({self._history_topic()}) has no record of {source}/{db}.{table}"
+                " to build its typed Delta table from"
+            )
+        columns = mysql_columns(record["columns"])
+        self._mysql_shapes[(source, db, table)] = columns
+        return columns
+
+
+def _quoted(column: str) -> str:
+    return "`" + column.replace("`", "``") + "`"
 
 
 def hbase_state_rows(spark: SparkSession, path: str, max_versions: int = 1) -> Iterator[RowCells]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 from pyspark.sql.types import StructType
@@ -9,21 +11,21 @@ from pyspark.sql.types import StructType
 from cdcflow.errors import ConfigError
 
 
-def ensure_table(spark: SparkSession, path: str, schema: StructType) -> DeltaTable:
-    """The Delta table at `path`, created empty with `schema` if absent.
+def ensure_table(
+    spark: SparkSession, path: str, schema: StructType, properties: Mapping[str, str] | None = None
+) -> DeltaTable:
+    """The Delta table at `path`, created empty with `schema` (and table `properties`) if absent.
 
     Auto-compaction is on: streaming writes small files every batch, and Delta rewrites them
     into bigger ones after a commit once enough have piled up (no separate OPTIMIZE job).
     """
     if not DeltaTable.isDeltaTable(spark, path):
-        (
-            spark.createDataFrame([], schema)
-            .write.format("delta")
-            .option("delta.autoOptimize.autoCompact", "true")
-            .mode("ignore")
-            .save(path)
-        )
-        spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.autoOptimize.autoCompact' = 'true')")
+        # One commit with the properties, so a table's first version already has them (Change Data
+        # Feed from version 0).
+        builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(schema)
+        for key, value in {"delta.autoOptimize.autoCompact": "true", **(properties or {})}.items():
+            builder = builder.property(key, value)
+        builder.execute()
     return DeltaTable.forPath(spark, path)
 
 

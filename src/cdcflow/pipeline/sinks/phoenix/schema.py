@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cdcflow.errors import ConfigError
+from cdcflow.pipeline.sinks.mysql_history import MySqlColumn, parse_sql_type
 from cdcflow.pipeline.sinks.naming import mapped_table
 
 # cdcflow's own columns in its stage and position tables (never in the user's table).
@@ -33,9 +34,6 @@ OLD_POS_COLUMN = "CDCFLOW_OLD_POS"
 DELETED_COLUMN = "CDCFLOW_DELETED"
 INTERNAL_COLUMNS = frozenset({OP_COLUMN, POS_COLUMN, OLD_POS_COLUMN, DELETED_COLUMN})
 STATE_SCHEMA = "CDCFLOW"
-# MySQL zero and partial-zero dates ('0000-00-00', '2024-00-10', '2024-05-00 12:00:00'): no Phoenix
-# DATE/TIMESTAMP value exists for them, so they are written as NULL (docs/phoenix.md).
-ZERO_DATE_PATTERN = r"^(0000-\d\d-\d\d|\d{4}-00-\d\d|\d{4}-\d\d-00)"
 
 _INTEGERS = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT")
 _SIGNED = {"TINYINT": "TINYINT", "SMALLINT": "SMALLINT", "MEDIUMINT": "INTEGER", "INT": "INTEGER", "BIGINT": "BIGINT"}
@@ -46,7 +44,6 @@ _UNSIGNED = {
 _INTEGER_DIGITS = {"TINYINT": 2, "SMALLINT": 4, "INTEGER": 9, "BIGINT": 18}
 _TEXT = frozenset({"CHAR", "VARCHAR", "TEXT", "ENUM", "SET", "JSON"})
 _BYTES = frozenset({"VARBINARY", "BLOB", "TINYBLOB", "MEDIUMBLOB", "LONGBLOB", "GEOMETRY"})
-_SQL_TYPE = re.compile(r"^(?P<base>[A-Z]+)(?:\((?P<args>[\d,]+)\))?(?P<unsigned> UNSIGNED)?$")
 
 # java.sql.Types codes as SYSTEM.CATALOG stores them → Phoenix type names
 _JDBC_TYPES = {
@@ -85,16 +82,6 @@ class PhoenixTable:
 
     def column(self, name: str) -> PhoenixColumn | None:
         return next((c for c in self.columns if c.name == name), None)
-
-
-@dataclass(frozen=True)
-class MySqlColumn:
-    """One column of a MySQL table, as the schema history records it."""
-
-    name: str
-    sql_type: str  # "DECIMAL(10,2)", "INT UNSIGNED", "DATETIME(6)", ...
-    nullable: bool
-    key_order: int | None  # position in the primary key
 
 
 def quote(identifier: str) -> str:
@@ -190,17 +177,9 @@ def create_table_sql(table: PhoenixTable) -> str:
 # --- types ------------------------------------------------------------------------------------
 
 
-def _parse(sql_type: str) -> tuple[str, list[int], bool]:
-    m = _SQL_TYPE.match(sql_type.strip().upper())
-    if not m:
-        raise ConfigError(f"unknown MySQL column type {sql_type!r}")
-    args = [int(a) for a in m.group("args").split(",")] if m.group("args") else []
-    return m.group("base"), args, bool(m.group("unsigned"))
-
-
 def phoenix_type(sql_type: str) -> str:
     """The Phoenix type that holds every value of a MySQL column type exactly."""
-    base, args, unsigned = _parse(sql_type)
+    base, args, unsigned = parse_sql_type(sql_type)
     if base in _SIGNED:
         return (_UNSIGNED if unsigned else _SIGNED)[base]
     if base == "DECIMAL":
@@ -281,22 +260,6 @@ def table_from_catalog(schema: str, name: str, rows: Sequence[Sequence[Any]]) ->
 
 
 # --- from MySQL -------------------------------------------------------------------------------
-
-
-def mysql_columns(history_columns: Sequence[Mapping[str, Any]]) -> list[MySqlColumn]:
-    """Columns of a schema-history `kind: table` record."""
-    out = []
-    for c in history_columns:
-        sql_type = c.get("sql_type") or c.get("type")
-        out.append(MySqlColumn(str(c["name"]), str(sql_type), bool(c.get("nullable", True)), c.get("key_order")))
-    if all(c.get("key_order") is None for c in history_columns) and any(c.get("key") for c in history_columns):
-        # records written before key_order existed: key columns in column order
-        order = iter(range(len(out)))
-        out = [
-            MySqlColumn(c.name, c.sql_type, c.nullable, next(order) if h.get("key") else None)
-            for c, h in zip(out, history_columns, strict=True)
-        ]
-    return out
 
 
 def expected_table(schema: str, name: str, columns: Sequence[MySqlColumn], case: str) -> PhoenixTable:

@@ -36,12 +36,11 @@ import re
 import time
 from typing import Any
 
-import orjson
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import MapType, StringType
 
-from cdcflow.clients.kafka.client import KafkaEndpoint, iter_to_end
+from cdcflow.clients.kafka.client import KafkaEndpoint
 from cdcflow.clients.phoenix import DRIVER, PhoenixConnection, PhoenixError
 from cdcflow.config.sinks import PhoenixOptions, SinkOptions
 from cdcflow.errors import ConfigError, TerminalError
@@ -49,12 +48,13 @@ from cdcflow.jars import phoenix as phoenix_jars
 from cdcflow.patterns import matches_any
 from cdcflow.pipeline.envelope import newest_per_key
 from cdcflow.pipeline.sinks.base import Sink
+from cdcflow.pipeline.sinks.mysql_history import ZERO_DATE_PATTERN, latest_table_record, mysql_columns
 from cdcflow.pipeline.sinks.phoenix import schema as ps
 from cdcflow.pipeline.writer_lease import WriterLeases
 
 log = logging.getLogger(__name__)
 DIALECT_CLASS = "io.cdcflow.spark.PhoenixUpsertDialect"
-_ZERO_DATE = ps.ZERO_DATE_PATTERN
+_ZERO_DATE = ZERO_DATE_PATTERN
 _CATALOG = (
     "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_SIZE, DECIMAL_DIGITS, NULLABLE, KEY_SEQ, ORDINAL_POSITION "
     "FROM SYSTEM.CATALOG WHERE {schema} AND TABLE_NAME = '{name}' AND COLUMN_NAME IS NOT NULL"
@@ -144,19 +144,11 @@ class PhoenixSink(Sink):
         """The table's shape from the newest `kind: table` record of the MySQL schema history."""
         if not self.history_topic:
             return None
-        latest = None
         kafka = KafkaEndpoint.of(self.context["bootstrap_servers"], self.context.get("kafka_properties"))
-        for rec in iter_to_end(kafka, str(self.history_topic)):
-            try:
-                doc = orjson.loads(rec.value or b"")
-            except orjson.JSONDecodeError:
-                continue
-            if (doc.get("kind") == "table" and doc.get("db") == db and doc.get("table") == table
-                    and doc.get("source", source) == source):  # fmt: skip
-                latest = doc
+        latest = latest_table_record(kafka, str(self.history_topic), source, db, table)
         if latest is None:
             return None
-        return ps.expected_table(schema, name, ps.mysql_columns(latest["columns"]), self.case)
+        return ps.expected_table(schema, name, mysql_columns(latest["columns"]), self.case)
 
     def _target(self, spark: SparkSession, source: str, db: str, table: str, columns: set[str]) -> ps.PhoenixTable:
         """The Phoenix table for a MySQL table, checked (and created) once per process, and again

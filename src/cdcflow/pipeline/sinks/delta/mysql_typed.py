@@ -1,0 +1,200 @@
+"""MySQL tables as typed Delta tables: the source's columns with exact types, plus cdcflow's
+position columns. Types (from the capture's schema-history topic; values from the events' JSON,
+docs/mysql.md "Values"):
+
+    TINYINT/SMALLINT/MEDIUMINT/INT/BIGINT   tinyint/smallint/int/int/bigint
+      ... UNSIGNED                          the next wider type; BIGINT UNSIGNED → decimal(20,0)
+    DECIMAL(p,s)                            decimal(p,s) (p ≤ 38), else string (the exact text)
+    FLOAT / DOUBLE                          float / double
+    YEAR, BIT(n)                            smallint, bigint (BIT(64) → decimal(20,0))
+    DATE                                    date (proleptic Gregorian, as MySQL; zero dates → null)
+    DATETIME(n)                             timestamp_ntz (wall clock, microseconds)
+    TIMESTAMP(n)                            timestamp (an instant, microseconds)
+    TIME(n), CHAR/VARCHAR/TEXT/ENUM/SET/JSON string
+    BINARY/VARBINARY/BLOB/GEOMETRY          binary
+
+cdcflow's columns: `_cdcflow_deleted` (a delete keeps the row, key columns set and the others
+null, so an older change replayed later cannot bring it back), `_cdcflow_op`, `_cdcflow_pos`
+(the MERGE's guard: a row changes only for a greater position) and `_cdcflow_source_ts_ms`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    BooleanType,
+    ByteType,
+    DataType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
+    ShortType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
+
+from cdcflow.errors import ConfigError
+from cdcflow.pipeline.sinks.mysql_history import ZERO_DATE_PATTERN, MySqlColumn, parse_sql_type
+
+DELETED, OP, POS, SOURCE_TS = "_cdcflow_deleted", "_cdcflow_op", "_cdcflow_pos", "_cdcflow_source_ts_ms"
+META_FIELDS = (
+    StructField(DELETED, BooleanType()),
+    StructField(OP, StringType()),
+    StructField(POS, ArrayType(LongType())),
+    StructField(SOURCE_TS, LongType()),
+)
+_SIGNED = {"TINYINT": "tinyint", "SMALLINT": "smallint", "MEDIUMINT": "int", "INT": "int", "BIGINT": "bigint"}
+_UNSIGNED = {"TINYINT": "smallint", "SMALLINT": "int", "MEDIUMINT": "int", "INT": "bigint", "BIGINT": "decimal(20,0)"}
+_TEXT = frozenset({"CHAR", "VARCHAR", "TEXT", "TINYTEXT", "MEDIUMTEXT", "LONGTEXT", "ENUM", "SET", "JSON", "TIME"})
+_BYTES = frozenset({"BINARY", "VARBINARY", "BLOB", "TINYBLOB", "MEDIUMBLOB", "LONGBLOB", "GEOMETRY"})
+# Type changes Delta's type widening makes in place (ALTER COLUMN ... TYPE, no rewrite; Delta 4.0
+# "Delta type widening"); any other change of a column's type needs the table rebuilt.
+_WIDER = {
+    "tinyint": ("smallint", "int", "bigint"),
+    "smallint": ("int", "bigint"),
+    "int": ("bigint",),
+    "float": ("double",),
+    "date": ("timestamp_ntz",),
+}
+
+
+def delta_type(sql_type: str) -> str:
+    """The Spark/Delta type that holds every value of a MySQL column type exactly."""
+    base, args, unsigned = parse_sql_type(sql_type)
+    if base in _SIGNED:
+        return (_UNSIGNED if unsigned else _SIGNED)[base]
+    if base in ("DECIMAL", "NUMERIC"):
+        if len(args) != 2:
+            raise ConfigError(f"{sql_type}: precision and scale are needed to map a DECIMAL")
+        return f"decimal({args[0]},{args[1]})" if args[0] <= 38 else "string"
+    if base in ("FLOAT", "DOUBLE"):
+        return base.lower()
+    if base == "YEAR":
+        return "smallint"
+    if base == "BIT":
+        return "decimal(20,0)" if args and args[0] > 63 else "bigint"
+    if base in ("DATE", "NEWDATE"):
+        return "date"
+    if base == "DATETIME":
+        return "timestamp_ntz"
+    if base == "TIMESTAMP":
+        return "timestamp"
+    if base in _TEXT:
+        return "string"
+    if base in _BYTES:
+        return "binary"
+    raise ConfigError(f"MySQL column type {sql_type} has no Delta mapping")
+
+
+def key_columns(columns: Sequence[MySqlColumn]) -> list[str]:
+    return [c.name for c in sorted((c for c in columns if c.key_order is not None), key=lambda c: c.key_order or 0)]
+
+
+def table_schema(columns: Sequence[MySqlColumn]) -> StructType:
+    """The Delta table: the source's columns in source order, then cdcflow's."""
+    taken = [c.name for c in columns if c.name.lower() in {f.name for f in META_FIELDS}]
+    if taken:
+        raise ConfigError(f"column(s) {taken} collide with cdcflow's own columns of a typed Delta table")
+    fields = [StructField(c.name, _parsed(delta_type(c.sql_type))) for c in columns]
+    return StructType([*fields, *META_FIELDS])
+
+
+_SPARK_TYPES: dict[str, DataType] = {
+    "tinyint": ByteType(), "smallint": ShortType(), "int": IntegerType(), "bigint": LongType(),
+    "float": FloatType(), "double": DoubleType(), "date": DateType(), "timestamp_ntz": TimestampNTZType(),
+    "timestamp": TimestampType(), "string": StringType(), "binary": BinaryType(),
+}  # fmt: skip
+
+
+def _parsed(type_name: str) -> DataType:
+    if type_name.startswith("decimal("):
+        precision, scale = type_name[8:-1].split(",")
+        return DecimalType(int(precision), int(scale))
+    return _SPARK_TYPES[type_name]
+
+
+def convert(raw: Column, type_name: str) -> Column:
+    """An event value (JSON text) as `type_name`; null when it does not fit (the caller counts
+    those) and for MySQL's zero dates, which no Delta type holds."""
+    if type_name == "string":
+        return raw
+    if type_name == "binary":
+        return F.try_to_binary(raw, F.lit("base64"))
+    if type_name in ("date", "timestamp", "timestamp_ntz"):
+        return F.when(raw.rlike(ZERO_DATE_PATTERN), F.lit(None)).otherwise(raw.try_cast(type_name))
+    return raw.try_cast(type_name)
+
+
+def misfit(raw: Column, converted: Column, type_name: str) -> Column:
+    """True where a value is present but did not convert (zero dates excepted: null by design)."""
+    zero = raw.rlike(ZERO_DATE_PATTERN) if type_name in ("date", "timestamp", "timestamp_ntz") else F.lit(False)
+    return raw.isNotNull() & converted.isNull() & ~zero
+
+
+def typed_rows(latest: DataFrame, columns: Sequence[MySqlColumn]) -> DataFrame:
+    """The newest event per key (columns key, after, op, pos, source_ts_ms) as rows of the typed
+    table, plus `_misfits`: the names of the columns whose value did not convert. A delete keeps
+    its key columns (from the event's key) and nulls the others."""
+    values = F.from_json(F.coalesce(F.col("after"), F.col("key")), "map<string,string>")
+    keys = set(key_columns(columns))
+    out, bad = [], []
+    for c in columns:
+        type_name = delta_type(c.sql_type)
+        raw = values[c.name]
+        if c.name not in keys:
+            raw = F.when(F.col("op") != "d", raw)
+        value = convert(raw, type_name)
+        out.append(value.alias(c.name))
+        bad.append(F.when(misfit(raw, value, type_name), F.lit(c.name)))
+    return latest.select(
+        *out,
+        (F.col("op") == "d").alias(DELETED),
+        F.col("op").alias(OP),
+        F.col("pos").alias(POS),
+        F.col("source_ts_ms").alias(SOURCE_TS),
+        F.filter(F.array(*bad), lambda n: n.isNotNull()).alias("_misfits"),
+        F.map_keys(values).alias("_event_columns"),
+    )
+
+
+def type_changes(current: StructType, wanted: StructType) -> tuple[list[str], list[str]]:
+    """(widenings Delta applies in place, changes it cannot) between the table and the source."""
+    have = {f.name.lower(): f.dataType.simpleString() for f in current.fields}
+    widen, refuse = [], []
+    for f in wanted.fields:
+        old, new = have.get(f.name.lower()), f.dataType.simpleString()
+        if old is None or old == new:
+            continue
+        change = f"{f.name}: {old} → {new}"
+        if new in _WIDER.get(old, ()) or _wider_decimal(old, new):
+            widen.append(change)
+        else:
+            refuse.append(change)
+    return widen, refuse
+
+
+def _wider_decimal(old: str, new: str) -> bool:
+    def args(t: str) -> tuple[int, int] | None:
+        if not t.startswith("decimal("):
+            return None
+        p, s = t[8:-1].split(",")
+        return int(p), int(s)
+
+    o, n = args(old), args(new)
+    if n is None:
+        return False
+    if o is None:  # an integer column into a decimal with room for its digits
+        digits = {"tinyint": 10, "smallint": 10, "int": 10, "bigint": 20}.get(old)  # Delta's minimum targets
+        return digits is not None and n[0] - n[1] >= digits
+    return n[1] >= o[1] and n[0] - n[1] >= o[0] - o[1]
