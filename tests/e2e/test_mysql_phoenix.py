@@ -227,7 +227,7 @@ def test_an_hbase_restart_under_the_phoenix_sink_and_the_hbase_peer(
     pipeline = PipelineProcess(config_path, tmp_path / "pipeline.log")
     with Writer(workload, per_second=soak_size(8, 30)):
         pipeline.start()
-        pipeline.wait_for_batches(2)
+        pipeline.wait_for_batches(1)  # applying before the outage
         stack.down(["hbase"])
         try:
             time.sleep(15)  # batches meet a dead HBase meanwhile

@@ -34,6 +34,9 @@ from .hbase_capture import PeerSetup
 
 MUTATIONS = soak_size(8_000, 100_000)  # full size: make soak
 KILLS = soak_size(1, 3)  # driver SIGKILLs
+# The writer's 200 steps span the kills (each lands 18-30 s after a start): ~25 s for one kill,
+# ~80 s for three; the final run starts when the writer is done.
+STEP_PAUSE_S = soak_size(100, 250) / 1000
 
 
 def _end_offsets(bootstrap: str, topics: list[str]) -> int:
@@ -84,7 +87,7 @@ def test_randomized_workload_survives_three_driver_kills(
         try:
             while workload.mutations < MUTATIONS:
                 workload.step(min(MUTATIONS // 200, MUTATIONS - workload.mutations))
-                time.sleep(0.25)  # spread the workload over the kills (~80 s)
+                time.sleep(STEP_PAUSE_S)  # spread the workload over the kills
         except BaseException as exc:  # surfaced by the main thread
             writer_error.append(exc)
 

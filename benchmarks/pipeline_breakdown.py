@@ -1,0 +1,86 @@
+"""Where a sink batch's time goes: the steps every sink's batch shares, timed one by one in batch
+mode (spark.read of the same Kafka records, warm: each step runs 3 times, the last is printed).
+
+Against the local stack's real HBase and Kafka (`cdcflow stack up kafka hbase`): fills the topics
+like `pipeline_apply.py`, then times
+
+  raw → parquet                   the baseline's work (what `pipeline_apply.py` compares against)
+  parse → parquet                 `envelope.parse` (one from_json per record) and the validity split
+  parse + dedupe → parquet        plus the dedupe shuffle
+  ... + persist + stats           plus what the runner does for every sink (persist, count, max ts)
+  Delta MERGE of 1,000 rows       the fixed cost of one small MERGE into a Delta table
+
+Usage: .venv/bin/python benchmarks/pipeline_breakdown.py [--mutations 100000] [--stack-home DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+from machine import machine_summary  # type: ignore[import-not-found]
+from pipeline_apply import fill  # type: ignore[import-not-found]
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from cdcflow.config.paths import default_stack_home
+from cdcflow.jars import versions
+from cdcflow.pipeline.envelope import dedupe, events_of, parse
+from cdcflow.pipeline.session import build_session
+from cdcflow.pipeline.sinks.delta.tables import ensure_table
+from cdcflow.stack import Stack
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--mutations", type=int, default=100_000)
+    ap.add_argument("--stack-home", type=Path, default=None)
+    args = ap.parse_args()
+    stack = Stack(args.stack_home or default_stack_home())
+    zk, bootstrap = stack.endpoints("hbase")["zk_quorum"], stack.endpoints("kafka")["bootstrap_servers"]
+    name = f"brk{uuid.uuid4().hex[:6]}"
+    workdir = Path(tempfile.mkdtemp(prefix="cdcflow-breakdown-"))
+    fill(name, args.mutations, zk, bootstrap, workdir)
+    spark = build_session("cdcflow-breakdown")
+    spark.sparkContext.setLogLevel("ERROR")
+    print(f"machine: {machine_summary()}; Spark {versions.SPARK_VERSION} (local[2]), Delta {versions.DELTA_VERSION}")
+    outputs = iter(range(1_000_000))
+
+    def raw() -> DataFrame:
+        return (spark.read.format("kafka").option("kafka.bootstrap.servers", bootstrap)
+                .option("subscribePattern", f"{name}\\..*").option("startingOffsets", "earliest").load())  # fmt: skip
+
+    def out() -> str:
+        return str(workdir / f"out{next(outputs)}")
+
+    def timed(label: str, step: Callable[[], object]) -> None:
+        for _ in range(3):
+            started = time.perf_counter()
+            step()
+            seconds = time.perf_counter() - started
+        print(f"  {label:44} {seconds:6.2f} s", flush=True)
+
+    def with_stats() -> None:
+        batch = dedupe(parse(raw())).persist()
+        batch.agg(F.count(F.lit(1)), F.max("source.ts_ms")).first()
+        events_of(batch).write.parquet(out())
+        batch.unpersist()
+
+    table = str(workdir / "delta")
+    rows = spark.range(1000).selectExpr("id", "cast(id as string) as v")
+    target = ensure_table(spark, table, rows.schema)
+    print(f"{args.mutations} change events, batch mode, seconds of the third run:")
+    timed("raw → parquet", lambda: raw().write.parquet(out()))
+    timed("parse → parquet", lambda: events_of(parse(raw())).write.parquet(out()))
+    timed("parse + dedupe → parquet", lambda: events_of(dedupe(parse(raw()))).write.parquet(out()))
+    timed("parse + dedupe + persist + stats → parquet", with_stats)
+    timed("Delta MERGE of 1,000 rows", lambda: target.alias("t").merge(rows.alias("s"), "t.id = s.id")
+          .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
