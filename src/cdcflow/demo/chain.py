@@ -196,10 +196,8 @@ def run_chain(
             writer.stop.set()
         if mysql_writer is not None:
             mysql_writer.stop.set()
-        print("\nstopping: pipeline, then capture ...")
-        pipeline.stop()
-        mysql.stop()
-        peer.stop()
+        print("\nstopping: pipeline, then capture ...", flush=True)
+        stop_children([pipeline, mysql, peer])
     if writer is not None:
         t = cfg.demo.tables[0]
         delta = stack_home / "pipeline" / "delta" / cfg.hbase.name / "default" / t
@@ -217,3 +215,17 @@ def run_chain(
 
 def _interrupt(_signum: int, _frame: object) -> None:
     raise KeyboardInterrupt
+
+
+def stop_children(children: list[Child]) -> None:
+    """Stop the children in order, deaf to further SIGTERM/SIGINT meanwhile: `timeout`, a service
+    manager or an impatient second Ctrl-C sends another one, which would otherwise interrupt the
+    stop half-way and leave the remaining children running without a parent. Each stop is bounded
+    (SIGTERM, then SIGKILL after its timeout)."""
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        for child in children:
+            child.stop()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
