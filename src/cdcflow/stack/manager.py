@@ -115,8 +115,9 @@ class Stack:
             f"Last log lines:\n{process.tail(Path(st.log))}"
         )
 
-    def down(self, names: Sequence[str] | None = None) -> list[str]:
-        """Stop the named services (default: all). Returns the names that were running."""
+    def down(self, names: Sequence[str] | None = None, grace_s: float | None = None) -> list[str]:
+        """Stop the named services (default: all). Returns the names that were running. `grace_s`
+        overrides how long each service gets after SIGTERM before SIGKILL (default: its own)."""
         chosen = self._names(names, default=COMPONENTS)
         current = state_file.load(self.home)
         stopped = []
@@ -128,7 +129,7 @@ class Stack:
                 pass  # its host's process is stopped with the host
             elif st.pid and process.is_ours(st.pid, st.start_ticks):
                 log.info("stopping %s (pid %s)", name, st.pid)
-                process.stop_group(st.pid, make_service(name).stop_grace_s)
+                process.stop_group(st.pid, make_service(name).stop_grace_s if grace_s is None else grace_s)
                 stopped.append(name)
             # Keep the entry (ports, endpoints) so the next `up` can reuse the same addresses.
             st.pid, st.start_ticks = None, None
