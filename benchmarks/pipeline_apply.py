@@ -110,8 +110,11 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3, help="timed rounds per maxOffsetsPerTrigger value")
     ap.add_argument("--max-versions", type=int, default=1, help="the delta sink's max_versions (its default: 1)")
     ap.add_argument("--stack-home", type=Path, default=None, help="the running stack (default: cdcflow's default)")
+    ap.add_argument("--verbose", action="store_true", help="log each sink batch (INFO) while timing")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
+    if args.verbose:
+        logging.getLogger("cdcflow").setLevel(logging.INFO)
     stack = Stack(args.stack_home or default_stack_home())
     zk, bootstrap = stack.endpoints("hbase")["zk_quorum"], stack.endpoints("kafka")["bootstrap_servers"]
     name = f"bench{uuid.uuid4().hex[:6]}"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any
+from typing import Any, ClassVar
 
 from pyspark.sql import DataFrame
 
@@ -17,6 +17,11 @@ class Sink(ABC):
     same data, and at-least-once delivery upstream means an event can also arrive twice across
     batches. A sink raises to fail its batch; the pipeline then retries that sink alone.
     """
+
+    # True when apply_batch runs exactly one Spark action over `events`: the runner then skips
+    # persisting the batch and takes its counts from that action (Dataset.observe) instead of a
+    # job of their own. A sink that reads `events` more than once leaves it False.
+    reads_events_once: ClassVar[bool] = False
 
     def __init__(self, name: str, options: SinkOptions, context: dict[str, Any]) -> None:
         self.name = name

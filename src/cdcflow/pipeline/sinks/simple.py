@@ -21,6 +21,8 @@ class ParquetChangelogSink(Sink):
     on replay: idempotent per batch. The query id is new when the checkpoint is reset (its batch
     ids start at 0 again), so a reset never overwrites the folders of the earlier run."""
 
+    reads_events_once = True  # one write
+
     def apply_batch(self, events: DataFrame, batch_id: int) -> None:
         assert isinstance(self.options, ParquetOptions)
         query = self.query_id or "unknown"
