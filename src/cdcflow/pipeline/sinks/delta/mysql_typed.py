@@ -146,7 +146,13 @@ def typed_rows(latest: DataFrame, columns: Sequence[MySqlColumn]) -> DataFrame:
     """The newest event per key (columns key, after, op, pos, source_ts_ms) as rows of the typed
     table, plus `_misfits`: the names of the columns whose value did not convert. A delete keeps
     its key columns (from the event's key) and nulls the others."""
-    values = F.from_json(F.coalesce(F.col("after"), F.col("key")), "map<string,string>")
+    # The event's values parsed once, in a projection of their own: every column below reads this
+    # map (Spark keeps an expensive expression that several others use in one place), and the
+    # misfit list avoids higher-order functions, which run interpreted and would parse again.
+    parsed = latest.select(
+        "*", F.from_json(F.coalesce(F.col("after"), F.col("key")), "map<string,string>").alias("_values")
+    )
+    values = F.col("_values")
     keys = set(key_columns(columns))
     out, bad = [], []
     for c in columns:
@@ -157,13 +163,13 @@ def typed_rows(latest: DataFrame, columns: Sequence[MySqlColumn]) -> DataFrame:
         value = convert(raw, type_name)
         out.append(value.alias(c.name))
         bad.append(F.when(misfit(raw, value, type_name), F.lit(c.name)))
-    return latest.select(
+    return parsed.select(
         *out,
         (F.col("op") == "d").alias(DELETED),
         F.col("op").alias(OP),
         F.col("pos").alias(POS),
         F.col("source_ts_ms").alias(SOURCE_TS),
-        F.filter(F.array(*bad), lambda n: n.isNotNull()).alias("_misfits"),
+        F.array_compact(F.array(*bad)).alias("_misfits"),
         F.map_keys(values).alias("_event_columns"),
     )
 
