@@ -8,6 +8,7 @@ import struct
 from pathlib import Path
 from typing import Any
 
+from prometheus_client import REGISTRY
 from pyspark.sql import functions as F
 
 from cdcflow.clients import kafka as k
@@ -191,6 +192,53 @@ def test_typed_mysql_tables_follow_add_and_modify_column_and_refuse_the_rest(
     assert result["state"].startswith("failed") and "qty: bigint → string" in result["state"], result
     assert "Move " in result["state"]
     assert sorted(r["qty"] for r in spark.read.format("delta").load(path).collect()) == [2, 2**40]  # nothing half-done
+
+
+def test_a_typed_mysql_batch_that_outgrows_the_known_shape_is_checked_then_merged_or_refused(
+    kafka: dict[str, Any], hbase: dict[str, Any], tmp_path: Path, peer_setup: PeerSetup
+) -> None:
+    """The typed MERGE checks its rows against the shape the sink knows inside its own pass
+    (issue #16: no separate check job per table and batch). One sink, so its known shape goes
+    stale: a column added in MySQL fails that MERGE, the checked path reads the schema history
+    again and merges; a value that fits no history fails it and is refused by name, with nothing
+    written. Each time the checked path ran (its counter)."""
+    bootstrap = kafka["bootstrap_servers"]
+    topic, history = f"{peer_setup.name}.shop.parts", f"{peer_setup.name}-history"
+    k.create_topic(bootstrap, topic, partitions=1)
+    k.create_topic(bootstrap, history, partitions=1)
+    cfg, context, checkpoints = pipeline_for(
+        peer_setup, kafka, hbase, tmp_path / "checkpoints",
+        SinkConfig(name="state", type="delta", options={"path": str(tmp_path), "schema_history_topic": history}),
+    )  # fmt: skip
+    pipeline = Pipeline(cfg, context, checkpoints)  # one sink object across the runs below: its shape cache lives on
+    path = str(tmp_path / "db1" / "shop" / "parts")
+
+    def checks() -> float:
+        return REGISTRY.get_sample_value("cdcflow_pipeline_delta_shape_checks_total", {"sink": "state"}) or 0.0
+
+    def step(shape: list[tuple[str, str]] | None, *events: bytes) -> str:
+        if shape:
+            k.produce_sync(bootstrap, history, [history_record("shop", "parts", shape)])
+        k.produce_sync(bootstrap, topic, [(b"k", e) for e in events])
+        return pipeline.run(available_now=True, max_failures=1)["state"]
+
+    before = checks()
+    assert step([("id", "INT"), ("qty", "INT")], mysql_event("shop", "parts", "c", 1, [1, 1, 0], {"id": 1, "qty": 1})
+                ) == "done"  # fmt: skip
+    assert checks() == before  # the known shape fitted: no check of its own
+    # ALTER TABLE parts ADD colour VARCHAR(8): the sink's shape lacks the column, the history has it.
+    added = mysql_event("shop", "parts", "c", 2, [1, 2, 0], {"id": 2, "qty": 5, "colour": "red"})
+    assert step([("id", "INT"), ("qty", "INT"), ("colour", "VARCHAR(8)")], added) == "done"
+    assert checks() == before + 1
+    spark = build_session("cdcflow-test")
+    rows = sorted((r["id"], r["qty"], r["colour"]) for r in spark.read.format("delta").load(path).collect())
+    assert rows == [(1, 1, None), (2, 5, "red")]
+    # A value no schema-history record fits: the batch is refused by name, nothing of it written.
+    result = step(None, mysql_event("shop", "parts", "u", 1, [1, 3, 0], {"id": 1, "qty": "lots", "colour": "x"}))
+    assert result.startswith("failed") and "values of column(s) ['qty'] do not fit" in result, result
+    assert checks() == before + 2
+    rows = sorted((r["id"], r["qty"], r["colour"]) for r in spark.read.format("delta").load(path).collect())
+    assert rows == [(1, 1, None), (2, 5, "red")]
 
 
 def test_the_changelog_merge_reads_only_the_files_of_the_batch_time_range(tmp_path: Path) -> None:

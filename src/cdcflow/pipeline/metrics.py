@@ -23,3 +23,8 @@ TOPIC_RESTARTS = Counter(
 DELTA_CONFLICTS = Counter(
     "cdcflow_pipeline_delta_conflicts_total", "Delta tables merged again because another writer changed them", ["sink"]
 )
+DELTA_SHAPE_CHECKS = Counter(
+    "cdcflow_pipeline_delta_shape_checks_total",
+    "Typed MySQL batches that did not fit the known table shape and were checked against the schema history",
+    ["sink"],
+)

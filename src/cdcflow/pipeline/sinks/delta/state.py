@@ -164,6 +164,8 @@ def _sql_string(text: str) -> str:
     return text.replace("\\", "\\\\").replace("'", "\\'")
 
 
+# Raised inside a typed MySQL table's MERGE by a row that does not fit the table's known shape.
+UNFIT_MARK = "cdcflow: the row does not fit the typed table's known shape"
 # How often a batch runs a table's MERGE again after another writer committed first.
 CONFLICT_RETRIES = 8
 # Tables of one batch merged at the same time.
@@ -325,14 +327,31 @@ class DeltaStateSink(Sink):
                     (F.col("source") == t["source"]) & (F.col("db") == t["db"]) & (F.col("table") == t["table"])
                 ).drop("source", "db", "table")
                 path = self._checked_path(spark, t["source"], t["db"], t["table"])
-                merge: Callable[[], None]
+                started = time.perf_counter()
                 if self.opts.mysql_layout == "json":
-                    merge = functools.partial(self._mysql_json_merge, spark, path, batch)
+                    self._merge_guarded(path, functools.partial(self._mysql_json_merge, spark, path, batch))
                 else:
-                    merge = self._mysql_typed_merge(spark, path, batch, t["source"], t["db"], t["table"])
-                self._merge_guarded(path, merge)
+                    self._merge_mysql_typed(spark, path, batch, t["source"], t["db"], t["table"])
+                log.info("sink %s: %s: merged in %.1f s", self.name, path, time.perf_counter() - started)
         finally:
             latest.unpersist()
+
+    def _merge_mysql_typed(
+        self, spark: SparkSession, path: str, batch: DataFrame, source: str, db: str, table: str
+    ) -> None:
+        """The MERGE checks inside its own pass that every value fits the table's known shape
+        (UNFIT_MARK raised from the source rows; a failed MERGE commits nothing). Only a batch that
+        does not fit pays for the separate check: the schema history is read again, the table
+        evolved, or the batch refused with the columns and values named."""
+        try:
+            self._merge_guarded(path, self._mysql_typed_merge(spark, path, batch, source, db, table, checked=False))
+        except Exception as exc:
+            if UNFIT_MARK not in str(exc):
+                raise
+            log.info("sink %s: %s: the batch holds columns or values the known shape of %s/%s.%s does not fit; "
+                     "checking it against the schema history", self.name, path, source, db, table)  # fmt: skip
+            metrics.DELTA_SHAPE_CHECKS.labels(self.name).inc()
+            self._merge_guarded(path, self._mysql_typed_merge(spark, path, batch, source, db, table, checked=True))
 
     def _merge_guarded(self, path: str, merge: Callable[[], None]) -> None:
         """Run a MERGE whose guard is inside it; when Delta refuses the commit because another
@@ -360,31 +379,20 @@ class DeltaStateSink(Sink):
         )
 
     def _mysql_typed_merge(
-        self, spark: SparkSession, path: str, batch: DataFrame, source: str, db: str, table: str
+        self, spark: SparkSession, path: str, batch: DataFrame, source: str, db: str, table: str, checked: bool
     ) -> Callable[[], None]:
-        """Convert the batch to the table's columns (the newest shape in the schema history,
-        read again when the events carry a column it lacks or a value does not fit), evolve the
-        table (new columns, widened types), and return the guarded MERGE."""
+        """Convert the batch to the table's columns (the newest shape in the schema history),
+        evolve the table (new columns, widened types), and return the guarded MERGE.
+
+        Unchecked, with the shape known so far, the MERGE itself fails with UNFIT_MARK on a row
+        that carries a column the shape lacks or a value that does not convert. Checked, a job of
+        its own looks first, and the schema history is read again when the events do not fit."""
         label = f"{source}/{db}.{table}"
-        for refresh in (False, True):
-            columns = self._mysql_columns(source, db, table, refresh)
-            rows = mt.typed_rows(batch, columns)
-            found = rows.agg(
-                F.array_distinct(F.flatten(F.collect_set("_misfits"))).alias("misfits"),
-                F.array_distinct(F.flatten(F.collect_set("_event_columns"))).alias("columns"),
-            ).first()
-            misfits = sorted(found["misfits"] or []) if found else []
-            unknown = sorted(set(found["columns"] or []) - {c.name for c in columns}) if found else []
-            if not misfits and not unknown:
-                break
+        if checked:
+            columns, rows = self._fitting_shape(batch, source, db, table)
         else:
-            why = []
-            if unknown:
-                why.append(f"the events carry column(s) {unknown} that its newest schema-history record lacks")
-            if misfits:
-                why.append(f"values of column(s) {misfits} do not fit the types of its schema-history record")
-            raise TerminalError(f"sink {self.name}: MySQL table {label}: {'; '.join(why)} "
-                                f"(history topic {self._history_topic()})")  # fmt: skip
+            columns = self._mysql_columns(source, db, table, refresh=False)
+            rows = mt.typed_rows(batch, columns)
         keys = mt.key_columns(columns)
         if not keys:
             raise ConfigError(
@@ -418,6 +426,12 @@ class DeltaStateSink(Sink):
             column, wanted = change.split(": ", 1)[0], schema[change.split(": ", 1)[0]].dataType.simpleString()
             log.info("sink %s: %s: widening column %s", self.name, path, change)
             spark.sql(f"ALTER TABLE delta.`{path}` ALTER COLUMN {_quoted(column)} TYPE {wanted}")
+        if not checked:
+            # In the column every MERGE clause reads for every source row (the guard; inserted),
+            # so a row that does not fit fails the MERGE before it commits.
+            known = F.array(*(F.lit(c.name) for c in columns))
+            unfit = (F.size("_misfits") > 0) | (F.size(F.array_except("_event_columns", known)) > 0)
+            rows = rows.withColumn(mt.POS, F.when(unfit, F.raise_error(F.lit(UNFIT_MARK))).otherwise(F.col(mt.POS)))
         source_rows = rows.drop("_misfits", "_event_columns")
         on = " AND ".join(f"t.{_quoted(k)} <=> s.{_quoted(k)}" for k in keys)
 
@@ -432,6 +446,28 @@ class DeltaStateSink(Sink):
             )  # fmt: skip
 
         return merge
+
+    def _fitting_shape(self, batch: DataFrame, source: str, db: str, table: str) -> tuple[list[MySqlColumn], DataFrame]:
+        """The table's shape that every event of the batch fits (the known one, else the schema
+        history's newest), and the batch converted to it; refused naming what does not fit."""
+        for refresh in (False, True):
+            columns = self._mysql_columns(source, db, table, refresh)
+            rows = mt.typed_rows(batch, columns)
+            found = rows.agg(
+                F.array_distinct(F.flatten(F.collect_set("_misfits"))).alias("misfits"),
+                F.array_distinct(F.flatten(F.collect_set("_event_columns"))).alias("columns"),
+            ).first()
+            misfits = sorted(found["misfits"] or []) if found else []
+            unknown = sorted(set(found["columns"] or []) - {c.name for c in columns}) if found else []
+            if not misfits and not unknown:
+                return columns, rows
+        why = []
+        if unknown:
+            why.append(f"the events carry column(s) {unknown} that its newest schema-history record lacks")
+        if misfits:
+            why.append(f"values of column(s) {misfits} do not fit the types of its schema-history record")
+        raise TerminalError(f"sink {self.name}: MySQL table {source}/{db}.{table}: {'; '.join(why)} "
+                            f"(history topic {self._history_topic()})")  # fmt: skip
 
     def _history_topic(self) -> str:
         topic = self.opts.schema_history_topic or self.context.get("mysql_schema_history_topic")
