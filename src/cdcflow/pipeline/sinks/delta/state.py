@@ -168,7 +168,7 @@ def _sql_string(text: str) -> str:
 UNFIT_MARK = "cdcflow: the row does not fit the typed table's known shape"
 # How often a batch runs a table's MERGE again after another writer committed first.
 CONFLICT_RETRIES = 8
-# Tables of one batch merged at the same time.
+# Tables of one batch merged at the same time (HBase- and MySQL-sourced alike).
 MERGE_THREADS = 4
 
 
@@ -205,13 +205,35 @@ class DeltaStateSink(Sink):
     def apply_batch(self, events: DataFrame, batch_id: int) -> None:
         # Each path costs Spark jobs even when it has nothing to do; run only those with events.
         connectors = {r[0] for r in events.select("source.connector").distinct().collect()}
-        if "hbase" in connectors:
-            self._apply_hbase(events.where(F.col("source.connector") == "hbase"))
-        if "mysql" in connectors:
-            self._apply_mysql(events.where(F.col("source.connector") == "mysql"))
+        kept: list[DataFrame] = []  # persisted for the table merges; released after the last one
+        try:
+            merges: dict[str, Callable[[], None]] = {}
+            if "hbase" in connectors:
+                merges.update(self._hbase_merges(events.where(F.col("source.connector") == "hbase"), kept))
+            if "mysql" in connectors:
+                merges.update(self._mysql_merges(events.where(F.col("source.connector") == "mysql"), kept))
+            self._run_merges(merges)
+        finally:
+            for frame in kept:
+                frame.unpersist()
+
+    def _run_merges(self, merges: dict[str, Callable[[], None]]) -> None:
+        """One MERGE per table, every table of the batch (HBase- and MySQL-sourced) side by side:
+        most of a MERGE's time is fixed cost on the driver (planning, reading the Delta log,
+        committing), which overlaps with the other tables' jobs."""
+
+        def timed(path: str, merge: Callable[[], None]) -> None:
+            started = time.perf_counter()
+            merge()
+            log.info("sink %s: %s: merged in %.1f s", self.name, path, time.perf_counter() - started)
+
+        with ThreadPoolExecutor(max_workers=min(MERGE_THREADS, len(merges) or 1)) as pool:
+            for done in [pool.submit(timed, path, merge) for path, merge in merges.items()]:
+                done.result()
 
     # --- HBase: per cell -------------------------------------------------------------------
-    def _apply_hbase(self, events: DataFrame) -> None:
+    def _hbase_merges(self, events: DataFrame, kept: list[DataFrame]) -> dict[str, Callable[[], None]]:
+        """The MERGE of each HBase-sourced table of the batch (the grouped cells kept persisted)."""
         spark = events.sparkSession
         cells = events.select(
             F.col("source.name").alias("source"),
@@ -235,21 +257,15 @@ class DeltaStateSink(Sink):
             .agg(F.collect_list("cell").alias("new_cells"), F.max("ts_ms").alias("batch_ts_ms"))
             .persist()
         )
-        try:
-            tables = grouped.select("source", "db", "table").distinct().collect()
-            batches = {
-                self._checked_path(spark, t["source"], t["db"], t["table"]): grouped.where(
-                    (F.col("source") == t["source"]) & (F.col("db") == t["db"]) & (F.col("table") == t["table"])
-                ).select("row_key", "new_cells", "batch_ts_ms")
-                for t in tables
-            }
-            # One MERGE per table; most of a MERGE's time is fixed cost (planning, reading the Delta
-            # log, scheduling), so the tables of a batch are merged side by side.
-            with ThreadPoolExecutor(max_workers=min(MERGE_THREADS, len(batches) or 1)) as pool:
-                for done in [pool.submit(self._merge_hbase_table, spark, p, b) for p, b in batches.items()]:
-                    done.result()
-        finally:
-            grouped.unpersist()
+        kept.append(grouped)
+        merges: dict[str, Callable[[], None]] = {}
+        for t in grouped.select("source", "db", "table").distinct().collect():
+            path = self._checked_path(spark, t["source"], t["db"], t["table"])
+            batch = grouped.where(
+                (F.col("source") == t["source"]) & (F.col("db") == t["db"]) & (F.col("table") == t["table"])
+            ).select("row_key", "new_cells", "batch_ts_ms")
+            merges[path] = functools.partial(self._merge_hbase_table, spark, path, batch)
+        return merges
 
     def _merge_hbase_table(self, spark: SparkSession, path: str, batch: DataFrame) -> None:
         """Read the stored state of the batch's rows, merge in Spark SQL (`state_sql`), and MERGE
@@ -310,7 +326,8 @@ class DeltaStateSink(Sink):
         return batch
 
     # --- MySQL: per row, guarded by position ------------------------------------------------
-    def _apply_mysql(self, events: DataFrame) -> None:
+    def _mysql_merges(self, events: DataFrame, kept: list[DataFrame]) -> dict[str, Callable[[], None]]:
+        """The MERGE of each MySQL-sourced table of the batch (the newest row per key kept persisted)."""
         spark = events.sparkSession
         latest = newest_per_key(
             events.select(
@@ -321,20 +338,21 @@ class DeltaStateSink(Sink):
             ),
             ["source", "db", "table", "key"],
         ).persist()  # fmt: skip
-        try:
-            for t in latest.select("source", "db", "table").distinct().collect():
-                batch = latest.where(
-                    (F.col("source") == t["source"]) & (F.col("db") == t["db"]) & (F.col("table") == t["table"])
-                ).drop("source", "db", "table")
-                path = self._checked_path(spark, t["source"], t["db"], t["table"])
-                started = time.perf_counter()
-                if self.opts.mysql_layout == "json":
-                    self._merge_guarded(path, functools.partial(self._mysql_json_merge, spark, path, batch))
-                else:
-                    self._merge_mysql_typed(spark, path, batch, t["source"], t["db"], t["table"])
-                log.info("sink %s: %s: merged in %.1f s", self.name, path, time.perf_counter() - started)
-        finally:
-            latest.unpersist()
+        kept.append(latest)
+        merges: dict[str, Callable[[], None]] = {}
+        for t in latest.select("source", "db", "table").distinct().collect():
+            batch = latest.where(
+                (F.col("source") == t["source"]) & (F.col("db") == t["db"]) & (F.col("table") == t["table"])
+            ).drop("source", "db", "table")
+            path = self._checked_path(spark, t["source"], t["db"], t["table"])
+            if self.opts.mysql_layout == "json":
+                json_merge = functools.partial(self._mysql_json_merge, spark, path, batch)
+                merges[path] = functools.partial(self._merge_guarded, path, json_merge)
+            else:
+                merges[path] = functools.partial(
+                    self._merge_mysql_typed, spark, path, batch, t["source"], t["db"], t["table"]
+                )
+        return merges
 
     def _merge_mysql_typed(
         self, spark: SparkSession, path: str, batch: DataFrame, source: str, db: str, table: str
