@@ -178,3 +178,30 @@ def test_incompatible_table_is_refused_with_the_reason(kafka: dict[str, Any], ph
     k.produce_sync(bootstrap, topic, [(b"1", ev)])
     result = run_pipeline(kafka, phoenix_url, prefix, tmp_path / "cp", schema_history_topic=history)
     assert "AMOUNT is DOUBLE; it needs DECIMAL(30,10)" in result["phoenix"], result
+
+
+def test_a_value_that_does_not_fit_refuses_the_batch_naming_it_and_applies_nothing(
+    kafka: dict[str, Any], phoenix_url: str, tmp_path: Path
+) -> None:
+    """A table made by hand with a narrower column than MySQL's: the value that does not fit fails the
+    stage write (the check rides inside it), the error names key, position and value, and no row of
+    that batch reaches the table; the batch before it stays applied."""
+    prefix = f"px{uuid.uuid4().hex[:8]}"
+    db, table = f"shop_{prefix}", "items"
+    bootstrap = kafka["bootstrap_servers"]
+    with PhoenixJvm.launch(phoenix_url) as phoenix:
+        phoenix.execute(f'CREATE TABLE "{db.upper()}"."ITEMS" ("ID" INTEGER NOT NULL PRIMARY KEY, "QTY" SMALLINT)')
+    topic = f"{prefix}.{db}.{table}"
+    k.create_topic(bootstrap, topic, partitions=1)
+    k.produce_sync(bootstrap, topic, [(b"1", event(db, table, "c", {"id": 1}, [1, 5, 0], {"id": 1, "qty": 7}))])
+    assert run_pipeline(kafka, phoenix_url, prefix, tmp_path / "cp")["phoenix"] == "done"
+    late = [
+        event(db, table, "u", {"id": 1}, [1, 6, 0], {"id": 1, "qty": 8}),
+        event(db, table, "c", {"id": 2}, [1, 7, 0], {"id": 2, "qty": 70000}),  # past SMALLINT
+    ]
+    k.produce_sync(bootstrap, topic, [(b"1", e) for e in late])
+    result = run_pipeline(kafka, phoenix_url, prefix, tmp_path / "cp")["phoenix"]
+    assert "values that do not fit the Phoenix column types" in result and "QTY=70000" in result, result
+    with PhoenixJvm.launch(phoenix_url) as phoenix:
+        rows = phoenix.query(f'SELECT "ID", "QTY" FROM "{db.upper()}"."ITEMS" ORDER BY "ID"')
+    assert [(int(r[0]), int(r[1])) for r in rows] == [(1, 7)]

@@ -55,6 +55,8 @@ from cdcflow.pipeline.writer_lease import WriterLeases
 log = logging.getLogger(__name__)
 DIALECT_CLASS = "io.cdcflow.spark.PhoenixUpsertDialect"
 _ZERO_DATE = ZERO_DATE_PATTERN
+# Raised inside the stage write by a row whose values do not fit the target's column types.
+UNFIT_MARK = "cdcflow: a value does not fit its Phoenix column type"
 _CATALOG = (
     "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_SIZE, DECIMAL_DIGITS, NULLABLE, KEY_SEQ, ORDINAL_POSITION "
     "FROM SYSTEM.CATALOG WHERE {schema} AND TABLE_NAME = '{name}' AND COLUMN_NAME IS NOT NULL"
@@ -269,19 +271,16 @@ class PhoenixSink(Sink):
             F.col("pos").alias(ps.POS_COLUMN),
             F.concat_ws(", ", *problems).alias("_problem"),
             F.col("key").alias("_key"),
-        ).persist()
+        )
+        # The values are checked inside the stage write, its one pass over the batch: a row that does
+        # not fit fails the write (its position column raises), before any statement touches the
+        # target. Only then is the batch read again, for the examples the error names.
+        fenced = F.when(F.col("_problem") != "", F.raise_error(F.lit(UNFIT_MARK))).otherwise(F.col(ps.POS_COLUMN))
+        checked = time.perf_counter()
+        conn.execute(f"DELETE FROM {stage.qualified}")  # leftovers of a batch that crashed
         try:
-            bad = staged.where(F.col("_problem") != "").select("_key", "_problem", ps.POS_COLUMN).limit(5).collect()
-            if bad:
-                examples = "; ".join(f"key {r['_key']} at {r[ps.POS_COLUMN]}: {r['_problem']}" for r in bad)
-                raise PhoenixSchemaError(
-                    f"{db}.{table}: values that do not fit the Phoenix column types of {target.display} "
-                    f"(nothing of this batch was applied; the events stay in Kafka): {examples}"
-                )
-            checked = time.perf_counter()
-            conn.execute(f"DELETE FROM {stage.qualified}")  # leftovers of a batch that crashed
             (
-                staged.drop("_problem", "_key")
+                staged.withColumn(ps.POS_COLUMN, fenced).drop("_problem", "_key")
                 .write.format("jdbc")
                 .option("url", self.url)
                 .option("driver", DRIVER)
@@ -294,13 +293,20 @@ class PhoenixSink(Sink):
                 .option("phoenix.connection.autoCommit", "true")
                 .mode("append")
                 .save()
-            )
-        finally:
-            staged.unpersist()
+            )  # fmt: skip
+        except Exception as exc:
+            if UNFIT_MARK not in str(exc):
+                raise
+            bad = staged.where(F.col("_problem") != "").select("_key", "_problem", ps.POS_COLUMN).limit(5).collect()
+            examples = "; ".join(f"key {r['_key']} at {r[ps.POS_COLUMN]}: {r['_problem']}" for r in bad)
+            raise PhoenixSchemaError(
+                f"{db}.{table}: values that do not fit the Phoenix column types of {target.display} "
+                f"(nothing of this batch was applied; the events stay in Kafka): {examples}"
+            ) from None
         written = time.perf_counter()
         upserted, deleted, steps = self._apply_stage(conn, target, stage, positions)
-        log.info("phoenix %s: batch %d: %d upserted, %d deleted (convert %.1f s, stage write %.1f s, apply %.1f s: %s)",
-                 target.display, batch_id, upserted, deleted, checked - started, written - checked,
+        log.info("phoenix %s: batch %d: %d upserted, %d deleted (prepare %.1f s, convert + stage write %.1f s, "
+                 "apply %.1f s: %s)", target.display, batch_id, upserted, deleted, checked - started, written - checked,
                  time.perf_counter() - written, steps)  # fmt: skip
 
     @staticmethod
