@@ -13,7 +13,7 @@ from pyspark.sql import functions as F
 
 from cdcflow.clients import kafka as k
 from cdcflow.clients.hbase import HBaseClient
-from cdcflow.config import SinkConfig
+from cdcflow.config import PipelineConfig, SinkConfig
 from cdcflow.config.sinks import DeltaChangelogOptions
 from cdcflow.events.cells import Cell, CellType
 from cdcflow.events.json_codec import SCHEMA_ID
@@ -152,17 +152,27 @@ def test_mysql_rows_apply_by_position_and_deletes_keep_tombstones(
     assert json.loads(rows[3]["after"]) == {"id": 3, "qty": 7}  # [1, 999] sorts before [2, 9]
 
 
-def test_typed_mysql_tables_follow_add_and_modify_column_and_refuse_the_rest(
-    kafka: dict[str, Any], hbase: dict[str, Any], tmp_path: Path, peer_setup: PeerSetup
-) -> None:
+def typed_mysql_pipeline(
+    peer_setup: PeerSetup, kafka: dict[str, Any], hbase: dict[str, Any], tmp_path: Path, table: str
+) -> tuple[str, str, PipelineConfig, dict[str, Any], Path]:
+    """A delta sink with typed MySQL tables over this test's topic for shop.<table>, with its own
+    schema-history topic: (topic, history topic, config, context, checkpoints)."""
     bootstrap = kafka["bootstrap_servers"]
-    topic, history = f"{peer_setup.name}.shop.items", f"{peer_setup.name}-history"
+    topic, history = f"{peer_setup.name}.shop.{table}", f"{peer_setup.name}-history"
     k.create_topic(bootstrap, topic, partitions=1)
     k.create_topic(bootstrap, history, partitions=1)
     cfg, context, checkpoints = pipeline_for(
         peer_setup, kafka, hbase, tmp_path / "checkpoints",
         SinkConfig(name="state", type="delta", options={"path": str(tmp_path), "schema_history_topic": history}),
     )  # fmt: skip
+    return topic, history, cfg, context, checkpoints
+
+
+def test_typed_mysql_tables_follow_add_and_modify_column_and_refuse_the_rest(
+    kafka: dict[str, Any], hbase: dict[str, Any], tmp_path: Path, peer_setup: PeerSetup
+) -> None:
+    bootstrap = kafka["bootstrap_servers"]
+    topic, history, cfg, context, checkpoints = typed_mysql_pipeline(peer_setup, kafka, hbase, tmp_path, "items")
     path = str(tmp_path / "db1" / "shop" / "items")
 
     def step(shape: list[tuple[str, str]], *events: bytes) -> dict[str, str]:
@@ -203,13 +213,7 @@ def test_a_typed_mysql_batch_that_outgrows_the_known_shape_is_checked_then_merge
     again and merges; a value that fits no history fails it and is refused by name, with nothing
     written. Each time the checked path ran (its counter)."""
     bootstrap = kafka["bootstrap_servers"]
-    topic, history = f"{peer_setup.name}.shop.parts", f"{peer_setup.name}-history"
-    k.create_topic(bootstrap, topic, partitions=1)
-    k.create_topic(bootstrap, history, partitions=1)
-    cfg, context, checkpoints = pipeline_for(
-        peer_setup, kafka, hbase, tmp_path / "checkpoints",
-        SinkConfig(name="state", type="delta", options={"path": str(tmp_path), "schema_history_topic": history}),
-    )  # fmt: skip
+    topic, history, cfg, context, checkpoints = typed_mysql_pipeline(peer_setup, kafka, hbase, tmp_path, "parts")
     pipeline = Pipeline(cfg, context, checkpoints)  # one sink object across the runs below: its shape cache lives on
     path = str(tmp_path / "db1" / "shop" / "parts")
 

@@ -411,6 +411,11 @@ class DeltaStateSink(Sink):
         else:
             columns = self._mysql_columns(source, db, table, refresh=False)
             rows = mt.typed_rows(batch, columns)
+            # In the column every MERGE clause reads for every source row (the guard; inserted),
+            # so a row that does not fit fails the MERGE before it commits.
+            known = F.array(*(F.lit(c.name) for c in columns))
+            unfit = (F.size("_misfits") > 0) | (F.size(F.array_except("_event_columns", known)) > 0)
+            rows = rows.withColumn(mt.POS, F.when(unfit, F.raise_error(F.lit(UNFIT_MARK))).otherwise(F.col(mt.POS)))
         keys = mt.key_columns(columns)
         if not keys:
             raise ConfigError(
@@ -444,12 +449,6 @@ class DeltaStateSink(Sink):
             column, wanted = change.split(": ", 1)[0], schema[change.split(": ", 1)[0]].dataType.simpleString()
             log.info("sink %s: %s: widening column %s", self.name, path, change)
             spark.sql(f"ALTER TABLE delta.`{path}` ALTER COLUMN {_quoted(column)} TYPE {wanted}")
-        if not checked:
-            # In the column every MERGE clause reads for every source row (the guard; inserted),
-            # so a row that does not fit fails the MERGE before it commits.
-            known = F.array(*(F.lit(c.name) for c in columns))
-            unfit = (F.size("_misfits") > 0) | (F.size(F.array_except("_event_columns", known)) > 0)
-            rows = rows.withColumn(mt.POS, F.when(unfit, F.raise_error(F.lit(UNFIT_MARK))).otherwise(F.col(mt.POS)))
         source_rows = rows.drop("_misfits", "_event_columns")
         on = " AND ".join(f"t.{_quoted(k)} <=> s.{_quoted(k)}" for k in keys)
 
