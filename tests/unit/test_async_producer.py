@@ -7,9 +7,22 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaError
+from confluent_kafka import KafkaError, KafkaException
 
 from cdcflow.clients.kafka.producer import AsyncProducer, DeliveryFailed, OutRecord, ProducerFenced, ProducerSettings
+
+
+class FakeMessage:
+    """What librdkafka hands a delivery callback: the record's topic and value."""
+
+    def __init__(self, topic: str, value: bytes) -> None:
+        self._topic, self._value = topic, value
+
+    def topic(self) -> str:
+        return self._topic
+
+    def value(self) -> bytes:
+        return self._value
 
 
 class FakeProducer:
@@ -17,18 +30,18 @@ class FakeProducer:
 
     def __init__(self, fail_with: KafkaError | None = None) -> None:
         self.fail_with = fail_with
-        self.pending: list[Callable[[KafkaError | None, Any], None]] = []
+        self.pending: list[tuple[Callable[[KafkaError | None, Any], None], FakeMessage]] = []
         self.sent: list[bytes] = []
         self.purged = False
 
     def produce(self, topic: str, value: bytes, key: bytes, on_delivery: Callable[..., None]) -> None:
         self.sent.append(value)
-        self.pending.append(on_delivery)
+        self.pending.append((on_delivery, FakeMessage(topic, value)))
 
     def poll(self, timeout: float) -> int:
         callbacks, self.pending = self.pending, []
-        for cb in callbacks:
-            cb(self.fail_with, None)
+        for cb, msg in callbacks:
+            cb(self.fail_with, msg)
         return len(callbacks)
 
     def purge(self, in_queue: bool, in_flight: bool) -> None:
@@ -90,8 +103,8 @@ def test_a_call_fails_only_after_all_its_records_are_resolved() -> None:
                 return 0
             if self.calls == 0:
                 self.calls += 1
-                first, self.pending = self.pending[0], self.pending[1:]
-                first(KafkaError(KafkaError._MSG_TIMED_OUT, "timed out"), None)
+                (first, msg), self.pending = self.pending[0], self.pending[1:]
+                first(KafkaError(KafkaError._MSG_TIMED_OUT, "timed out"), msg)
                 return 1
             return super().poll(timeout) if self.release else 0
 
@@ -164,8 +177,8 @@ def test_purge_fails_what_is_unacknowledged() -> None:
         def purge(self, in_queue: bool, in_flight: bool) -> None:
             self.purged = True
             callbacks, self.pending = self.pending, []
-            for cb in callbacks:
-                cb(KafkaError(KafkaError._PURGE_QUEUE, "purged"), None)
+            for cb, msg in callbacks:
+                cb(KafkaError(KafkaError._PURGE_QUEUE, "purged"), msg)
 
     fake = Holding()
     producer = AsyncProducer(ProducerSettings("unused:9092"), factory=lambda _c: fake)
@@ -180,5 +193,53 @@ def test_purge_fails_what_is_unacknowledged() -> None:
     try:
         asyncio.run(scenario())
         assert fake.purged and producer.purges == 1
+    finally:
+        producer.close(timeout_s=1)
+
+
+def test_a_record_refused_before_sending_fails_the_call_only_after_the_ones_sent_are_resolved() -> None:
+    """librdkafka refuses a record at produce() (too large): the records of the call already handed over
+    may still reach Kafka, so the call is answered only once they are resolved."""
+
+    class RefusesBig(FakeProducer):
+        def __init__(self) -> None:
+            super().__init__()
+            self.release = False
+
+        def produce(self, topic: str, value: bytes, key: bytes, on_delivery: Callable[..., None]) -> None:
+            if value == b"big":
+                raise KafkaException(KafkaError(KafkaError.MSG_SIZE_TOO_LARGE, "too large"))
+            super().produce(topic, value, key, on_delivery)
+
+        def poll(self, timeout: float) -> int:
+            return super().poll(timeout) if self.release else 0
+
+    fake = RefusesBig()
+    producer = AsyncProducer(ProducerSettings("unused:9092"), factory=lambda _c: fake)
+
+    async def scenario() -> None:
+        records = [OutRecord("t", b"k", b"v1"), OutRecord("big-topic", b"k", b"big"), OutRecord("t", b"k", b"v3")]
+        call = asyncio.create_task(producer.send_all(records))
+        await asyncio.sleep(0.3)
+        assert not call.done(), "answered while a record it had handed over was still queued"
+        fake.release = True
+        with pytest.raises(DeliveryFailed) as refused:
+            await asyncio.wait_for(call, 2)
+        assert refused.value.too_large and refused.value.topic == "big-topic" and refused.value.size == 3
+
+    try:
+        asyncio.run(scenario())
+        assert fake.sent == [b"v1"], "nothing after the refused record is sent"
+    finally:
+        producer.close(timeout_s=1)
+
+
+def test_a_delivery_error_names_the_topic_and_size_of_the_record() -> None:
+    too_large = KafkaError(KafkaError.MSG_SIZE_TOO_LARGE, "too large")
+    producer = AsyncProducer(ProducerSettings("unused:9092"), factory=lambda _c: FakeProducer(too_large))
+    try:
+        with pytest.raises(DeliveryFailed) as failed:
+            asyncio.run(asyncio.wait_for(producer.send_all([OutRecord("events", b"k", b"12345")]), 5))
+        assert (failed.value.topic, failed.value.size, failed.value.too_large) == ("events", 5, True)
     finally:
         producer.close(timeout_s=1)

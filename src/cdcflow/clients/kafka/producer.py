@@ -148,45 +148,36 @@ class AsyncProducer:
         if not self._poller.is_alive() and not self._stop.is_set():
             log.error("the Kafka poll thread had stopped; starting it again")
             self._poller = self._start_poller()
-        loop = asyncio.get_running_loop()
-        futures: list[asyncio.Future[None]] = []
-        for rec in records:
-            fut: asyncio.Future[None] = loop.create_future()
-            futures.append(fut)
-            callback = self._callback(loop, fut, rec.topic, len(rec.value))
+        if not records:
+            return
+        acks = _Acknowledgements(self, asyncio.get_running_loop(), len(records))
+        on_delivery = acks.on_delivery
+        produce = self._producer.produce
+        refused: DeliveryFailed | None = None
+        for i, rec in enumerate(records):
             while True:
                 try:
-                    self._producer.produce(rec.topic, value=rec.value, key=rec.key, on_delivery=callback)
+                    produce(rec.topic, value=rec.value, key=rec.key, on_delivery=on_delivery)
                     break
                 except BufferError:
                     await asyncio.sleep(0.01)  # local queue full: wait for acks to drain it
+                    produce = self._producer.produce
                 except KafkaException as exc:  # refused before sending (larger than message.max.bytes, ...)
                     err: KafkaError = exc.args[0]
-                    raise DeliveryFailed(f"Kafka producer refused a record of {len(rec.value)} bytes for "
-                                         f"{rec.topic}: {err.str()}", rec.topic, len(rec.value),
-                                         err.code() == KafkaError.MSG_SIZE_TOO_LARGE) from exc  # fmt: skip
-        if futures:
-            # Wait for every record, not just the first failure: a call must not be answered while some of
-            # its records may still reach Kafka (after HBase resent the call elsewhere, they would land late).
-            results = await asyncio.gather(*futures, return_exceptions=True)
-            for result in results:
-                if isinstance(result, BaseException):
-                    raise result
-
-    def _callback(self, loop: asyncio.AbstractEventLoop, fut: asyncio.Future[None], topic: str, size: int):  # type: ignore[no-untyped-def]
-        def on_delivery(err: KafkaError | None, _msg: Message) -> None:
-            if err is None:
-                loop.call_soon_threadsafe(_resolve, fut, None)
-                return
-            if err.fatal():
-                self.fatal = f"fatal producer error: {err.str()}"
-                exc: Exception = ProducerFenced(self.fatal)
-            else:
-                too_large = err.code() == KafkaError.MSG_SIZE_TOO_LARGE
-                exc = DeliveryFailed(f"delivery of {size} bytes to {topic} failed: {err.str()}", topic, size, too_large)
-            loop.call_soon_threadsafe(_resolve, fut, exc)
-
-        return on_delivery
+                    refused = DeliveryFailed(f"Kafka producer refused a record of {len(rec.value)} bytes for "
+                                             f"{rec.topic}: {err.str()}", rec.topic, len(rec.value),
+                                             err.code() == KafkaError.MSG_SIZE_TOO_LARGE)  # fmt: skip
+                    break
+            if refused is not None:
+                acks.never_sent(len(records) - i)
+                break
+        # Wait for every record, not just the first failure: a call must not be answered while some of
+        # its records may still reach Kafka (after HBase resent the call elsewhere, they would land late).
+        await acks.all_resolved
+        if refused is not None:
+            raise refused
+        if acks.error is not None:
+            raise acks.error
 
     def close(self, timeout_s: float = 30.0) -> int:
         """Flush and stop; returns how many records were still unacknowledged."""
@@ -196,13 +187,57 @@ class AsyncProducer:
         return remaining
 
 
-def _resolve(fut: asyncio.Future[None], exc: Exception | None) -> None:
-    if fut.done():
-        return
-    if exc is None:
+class _Acknowledgements:
+    """The outcome of one `send_all`: counts its records down as librdkafka reports them, keeps the
+    first error, and wakes the event loop once, when the last is resolved. One shared bound method
+    as the delivery callback and one wake-up per call: a future, a closure and a cross-thread
+    wake-up per record cost more than the record's own produce."""
+
+    __slots__ = ("_lock", "_loop", "_owner", "_pending", "all_resolved", "error")
+
+    def __init__(self, owner: AsyncProducer, loop: asyncio.AbstractEventLoop, count: int) -> None:
+        self._owner = owner
+        self._loop = loop
+        self._pending = count
+        # Callbacks run on the poll thread, and on a purge's flush thread too: the count needs a lock.
+        self._lock = threading.Lock()
+        self.error: Exception | None = None
+        self.all_resolved: asyncio.Future[None] = loop.create_future()
+
+    def on_delivery(self, err: KafkaError | None, msg: Message) -> None:
+        if err is not None:
+            self._failed(err, msg)
+        with self._lock:
+            self._pending -= 1
+            last = self._pending == 0
+        if last:
+            self._loop.call_soon_threadsafe(_resolve, self.all_resolved)
+
+    def never_sent(self, count: int) -> None:
+        """`count` records were not handed to librdkafka (no callback will come for them)."""
+        with self._lock:
+            self._pending -= count
+            last = self._pending == 0
+        if last:
+            _resolve(self.all_resolved)
+
+    def _failed(self, err: KafkaError, msg: Message) -> None:
+        topic, size = (msg.topic() or "", len(msg.value() or b"")) if msg is not None else ("", 0)
+        exc: Exception
+        if err.fatal():
+            self._owner.fatal = f"fatal producer error: {err.str()}"
+            exc = ProducerFenced(self._owner.fatal)
+        else:
+            too_large = err.code() == KafkaError.MSG_SIZE_TOO_LARGE
+            exc = DeliveryFailed(f"delivery of {size} bytes to {topic} failed: {err.str()}", topic, size, too_large)
+        with self._lock:
+            if self.error is None:
+                self.error = exc
+
+
+def _resolve(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
         fut.set_result(None)
-    else:
-        fut.set_exception(exc)
 
 
 # librdkafka's own callback shape (error or None, message), called with no wrapper in between: at
