@@ -4,7 +4,7 @@ sinks and the HBase client (which writes and reads the same cells)."""
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from typing import NamedTuple
 
 # A row as verify and the state sinks compare it: row key and its set of (family, qualifier, timestamp, value).
 RowCells = tuple[bytes, frozenset[tuple[bytes, bytes, int, bytes]]]
@@ -20,8 +20,10 @@ class CellType(enum.IntEnum):
     DELETE_FAMILY = 14  # all columns of a family up to a timestamp
 
 
-@dataclass(frozen=True, order=True)
-class Cell:
+class Cell(NamedTuple):
+    """One HBase cell. A named tuple, not a dataclass: the capture makes one per cell of every WAL
+    entry, and a tuple is made three times faster (equality, hashing and order are the tuple's)."""
+
     row: bytes
     family: bytes
     qualifier: bytes

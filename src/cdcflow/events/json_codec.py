@@ -99,6 +99,9 @@ class ValueHints:
         return "base64"
 
 
+_NO_HINTS = ValueHints()
+
+
 def newest_puts(cells: tuple[Cell, ...] | list[Cell]) -> dict[tuple[bytes, bytes], bytes]:
     """Per column, the value HBase shows after this change alone: the newest timestamp (the later
     in the WAL on a tie), unless a delete of the same change masks it (then the next visible one)."""
@@ -137,16 +140,35 @@ def cell_from_json(row: bytes, cell: Any) -> Cell:
 
 
 def to_dict(event: ChangeEvent, hints: ValueHints | None = None, *, after_base64: bool = False) -> dict[str, Any]:
-    hints = hints or ValueHints()
+    """The event as the JSON object `encode` writes (plain Python values)."""
+    out = _envelope(event, hints, after_base64)
+    if event.cells is not None:
+        out["cells"] = [_cell_dict(c) for c in event.cells]
+    return out
+
+
+def encode(event: ChangeEvent, hints: ValueHints | None = None, *, after_base64: bool = False) -> bytes:
+    """The record value: `to_dict` as compact UTF-8 JSON (orjson), byte for byte.
+
+    The cells, on the capture's hot path, are written as one pre-built JSON fragment: every string in
+    a cell is base64 or a type name (nothing to escape), and families and qualifiers repeat, so their
+    base64 comes from a small cache. tests/unit/test_wal_and_events.py holds the two forms equal."""
+    out = _envelope(event, hints, after_base64)
+    if event.cells is not None:
+        out["cells"] = orjson.Fragment(_cells_json(event.cells))
+    return orjson.dumps(out)
+
+
+def _envelope(event: ChangeEvent, hints: ValueHints | None, after_base64: bool) -> dict[str, Any]:
     src = event.source
-    out: dict[str, Any] = {
-        "schema": SCHEMA_ID,
-        "op": event.op.value,
+    out: dict[str, Any] = dict(
+        schema=SCHEMA_ID,
+        op=event.op.value,
         # HBase: the row key bytes; MySQL: the primary-key columns as a JSON object.
-        "key": {"row": _b64(event.key)} if src.connector == "hbase" else orjson.loads(event.key),
-        "before": event.before,
-        "after": event.after,
-        "source": {
+        key={"row": _b64(event.key)} if src.connector == "hbase" else orjson.loads(event.key),
+        before=event.before,
+        after=event.after,
+        source={
             "connector": src.connector,
             "name": src.name,
             "db": src.db,
@@ -156,8 +178,8 @@ def to_dict(event: ChangeEvent, hints: ValueHints | None = None, *, after_base64
             "pos": list(src.pos),
             **src.extra,
         },
-        "ts_ms": int(time.time() * 1000),
-    }
+        ts_ms=int(time.time() * 1000),
+    )
     if event.transaction is not None:
         out["transaction"] = event.transaction
     if event.pk_change is not None:
@@ -165,35 +187,62 @@ def to_dict(event: ChangeEvent, hints: ValueHints | None = None, *, after_base64
     if event.oversize is not None:
         out["oversize"] = event.oversize
     if event.cells is not None:
-        cells = []
-        for c in event.cells:
-            cell: dict[str, Any] = {
-                "family": _b64(c.family),
-                "qualifier": _b64(c.qualifier),
-                "ts": c.timestamp,
-                "type": CELL_TYPE_NAMES[c.type],
-                "value": _b64(c.value),
-            }
-            if c.tags:
-                cell["tags"] = _b64(c.tags)
-            cells.append(cell)
-        after: dict[str, Any] = {}
-        if hints.rules or after_base64:
-            for (family, qualifier), value in newest_puts(event.cells).items():
-                name = column_name(family, qualifier)
-                enc = hints.encoding(name)
-                if enc != "base64":
-                    after[name] = render_value(value, enc)
-                elif after_base64:
-                    after[name] = _b64(value)
-        out["cells"] = cells
-        out["after"] = after if after else None
+        out["after"] = _hbase_after(event.cells, hints or _NO_HINTS, after_base64)
     return out
 
 
-def encode(event: ChangeEvent, hints: ValueHints | None = None, *, after_base64: bool = False) -> bytes:
-    # orjson: compact UTF-8 JSON, several times faster than the standard library on this hot path.
-    return orjson.dumps(to_dict(event, hints, after_base64=after_base64))
+def _hbase_after(cells: tuple[Cell, ...], hints: ValueHints, after_base64: bool) -> dict[str, Any] | None:
+    after: dict[str, Any] = {}
+    if hints.rules or after_base64:
+        for (family, qualifier), value in newest_puts(cells).items():
+            name = column_name(family, qualifier)
+            enc = hints.encoding(name)
+            if enc != "base64":
+                after[name] = render_value(value, enc)
+            elif after_base64:
+                after[name] = _b64(value)
+    return after if after else None
+
+
+def _cell_dict(c: Cell) -> dict[str, Any]:
+    cell: dict[str, Any] = {
+        "family": _b64(c.family),
+        "qualifier": _b64(c.qualifier),
+        "ts": c.timestamp,
+        "type": CELL_TYPE_NAMES[c.type],
+        "value": _b64(c.value),
+    }
+    if c.tags:
+        cell["tags"] = _b64(c.tags)
+    return cell
+
+
+# base64 of recently seen families and qualifiers (a table has few); cleared when it grows past the bound.
+_NAME_B64: dict[bytes, str] = {}
+_NAME_B64_MAX = 4096
+_CELL_TYPE_JSON = {t: f'"type":"{name}","value":"' for t, name in CELL_TYPE_NAMES.items()}
+
+
+def _name_b64(name: bytes) -> str:
+    text = _NAME_B64.get(name)
+    if text is None:
+        if len(_NAME_B64) >= _NAME_B64_MAX:
+            _NAME_B64.clear()
+        text = _NAME_B64[name] = _b64(name)
+    return text
+
+
+def _cells_json(cells: tuple[Cell, ...]) -> str:
+    """`[_cell_dict(c) for c in cells]` as orjson writes it."""
+    name = _name_b64
+    b2a = binascii.b2a_base64
+    type_json = _CELL_TYPE_JSON
+    parts = []
+    for _row, family, qualifier, ts, cell_type, value, tags in cells:
+        text = (f'{{"family":"{name(family)}","qualifier":"{name(qualifier)}","ts":{ts},'
+                f'{type_json[cell_type]}{b2a(value, newline=False).decode("ascii")}"')  # fmt: skip
+        parts.append(f'{text},"tags":"{_b64(tags)}"}}' if tags else text + "}")
+    return "[" + ",".join(parts) + "]"
 
 
 def decode(data: bytes) -> ChangeEvent:

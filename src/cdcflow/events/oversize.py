@@ -92,7 +92,7 @@ def _marker(event: ChangeEvent, info: dict[str, Any], limit: int, encoder: Calla
             )
         _size, side, column = sizes.pop(0)
         if side == "cells":
-            cells[int(column)] = dataclasses.replace(cells[int(column)], value=b"")
+            cells[int(column)] = cells[int(column)]._replace(value=b"")
         else:
             images[side][column] = None
         replaced.append(f"{side}.{column}")

@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
@@ -65,8 +65,9 @@ class ProducerSettings:
         }
 
 
-@dataclass(frozen=True)
-class OutRecord:
+class OutRecord(NamedTuple):
+    """One record to send (a named tuple: the capture makes one per row)."""
+
     topic: str
     key: bytes
     value: bytes

@@ -32,63 +32,57 @@ _TYPES = {t.value: t for t in CellType}
 
 
 def decode_cells(block: bytes, limit: int | None = None) -> list[Cell]:
-    """Decode every cell of `block` (at most `limit`; more is an error)."""
+    """Decode every cell of `block` (at most `limit`; more is an error).
+
+    One loop with everything in local names: it runs for every cell the capture receives."""
     cells: list[Cell] = []
+    append = cells.append
+    head = _HEAD.unpack_from
+    row_len_at = _ROW_LEN.unpack_from
+    ts_at = _TS.unpack_from
+    types = _TYPES
+    make = tuple.__new__  # what Cell(...) does, without the keyword handling
+    max_cells = len(block) if limit is None else limit
     pos = 0
     end = len(block)
     while pos < end:
-        if limit is not None and len(cells) >= limit:
+        if len(cells) >= max_cells:
             raise WireProtocolError(f"cell block holds more than the {limit} cells announced")
-        cell, pos = _decode_one(block, pos, end)
-        cells.append(cell)
+        if end - pos < 12:
+            raise WireProtocolError(f"truncated cell header at byte {pos}")
+        cell_len, key_len, value_len = head(block, pos)
+        cell_end = pos + 4 + cell_len
+        if cell_len < 8 or cell_end > end:
+            raise WireProtocolError(f"cell length {cell_len} at byte {pos} overruns the block")
+        if key_len < _KEY_FIXED or value_len < 0 or 8 + key_len + value_len > cell_len:
+            raise WireProtocolError(f"cell at byte {pos}: key {key_len} / value {value_len} do not fit {cell_len}")
+        k = pos + 12
+        key_end = k + key_len
+        fam_pos = k + 2 + row_len_at(block, k)[0]
+        if fam_pos + 1 > key_end:
+            raise WireProtocolError(f"cell at byte {pos}: row length {fam_pos - k - 2} overruns the key")
+        qual_pos = fam_pos + 1 + block[fam_pos]
+        qual_end = key_end - 9
+        if qual_pos > qual_end:
+            raise WireProtocolError(f"cell at byte {pos}: family length {block[fam_pos]} overruns the key")
+        cell_type = types.get(block[key_end - 1])
+        if cell_type is None:
+            raise WireProtocolError(f"cell at byte {pos}: unknown KeyValue type {block[key_end - 1]}")
+        tags_pos = key_end + value_len
+        tags = _tags(block, pos, tags_pos, cell_end) if tags_pos < cell_end else b""
+        append(make(Cell, (block[k + 2 : fam_pos], block[fam_pos + 1 : qual_pos], block[qual_pos:qual_end],
+                           ts_at(block, qual_end)[0], cell_type, block[key_end:tags_pos], tags)))  # fmt: skip
+        pos = cell_end
     return cells
 
 
-def _decode_one(block: bytes, pos: int, end: int) -> tuple[Cell, int]:
-    if end - pos < 12:
-        raise WireProtocolError(f"truncated cell header at byte {pos}")
-    cell_len, key_len, value_len = _HEAD.unpack_from(block, pos)
-    cell_end = pos + 4 + cell_len
-    if cell_len < 8 or cell_end > end:
-        raise WireProtocolError(f"cell length {cell_len} at byte {pos} overruns the block")
-    if key_len < _KEY_FIXED or value_len < 0 or 8 + key_len + value_len > cell_len:
-        raise WireProtocolError(f"cell at byte {pos}: key {key_len} / value {value_len} do not fit {cell_len}")
-    k = pos + 12
-    key_end = k + key_len
-    (row_len,) = _ROW_LEN.unpack_from(block, k)
-    fam_pos = k + 2 + row_len
-    if fam_pos + 1 > key_end:
-        raise WireProtocolError(f"cell at byte {pos}: row length {row_len} overruns the key")
-    fam_len = block[fam_pos]
-    qual_pos = fam_pos + 1 + fam_len
-    qual_end = key_end - 9
-    if qual_pos > qual_end:
-        raise WireProtocolError(f"cell at byte {pos}: family length {fam_len} overruns the key")
-    (timestamp,) = _TS.unpack_from(block, qual_end)
-    type_code = block[key_end - 1]
-    cell_type = _TYPES.get(type_code)
-    if cell_type is None:
-        raise WireProtocolError(f"cell at byte {pos}: unknown KeyValue type {type_code}")
-    value = block[key_end : key_end + value_len]
-    tags = b""
-    tags_pos = key_end + value_len
-    if tags_pos < cell_end:
-        if cell_end - tags_pos < 2:
-            raise WireProtocolError(f"cell at byte {pos}: truncated tags length")
-        (tags_len,) = _TAGS_LEN.unpack_from(block, tags_pos)
-        if tags_pos + 2 + tags_len != cell_end:
-            raise WireProtocolError(f"cell at byte {pos}: tags length {tags_len} does not match the cell")
-        tags = block[tags_pos + 2 : cell_end]
-    cell = Cell(
-        row=block[k + 2 : fam_pos],
-        family=block[fam_pos + 1 : qual_pos],
-        qualifier=block[qual_pos:qual_end],
-        timestamp=timestamp,
-        type=cell_type,
-        value=value,
-        tags=tags,
-    )
-    return cell, cell_end
+def _tags(block: bytes, pos: int, tags_pos: int, cell_end: int) -> bytes:
+    if cell_end - tags_pos < 2:
+        raise WireProtocolError(f"cell at byte {pos}: truncated tags length")
+    (tags_len,) = _TAGS_LEN.unpack_from(block, tags_pos)
+    if tags_pos + 2 + tags_len != cell_end:
+        raise WireProtocolError(f"cell at byte {pos}: tags length {tags_len} does not match the cell")
+    return block[tags_pos + 2 : cell_end]
 
 
 def encode_cell(cell: Cell) -> bytes:

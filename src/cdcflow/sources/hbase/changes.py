@@ -26,8 +26,14 @@ def row_changes(entry: WalEntry, source_name: str) -> Iterator[ChangeEvent]:
     """
     namespace, table = split_table(entry.table)
     cluster = str(entry.cluster_ids[-1]) if entry.cluster_ids else ""
+    # One `extra` for every event of the entry: nothing changes a SourceInfo once made.
+    extra = {"region": entry.region, "cluster_id": cluster}
+    seq, write_ms = entry.sequence_id, entry.write_time_ms
     index = 0
     run: list[Cell] = []
+    run_row = b""
+    has_put = False
+    put = CellType.PUT
     for cell in entry.cells:
         if cell.family == METAFAMILY:
             if cell.qualifier == BULK_LOAD_QUALIFIER:
@@ -36,31 +42,17 @@ def row_changes(entry: WalEntry, source_name: str) -> Iterator[ChangeEvent]:
                     "bulk-loaded HFiles are not captured; disable hbase.replication.bulkload.enabled"
                 )
             continue  # flush/compaction/region-event/replication markers carry no row data
-        if run and cell.row != run[0].row:
-            yield _event(run, entry, namespace, table, cluster, source_name, index)
+        if run and cell.row != run_row:
+            source = SourceInfo("hbase", source_name, namespace, table, write_ms, (seq, index), False, extra)
+            # For HBase the codec derives `after` from the Put cells.
+            yield ChangeEvent(run_row, Op.UPDATE if has_put else Op.DELETE, source, None, None, tuple(run))
             index += 1
             run = []
+            has_put = False
+        if not run:
+            run_row = cell.row
         run.append(cell)
+        has_put = has_put or cell.type is put
     if run:
-        yield _event(run, entry, namespace, table, cluster, source_name, index)
-
-
-def _event(
-    cells: list[Cell], entry: WalEntry, namespace: str, table: str, cluster: str, source_name: str, index: int
-) -> ChangeEvent:
-    op = Op.UPDATE if any(c.type is CellType.PUT for c in cells) else Op.DELETE
-    return ChangeEvent(
-        key=cells[0].row,
-        op=op,
-        source=SourceInfo(
-            connector="hbase",
-            name=source_name,
-            db=namespace,
-            table=table,
-            ts_ms=entry.write_time_ms,
-            pos=(entry.sequence_id, index),
-            extra={"region": entry.region, "cluster_id": cluster},
-        ),
-        after=None,  # for HBase the codec derives `after` from the Put cells
-        cells=tuple(cells),
-    )
+        source = SourceInfo("hbase", source_name, namespace, table, write_ms, (seq, index), False, extra)
+        yield ChangeEvent(run_row, Op.UPDATE if has_put else Op.DELETE, source, None, None, tuple(run))
