@@ -1,5 +1,5 @@
 # cdcflow developer commands. `make` (or `make help`) lists them.
-# Needs: Python 3.11, Java 17 and Maven on PATH. Everything else is installed by these targets
+# Needs: Python 3.11, Java 17, Maven and Rust's cargo (rustup) on PATH. Everything else is installed by these targets
 # (Python packages from the lock file, Kafka/HBase jars via Maven, MariaDB via apt when root).
 
 SHELL := /bin/bash
@@ -22,7 +22,8 @@ $(UV):
 	$(PYTHON) -m venv .tools
 	.tools/bin/pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
 
-$(BIN)/cdcflow: $(UV) pyproject.toml uv.lock
+$(BIN)/cdcflow: $(UV) pyproject.toml uv.lock native/pyproject.toml native/Cargo.toml native/Cargo.lock native/src/lib.rs
+	@command -v cargo >/dev/null || { echo "Rust's cargo is required to build native/ (https://rustup.rs, or apt-get install cargo)"; exit 1; }
 	$(UV) sync --frozen --python $(PYTHON)
 	@touch $@
 

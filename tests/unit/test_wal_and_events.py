@@ -214,5 +214,7 @@ def test_the_encoded_record_is_the_event_as_to_dict_spells_it_byte_for_byte(cell
     event = next(row_changes(decode_replicate_call(*make_call([("ns:t", 7, cells)])).entries[0], "s"))
     hints = ValueHints({"*:a*": "utf8"})
     with mock.patch("cdcflow.events.json_codec.time.time", return_value=1_700_000_000.5):
-        assert encode(event, hints, after_base64=after_b64) == orjson.dumps(to_dict(event, hints, after_base64=after_b64))
+        assert encode(event, hints, after_base64=after_b64) == orjson.dumps(
+            to_dict(event, hints, after_base64=after_b64)
+        )
     assert decode(encode(event)).cells == tuple(cells)

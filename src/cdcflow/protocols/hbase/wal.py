@@ -31,18 +31,27 @@ class ReplicationCall:
     replication_cluster_id: str
 
 
-def _uuid(u: object) -> uuid.UUID:
+def cluster_uuid(u: object) -> uuid.UUID:
+    """A WALKey cluster id (protobuf UUID) as a uuid.UUID."""
     msb = getattr(u, "most_sig_bits")  # noqa: B009 - protobuf field
     lsb = getattr(u, "least_sig_bits")  # noqa: B009
     return uuid.UUID(int=(msb << 64) | lsb)
 
 
-def decode_replicate_call(param: bytes, cell_block: bytes) -> ReplicationCall:
-    """Decode one ReplicateWALEntry request; entry i owns the next associated_cell_count cells."""
+def parse_replicate_request(param: bytes) -> wal_pb2.ReplicateWALEntryRequest:
+    """The request message, with the checks that need no cells: counts, no pre-2.0 inline cells."""
     request = parse_message(wal_pb2.ReplicateWALEntryRequest, param)
-    announced = sum(e.associated_cell_count for e in request.entry)
     if any(e.associated_cell_count < 0 for e in request.entry):
         raise WireProtocolError("negative associated_cell_count")
+    if any(e.key_value_bytes for e in request.entry):
+        raise WireProtocolError("WALEntry.key_value_bytes (pre-2.0 sources) is not supported")
+    return request
+
+
+def decode_replicate_call(param: bytes, cell_block: bytes) -> ReplicationCall:
+    """Decode one ReplicateWALEntry request; entry i owns the next associated_cell_count cells."""
+    request = parse_replicate_request(param)
+    announced = sum(e.associated_cell_count for e in request.entry)
     cells = decode_cells(cell_block, limit=announced)
     if len(cells) != announced:
         raise WireProtocolError(f"entries announce {announced} cells, the cell block holds {len(cells)}")
@@ -50,15 +59,13 @@ def decode_replicate_call(param: bytes, cell_block: bytes) -> ReplicationCall:
     offset = 0
     for e in request.entry:
         key = e.key
-        if e.key_value_bytes:
-            raise WireProtocolError("WALEntry.key_value_bytes (pre-2.0 sources) is not supported")
         entries.append(
             WalEntry(
                 table=key.table_name.decode("utf-8", "replace"),
                 region=key.encoded_region_name.decode("ascii", "replace"),
                 sequence_id=key.log_sequence_number,
                 write_time_ms=key.write_time,
-                cluster_ids=tuple(_uuid(c) for c in key.cluster_ids),
+                cluster_ids=tuple(cluster_uuid(c) for c in key.cluster_ids),
                 cells=tuple(cells[offset : offset + e.associated_cell_count]),
             )
         )

@@ -21,6 +21,7 @@ from cdcflow.events.json_codec import ValueHints, encode
 from cdcflow.events.model import ChangeEvent
 from cdcflow.events.oversize import split as split_oversize
 from cdcflow.protocols.hbase.wal import decode_replicate_call
+from cdcflow.sources.hbase import native_records
 from cdcflow.sources.hbase.changes import row_changes
 from cdcflow.sources.hbase.routing import Router
 
@@ -121,6 +122,7 @@ class ReplicationHandler:
         *,
         topics: TopicLimits,
         oversize: OversizePolicy = OversizePolicy(),
+        native: bool = native_records.AVAILABLE,
     ) -> None:
         self.producer = producer
         self.router = router
@@ -128,9 +130,27 @@ class ReplicationHandler:
         self.skip_before = skip_edits_before_ms
         self.topics = topics
         self.oversize = oversize
+        # The compiled path (native_records) serves the calls it can; these count both kinds.
+        self.native = native
+        self.native_calls = 0
+        self.python_calls = 0
 
     def to_records(self, param: bytes, cell_block: bytes, stats: CallStats) -> DecodedCall:
         """Pure part of a call: decode, filter, route, encode. Raises on anything undecodable."""
+        if self.native and not self.oversize.after_base64:
+            fast = native_records.records(param, cell_block, self.router, self.source_name, self.skip_before,
+                                          _KEEP_EVENT_ABOVE, _NO_CLUSTER)  # fmt: skip
+            if fast is not None:
+                self.native_calls += 1
+                stats.entries += fast.entries
+                stats.skipped_entries += fast.skipped_entries
+                stats.rows += len(fast.records)
+                stats.cells += fast.cells
+                stats.bytes += fast.bytes
+                stats.oldest_write_ms = fast.oldest_write_ms
+                stats.shipping_clusters.update(fast.clusters)
+                return DecodedCall(fast.records)
+        self.python_calls += 1
         call = decode_replicate_call(param, cell_block)
         out = DecodedCall([])
         after_base64 = self.oversize.after_base64

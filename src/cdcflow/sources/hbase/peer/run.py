@@ -20,6 +20,7 @@ from cdcflow.config import HBaseSourceConfig, KafkaConfig
 from cdcflow.config.model import PeerTlsConfig
 from cdcflow.errors import ConfigError
 from cdcflow.logs import RateLimited
+from cdcflow.sources.hbase import native_records
 from cdcflow.sources.hbase.peer.handler import OversizePolicy, ReplicationHandler, TopicLimits
 from cdcflow.sources.hbase.peer.registry import PeerRegistry
 from cdcflow.sources.hbase.peer.server import ACCEPT_BACKLOG, Admission, PeerServer
@@ -68,6 +69,7 @@ async def run_peer(
     oversize = OversizePolicy(cfg.max_record_bytes, cfg.oversize, cfg.oversize_topic, cfg.after_base64)
     sink = ReplicationHandler(producer, Router(cfg.routes, cfg.topic_prefix), cfg.name, skip_before,
                               topics=topics, oversize=oversize)  # fmt: skip
+    native_records.log_which_path()
     p = cfg.peer
     max_connections = fit_connections_to_descriptors(p.max_connections)
     admission = Admission.of(p.allowed_networks, p.allowed_clusters, max_connections=max_connections,
