@@ -9,6 +9,8 @@ UV := .tools/bin/uv
 VENV := .venv
 BIN := $(VENV)/bin
 export UV_PYTHON_DOWNLOADS := never
+# rustup installs cargo here; a shell that did not source ~/.cargo/env still finds it.
+export PATH := $(HOME)/.cargo/bin:$(PATH)
 export UV_PROJECT_ENVIRONMENT := $(VENV)
 
 .DEFAULT_GOAL := help
