@@ -8,7 +8,14 @@ Runs against the local stack's real Kafka (`cdcflow stack up kafka hbase` first,
    of cell-block input and acknowledgement latency p50/p99;
 2. baseline: the raw confluent-kafka producer sending the same already-encoded events with the
    same producer settings (idempotent, acks=all, lz4), and the ratio capture / baseline;
-3. end to end (with --e2e): real HBase writes through replication to acknowledged Kafka records.
+3. end to end (with --e2e): real HBase writes through replication to acknowledged Kafka records;
+4. the peer (with --anchor-rows N): Apache's hbase-kafka-proxy and `cdcflow hbase run` drain the same
+   backlog of N HBase rows one after the other, through the side-by-side kit in ../shared/anchors/
+   (hbase-kafka-proxy/README.md there; skipped with a line saying so when the kit is not set up), once
+   per proxy producer profile: its own defaults (acks=1) and cdcflow's settings (acks=all, idempotent).
+
+With --runs N the capture path and the baseline run N times (alternating); figures are median [min-max].
+--python-path runs the capture without the compiled hot path (cdcflow_native), for an A/B.
 
 The call stream is built once up front (--record FILE keeps it) with the same encoder the
 golden-vector tests check: 100 entries x 10 rows x 5 cells of 100-byte values per call by default.
@@ -18,8 +25,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import pickle
 import random
+import re
 import statistics
 import subprocess
 import sys
@@ -28,6 +37,7 @@ import uuid
 from pathlib import Path
 
 import confluent_kafka
+from anchors import Figures, run_kit  # type: ignore[import-not-found]
 from machine import machine_summary  # type: ignore[import-not-found]
 
 from cdcflow.clients.kafka.producer import AsyncProducer, ProducerSettings
@@ -137,11 +147,11 @@ async def replay(calls: list[tuple[bytes, bytes]], port: int, connections: int) 
 
 
 async def capture_run(
-    calls: list[tuple[bytes, bytes]], settings: ProducerSettings, prefix: str, connections: int
+    calls: list[tuple[bytes, bytes]], settings: ProducerSettings, prefix: str, connections: int, native: bool
 ) -> tuple[float, list[float]]:
     producer = AsyncProducer(settings)
     topics = TopicLimits(settings.bootstrap_servers, 8 * 2**20)
-    sink = ReplicationHandler(producer, Router((), prefix), "bench", topics=topics)
+    sink = ReplicationHandler(producer, Router((), prefix), "bench", topics=topics, native=native)
     server = PeerServer(sink, "127.0.0.1", 0, max_inflight_bytes=512 << 20, max_frame_bytes=256 << 20)
     port = await server.start()
     try:
@@ -199,6 +209,11 @@ def main() -> None:
     ap.add_argument("--connections", type=int, default=4)
     ap.add_argument("--record", type=Path, help="keep the generated call stream in this file (reused if present)")
     ap.add_argument("--e2e", type=int, default=0, metavar="ROWS", help="also measure ROWS real HBase writes end to end")
+    ap.add_argument("--runs", type=int, default=1, help="capture path and baseline this many times each")
+    ap.add_argument("--python-path", action="store_true", help="capture without the compiled hot path")
+    ap.add_argument("--anchor-rows", type=int, default=0, help="also drain ROWS through the proxy kit and cdcflow")
+    ap.add_argument("--anchor-repeat", type=int, default=3, help="kit runs per proxy producer profile")
+    ap.add_argument("--anchor-profiles", default="upstream,cdcflow", help="proxy producer profiles to run")
     args = ap.parse_args()
     bootstrap = args.bootstrap or Stack(default_stack_home()).endpoints("kafka")["bootstrap_servers"]
     prefix = f"bench{uuid.uuid4().hex[:6]}"
@@ -226,21 +241,69 @@ def main() -> None:
     create_topic(bootstrap, f"{prefix}.bench.events", partitions=4)
     create_topic(bootstrap, f"{prefix}-base.bench.events", partitions=4)
 
-    cap_s, lat = asyncio.run(capture_run(calls, settings, prefix, args.connections))
-    base_s = baseline_run(records, settings)
     event_mb = sum(len(v) for _, _, v in records) / 1e6
-
     print(f"machine: {machine()}")
     print(f"workload: {len(calls)} calls x {args.entries} entries x {args.rows} rows x {args.cells} cells, "
           f"{args.value_size}-byte values; {rows} rows, {cells} cells, {input_mb:.1f} MB of calls, "
-          f"{event_mb:.1f} MB of JSON events; {args.connections} connections")  # fmt: skip
-    p50, p99 = pct(lat, 50) * 1000, pct(lat, 99) * 1000
-    print(f"capture path : {len(calls)/cap_s:8.1f} calls/s {rows/cap_s:10.0f} rows/s {cells/cap_s:10.0f} cells/s "
-          f"{input_mb/cap_s:6.1f} MB/s in; ack latency p50 {p50:.0f} ms, p99 {p99:.0f} ms")  # fmt: skip
-    print(f"raw producer : {rows / base_s:10.0f} rows/s {event_mb / base_s:6.1f} MB/s (same encoded events)")
-    print(f"ratio capture/raw producer: {base_s / cap_s:.2f}")
+          f"{event_mb:.1f} MB of JSON events; {args.connections} connections; "
+          f"{'Python path' if args.python_path else 'compiled hot path'}")  # fmt: skip
+    fig = Figures()
+    for run in range(args.runs):
+        order = ("capture", "baseline") if run % 2 == 0 else ("baseline", "capture")
+        for what in order:
+            if what == "capture":
+                cap_s, lat = asyncio.run(capture_run(calls, settings, prefix, args.connections, not args.python_path))
+            else:
+                base_s = baseline_run(records, settings)
+        p50, p99 = pct(lat, 50) * 1000, pct(lat, 99) * 1000
+        print(f"run {run + 1}: capture path {len(calls) / cap_s:6.1f} calls/s {rows / cap_s:8.0f} rows/s "
+              f"{input_mb / cap_s:6.1f} MB/s in, ack latency p50 {p50:.0f} ms p99 {p99:.0f} ms; "
+              f"raw producer {rows / base_s:8.0f} rows/s; ratio {base_s / cap_s:.2f}")  # fmt: skip
+        fig.add("capture", rows / cap_s)
+        fig.add("baseline", rows / base_s)
+        fig.add("ratio", base_s / cap_s)
+        fig.add("p99", p99)
+    print(f"capture path : {fig.summary('capture')} rows/s, ack latency p99 {fig.summary('p99')} ms "
+          f"(median [min-max] of {args.runs})")  # fmt: skip
+    print(f"raw producer : {fig.summary('baseline')} rows/s (same encoded events)")
+    print(f"ratio capture/raw producer: {fig.summary('ratio', '{:.2f}')}")
     if args.e2e:
         e2e(args.e2e, bootstrap)
+    if args.anchor_rows:
+        for profile in args.anchor_profiles.split(","):
+            proxy_vs_cdcflow(args.anchor_rows, args.anchor_repeat, profile.strip())
+
+
+# One per-run line of the kit's table: system, e2e s, drain s, rows/s, cells/s, MB/s, records, out MB,
+# rows ok, lost, dup, peak RSS MB, CPU s, HBase CPU s.
+_KIT_LINE = re.compile(
+    r"^(?P<system>cdcflow|proxy)\s+(?P<e2e>[\d.]+)\s+(?P<drain>[\d.]+)\s+(?P<rows_s>\d+)\s+\d+\s+[\d.]+\s+\d+"
+    r"\s+[\d.]+\s+(?P<rows_ok>\d+)\s+(?P<lost>\d+)\s+(?P<dup>\d+)\s+(?P<rss>\d+)\s+(?P<cpu>[\d.]+)\s"
+)
+
+
+def proxy_vs_cdcflow(n_rows: int, repeat: int, profile: str) -> None:
+    """The proxy kit's backlog drain, both systems, `repeat` runs in alternating order."""
+    home = default_stack_home()
+    env = {"STACK_HOME": str(home), "CDCFLOW": str(Path(sys.executable).parent / "cdcflow"),
+           "PROXY_KAFKA_PROFILE": profile}  # fmt: skip
+    env.setdefault("PROXY_HOME", os.environ.get("PROXY_HOME") or str(Path.home() / ".cache/cdcflow-anchors/proxy"))
+    if not Path(env["PROXY_HOME"], "lib").is_dir():
+        print(f"anchor hbase-kafka-proxy: skipped, no build at {env['PROXY_HOME']} (its README: build.sh, PROXY_HOME)")
+        return
+    found = run_kit("hbase-kafka-proxy", ["--rows", str(n_rows), "--repeat", str(repeat)], env, _KIT_LINE)
+    if not found:
+        return
+    print(f"\nhbase-kafka-proxy kit, {n_rows} rows, proxy producer profile {profile}: median [min-max] of {repeat}")
+    for system, f in found.items():
+        f.values["cpu_us"] = [c / max(1.0, r) * 1e6 for c, r in zip(f.values["cpu"], f.values["rows_ok"], strict=True)]
+        print(f"  {system:8} {f.summary('rows_s'):>24} rows/s  CPU {f.summary('cpu_us'):>14} us/row  "
+              f"peak RSS {f.summary('rss'):>14} MB  lost {int(sum(f.values['lost']))}, dup {int(sum(f.values['dup']))}")
+    if {"cdcflow", "proxy"} <= found.keys():
+        ours, theirs = found["cdcflow"].values["rows_s"], found["proxy"].values["rows_s"]
+        ratios = [c / p for c, p in zip(ours, theirs, strict=True)]
+        print(f"  cdcflow/proxy rows/s per run: {', '.join(f'{r:.2f}' for r in ratios)}; "
+              f"median {statistics.median(ratios):.2f}")  # fmt: skip
 
 
 def e2e(n_rows: int, bootstrap: str) -> None:
