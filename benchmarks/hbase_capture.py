@@ -297,8 +297,10 @@ def proxy_vs_cdcflow(n_rows: int, repeat: int, profile: str) -> None:
     print(f"\nhbase-kafka-proxy kit, {n_rows} rows, proxy producer profile {profile}: median [min-max] of {repeat}")
     for system, f in found.items():
         f.values["cpu_us"] = [c / max(1.0, r) * 1e6 for c, r in zip(f.values["cpu"], f.values["rows_ok"], strict=True)]
-        print(f"  {system:8} {f.summary('rows_s'):>24} rows/s  CPU {f.summary('cpu_us'):>14} us/row  "
-              f"peak RSS {f.summary('rss'):>14} MB  lost {int(sum(f.values['lost']))}, dup {int(sum(f.values['dup']))}")
+        print(
+            f"  {system:8} {f.summary('rows_s'):>24} rows/s  CPU {f.summary('cpu_us'):>14} us/row  "
+            f"peak RSS {f.summary('rss'):>14} MB  lost {int(sum(f.values['lost']))}, dup {int(sum(f.values['dup']))}"
+        )
     if {"cdcflow", "proxy"} <= found.keys():
         ours, theirs = found["cdcflow"].values["rows_s"], found["proxy"].values["rows_s"]
         ratios = [c / p for c, p in zip(ours, theirs, strict=True)]

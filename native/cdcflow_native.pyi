@@ -7,3 +7,12 @@ def hbase_records(
     now_ms: int,
     max_record: int,
 ) -> list[tuple[int, bytes, bytes, int]] | None: ...
+
+def mysql_rows(
+    body: bytes,
+    p: int,
+    kind: int,
+    columns: tuple[tuple[str, int, int, int], ...],
+    present: list[int],
+    present_after: list[int],
+) -> list[tuple[dict[str, object] | None, dict[str, object] | None]] | None: ...

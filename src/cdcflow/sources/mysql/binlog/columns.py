@@ -12,7 +12,7 @@ import base64
 import datetime as dt
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from cdcflow.sources.mysql.binlog.errors import BinlogDecodeError
 
@@ -63,6 +63,8 @@ DEFAULT_COLLATIONS = {
 }  # fmt: skip
 
 Reader = Callable[[bytes, int], tuple[object, int]]
+# (column name, kind, a, b) as native/src/lib.rs `read_value` takes them.
+NativeColumn = tuple[str, int, int, int]
 
 
 @dataclass(frozen=True)
@@ -112,13 +114,24 @@ class TableSchema:
     table: str
     columns: tuple[Column, ...]
     primary_key: tuple[int, ...]  # column indexes, in key order; () if the table has none
+    # Per column, how the compiled row decoder (cdcflow_native.mysql_rows) reads it; None: a column
+    # it does not decode, so the table's rows take the Python readers.
+    native: tuple[NativeColumn, ...] | None = field(default=None, compare=False)
 
     @property
     def qualified(self) -> str:
         return f"{self.db}.{self.table}"
 
     def describe(self) -> list[dict[str, object]]:
-        """The schema as plain data, for the schema-history topic and error messages."""
+        """The schema as plain data, for the schema-history topic and error messages. Made once per
+        schema: the capture compares it at every TABLE_MAP (once per transaction)."""
+        described: list[dict[str, object]] | None = self.__dict__.get("_described")
+        if described is None:
+            described = self._describe()
+            object.__setattr__(self, "_described", described)
+        return described
+
+    def _describe(self) -> list[dict[str, object]]:
         return [
             {
                 "name": c.name,
@@ -462,3 +475,39 @@ def make_reader(col: Column, codec_for: Callable[[int], str | None]) -> Reader:
     if t in (VARCHAR_COMPRESSED, BLOB_COMPRESSED):
         raise BinlogDecodeError(f"{where}: MariaDB compressed columns are not supported")
     raise BinlogDecodeError(f"{where}: column type {t} is not supported")
+
+
+# Column kinds of the compiled row decoder (native/src/lib.rs); each decodes exactly as the reader above.
+_NATIVE_INT, _NATIVE_DOUBLE, _NATIVE_DECIMAL, _NATIVE_DATE, _NATIVE_DATETIME2 = 1, 2, 3, 4, 5
+_NATIVE_TIMESTAMP2, _NATIVE_YEAR, _NATIVE_UTF8, _NATIVE_ASCII, _NATIVE_BINARY = 6, 7, 8, 9, 10
+_NATIVE_CODECS = {"utf-8": _NATIVE_UTF8, "ascii": _NATIVE_ASCII, None: _NATIVE_BINARY}
+
+
+def native_column(col: Column, codec: str | None) -> NativeColumn | None:
+    """How the compiled decoder reads `col` (`codec`: its character set's, None for binary), or None if
+    it does not decode that type: the common types only, the rest stays with the Python readers."""
+    t, meta, name = col.type, col.metadata, col.name
+    if t in (TINY, SHORT, LONG, LONGLONG, INT24):
+        return name, _NATIVE_INT, {TINY: 1, SHORT: 2, INT24: 3, LONG: 4, LONGLONG: 8}[t], int(col.unsigned)
+    if t == DOUBLE:
+        return name, _NATIVE_DOUBLE, 0, 0
+    if t == NEWDECIMAL:
+        return name, _NATIVE_DECIMAL, meta >> 8, meta & 0xFF
+    if t in (DATE, NEWDATE):
+        return name, _NATIVE_DATE, 0, 0
+    if t == DATETIME2:
+        return name, _NATIVE_DATETIME2, meta, 0
+    if t == TIMESTAMP2:
+        return name, _NATIVE_TIMESTAMP2, meta, 0
+    if t == YEAR:
+        return name, _NATIVE_YEAR, 0, 0
+    kind = _NATIVE_CODECS.get(codec, 0)
+    if not kind:
+        return None
+    if t in (VARCHAR, VAR_STRING):
+        return name, kind, 1 if meta < 256 else 2, 0
+    if t == STRING:
+        return name, kind, 1 if meta < 256 else 2, meta if codec is None else 0
+    if t in (BLOB, TINY_BLOB, MEDIUM_BLOB, LONG_BLOB):
+        return name, kind, meta, 0
+    return None

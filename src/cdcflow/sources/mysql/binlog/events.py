@@ -53,6 +53,16 @@ GTID_PREPARED_XA, GTID_COMPLETED_XA = 0x40, 0x80
 
 Row = dict[str, object]
 
+try:  # the compiled row decoder (native/, built by `make install`); without it every row takes the readers
+    from cdcflow_native import mysql_rows as _compiled_rows
+except ImportError:
+    _compiled_rows = None  # type: ignore[assignment]
+_native_rows = _compiled_rows
+
+_NATIVE_KIND = {"insert": 0, "delete": 1, "update": 2}
+# Column types whose reader needs the column's character set.
+_TEXT_TYPES = frozenset({ct.VARCHAR, ct.VAR_STRING, ct.STRING, ct.BLOB, ct.TINY_BLOB, ct.MEDIUM_BLOB, ct.LONG_BLOB})
+
 
 @dataclass(frozen=True)
 class EventHeader:
@@ -260,6 +270,8 @@ class BinlogDecoder:
     table_filter: Callable[[str, str], bool] = lambda _db, _table: True
     verify_checksum: bool = True
     checksum: bool = False  # set by FORMAT_DESCRIPTION
+    # Decode rows with the compiled decoder where it covers every column of the table (tests turn it off).
+    native: bool = True
     _post_header: bytes = b""
     _tables: dict[int, TableSchema | None] = field(default_factory=dict)
     _table_cache: dict[bytes, TableSchema | None] = field(default_factory=dict)
@@ -468,16 +480,22 @@ class BinlogDecoder:
         collations: list[int | None] = opt.get("collations", [None] * ncols)  # type: ignore[assignment]
         labels: list[tuple[str, ...]] = opt.get("labels", [()] * ncols)  # type: ignore[assignment]
         cols = []
+        native: list[ct.NativeColumn | None] = []
         for i in range(ncols):
             col = Column(
                 name=names[i], type=types[i], metadata=metas[i], unsigned=unsigned[i],
                 collation=collations[i], labels=labels[i], nullable=nullable[i],
             )  # fmt: skip
-            cols.append(dataclasses.replace(col, read=ct.make_reader(col, self._codec_for(where, col.name))))
+            codec_for = self._codec_for(where, col.name)
+            cols.append(dataclasses.replace(col, read=ct.make_reader(col, codec_for)))
+            text = col.type in _TEXT_TYPES
+            native.append(ct.native_column(col, codec_for(col.collation or 0) if text else None))
         pk: tuple[int, ...] = tuple(opt.get("primary_key", ()))  # type: ignore[arg-type]
         if any(i >= ncols for i in pk):
             raise BinlogDecodeError(f"{where}: primary key column index out of range")
-        return TableSchema(table_id, db, table, tuple(cols), pk)
+        compiled = tuple(c for c in native if c is not None)
+        use_native = _native_rows is not None and self.native and len(compiled) == ncols
+        return TableSchema(table_id, db, table, tuple(cols), pk, compiled if use_native else None)
 
     def _codec_for(self, where: str, column: str) -> Callable[[int], str | None]:
         def codec(collation: int) -> str | None:
@@ -591,12 +609,22 @@ class BinlogDecoder:
                 f"rows event for {schema.qualified} has {ncols} columns, its TABLE_MAP {len(schema.columns)}"
             )
         nbytes = (ncols + 7) // 8
-        present = [c for c, on in zip(schema.columns, _bits(body[p : p + nbytes], ncols), strict=True) if on]
+        present_idx = [i for i, on in enumerate(_bits(body[p : p + nbytes], ncols)) if on]
         p += nbytes
-        present_after = present
+        after_idx = present_idx
         if kind == "update":
-            present_after = [c for c, on in zip(schema.columns, _bits(body[p : p + nbytes], ncols), strict=True) if on]
+            after_idx = [i for i, on in enumerate(_bits(body[p : p + nbytes], ncols)) if on]
             p += nbytes
+        if not present_idx or not after_idx:  # a row of no columns takes no bytes: the loop below would never end
+            raise BinlogDecodeError(f"{schema.qualified} rows event at {header.start_pos} names no columns")
+        if schema.native is not None and _native_rows is not None:
+            decoded = _native_rows(body, p, _NATIVE_KIND[kind], schema.native, present_idx, after_idx)
+            if decoded is not None:
+                return RowsEvent(header, kind, table_id, schema, tuple(decoded), end_of_statement)
+            # else: something is wrong with the event; the Python readers below say what
+        columns = schema.columns
+        present = [columns[i] for i in present_idx]
+        present_after = present if after_idx is present_idx else [columns[i] for i in after_idx]
         rows: list[tuple[Row | None, Row | None]] = []
         end = len(body)
         where = f"{schema.qualified} rows event at {header.start_pos}"
