@@ -63,8 +63,9 @@ class DecodedCall:
 
     @property
     def footprint(self) -> int:
-        """Bytes this call holds in memory while it waits for Kafka (values, keys, objects)."""
-        return sum(len(r.value) + len(r.key) + 200 for r in self.records)
+        """Bytes this call holds in memory while it waits for Kafka: each record's key and value twice (ours,
+        and the producer's copy until it is acknowledged), and the objects around them."""
+        return sum(2 * (len(r.value) + len(r.key)) + 200 for r in self.records)
 
 
 @dataclass(frozen=True)
