@@ -58,7 +58,7 @@ from cdcflow.sources.mysql.binlog.events import (
     XaPrepareEvent,
     XidEvent,
 )
-from cdcflow.sources.mysql.changes import TxnContext, key_columns, row_changes
+from cdcflow.sources.mysql.changes import TxnContext, key_columns, row_changes, row_records
 from cdcflow.sources.mysql.checkpoint import AckFrontier, Checkpoint, PendingTxn
 from cdcflow.sources.mysql.preflight import ServerInfo, preflight
 from cdcflow.sources.mysql.snapshot import Snapshotter
@@ -555,8 +555,14 @@ class MySqlCapture:
             return
         topic = self.topic_for(schema.db, schema.table)
         keys = key_columns(schema, self.cfg.key_columns)
-        for change in row_changes(ev, ctx, self.cfg.name, keys):
-            for record in self._change_records(change, topic, schema.qualified):
+        table = schema.qualified
+        encoded = row_records(ev, ctx, self.cfg.name, keys, self._ensure_topic(topic))
+        if encoded is not None:
+            for key, value in encoded:
+                self._emit(HeldRecord(topic, key, value, table), position, txn)
+            return
+        for change in row_changes(ev, ctx, self.cfg.name, keys):  # a record too large: split as events
+            for record in self._change_records(change, topic, table):
                 self._emit(record, position, txn)
 
     def _maybe_publish_schema(self, ev: TableMapEvent, ctx: TxnContext, txn: PendingTxn) -> None:

@@ -11,11 +11,13 @@ carrying `pk_change: {old_key, new_key}`, because downstream each key is its own
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 import orjson
 
+from cdcflow.events.json_codec import SCHEMA_ID
 from cdcflow.events.model import ChangeEvent, Op, SourceInfo
 from cdcflow.sources.mysql.binlog.columns import TableSchema
 from cdcflow.sources.mysql.binlog.events import Row, RowsEvent
@@ -90,3 +92,56 @@ def _event(
         key=orjson.dumps(key), op=op, source=source, before=before, after=after,
         transaction={"id": txn.id, "order": txn.order}, pk_change=pk_change,
     )  # fmt: skip
+
+
+def row_records(ev: RowsEvent, txn: TxnContext, source_name: str, key_cols: tuple[str, ...],
+                max_bytes: int) -> list[tuple[bytes, bytes]] | None:  # fmt: skip
+    """`encode(e)` and `e.key` for each `e` of `row_changes(...)`, without making the events: the capture's
+    hot path (tests/unit/test_mysql_row_records.py holds the two equal). None, with `txn` untouched, when
+    a record is larger than `max_bytes`: the caller then makes the events (to split that one)."""
+    schema = ev.schema
+    assert schema is not None, "filtered tables are not turned into changes"
+    h = ev.header
+    names = sorted(key_cols)
+    ts_ms, now_ms, seq, event_index = h.timestamp * 1000, int(time.time() * 1000), txn.seq, txn.event_index
+    db, table, gtid, server_id, file, position = schema.db, schema.table, txn.gtid, h.server_id, txn.file, h.start_pos
+    txn_id, order = txn.id, txn.order
+    kind = ev.kind
+    dumps = orjson.dumps
+    out: list[tuple[bytes, bytes]] = []
+
+    def record(op: str, key: dict[str, object], before: Row | None, after: Row | None, index: int,
+               link: dict[str, object] | None) -> None:  # fmt: skip
+        nonlocal order
+        order += 1
+        doc = {
+            "schema": SCHEMA_ID, "op": op, "key": key, "before": before, "after": after,
+            "source": {"connector": "mysql", "name": source_name, "db": db, "table": table, "ts_ms": ts_ms,
+                       "snapshot": False, "pos": [seq, event_index, index], "gtid": gtid, "server_id": server_id,
+                       "file": file, "position": position, "row": index},
+            "ts_ms": now_ms, "transaction": {"id": txn_id, "order": order},
+        }  # fmt: skip
+        if link is not None:
+            doc["pk_change"] = link
+        out.append((dumps(key), dumps(doc)))
+
+    for index, (before, after) in enumerate(ev.rows):
+        if kind == "insert":
+            assert after is not None
+            record("c", {n: after.get(n) for n in names}, None, after, index, None)
+        elif kind == "delete":
+            assert before is not None
+            record("d", {n: before.get(n) for n in names}, before, None, index, None)
+        else:
+            assert before is not None and after is not None
+            old_key, new_key = {n: before.get(n) for n in names}, {n: after.get(n) for n in names}
+            if old_key == new_key:
+                record("u", new_key, before, after, index, None)
+            else:
+                link: dict[str, object] = {"old_key": old_key, "new_key": new_key}
+                record("d", old_key, before, None, index, link)
+                record("c", new_key, None, after, index, link)
+    if any(len(value) > max_bytes for _key, value in out):
+        return None
+    txn.order = order
+    return out

@@ -13,14 +13,14 @@ import struct
 import tempfile
 from array import array
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import IO
+from typing import IO, NamedTuple
 
 _FRAME = struct.Struct("<Hi H I")  # topic length, key length (-1: no key), table length, value length
 
 
-@dataclass(frozen=True, slots=True)
-class HeldRecord:
+class HeldRecord(NamedTuple):
+    """One record of a change or schema event (a named tuple: the capture makes one per row)."""
+
     topic: str
     key: bytes | None
     value: bytes

@@ -12,6 +12,7 @@ Layouts follow the MariaDB/MySQL binlog format (event header v4, 19 bytes, littl
 from __future__ import annotations
 
 import dataclasses
+import functools
 import struct
 import zlib
 from collections.abc import Callable
@@ -213,6 +214,14 @@ def _bits(data: bytes, count: int) -> list[bool]:
     """An LSB-first bitmap (column bitmaps, null bitmaps)."""
     value = int.from_bytes(data, "little")
     return [bool(value >> i & 1) for i in range(count)]
+
+
+@functools.lru_cache(maxsize=1024)
+def _set_bits(data: bytes, count: int) -> list[int]:
+    """The indexes of the set bits of an LSB-first bitmap: the columns a rows event carries. A table's
+    events repeat the same few bitmaps, so they are remembered (callers must not change the list)."""
+    value = int.from_bytes(data, "little")
+    return [i for i in range(count) if value >> i & 1]
 
 
 def format_xid(format_id: int, gtrid: bytes, bqual: bytes) -> str:
@@ -609,11 +618,11 @@ class BinlogDecoder:
                 f"rows event for {schema.qualified} has {ncols} columns, its TABLE_MAP {len(schema.columns)}"
             )
         nbytes = (ncols + 7) // 8
-        present_idx = [i for i, on in enumerate(_bits(body[p : p + nbytes], ncols)) if on]
+        present_idx = _set_bits(body[p : p + nbytes], ncols)
         p += nbytes
         after_idx = present_idx
         if kind == "update":
-            after_idx = [i for i, on in enumerate(_bits(body[p : p + nbytes], ncols)) if on]
+            after_idx = _set_bits(body[p : p + nbytes], ncols)
             p += nbytes
         if not present_idx or not after_idx:  # a row of no columns takes no bytes: the loop below would never end
             raise BinlogDecodeError(f"{schema.qualified} rows event at {header.start_pos} names no columns")
