@@ -39,9 +39,11 @@ class Figures:
         return f"{fmt.format(statistics.median(v))} [{fmt.format(min(v))}-{fmt.format(max(v))}]"
 
 
-def run_kit(kit: str, args: list[str], env: dict[str, str], parse: re.Pattern[str]) -> dict[str, Figures] | None:
+def run_kit(kit: str, args: list[str], env: dict[str, str], parse: re.Pattern[str],
+            until: str | None = None) -> dict[str, Figures] | None:  # fmt: skip
     """Run `<anchors>/<kit>/bench.py args`, echoing its output; None (with a line saying why) when the kit
-    is missing. Every output line matching `parse` (named groups: system and figures) counts as one run."""
+    is missing. Every output line matching `parse` (named groups: system and figures, digits may have
+    thousands commas) counts as one run, up to a line starting with `until` (a summary that repeats runs)."""
     bench = anchors_dir() / kit / "bench.py"
     if not bench.exists():
         print(f"anchor {kit}: skipped, no kit at {bench.parent} (set CDCFLOW_ANCHORS to the anchors folder)")
@@ -51,14 +53,17 @@ def run_kit(kit: str, args: list[str], env: dict[str, str], parse: re.Pattern[st
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
     assert proc.stdout is not None
     found: dict[str, Figures] = {}
+    parsing = True
     for line in proc.stdout:
         print(f"  | {line}", end="", flush=True)
-        m = parse.match(line)
+        if until and line.startswith(until):
+            parsing = False
+        m = parse.match(line) if parsing else None
         if m:
             system = m.group("system")
             for name, value in m.groupdict().items():
                 if name != "system" and value is not None:
-                    found.setdefault(system, Figures()).add(name, float(value))
+                    found.setdefault(system, Figures()).add(name, float(value.replace(",", "")))
     if proc.wait() != 0:
         print(f"anchor {kit}: the kit failed (exit {proc.returncode}); its figures above are incomplete")
     return found

@@ -9,7 +9,12 @@ stack home is taken from CDCFLOW__STACK__HOME or the default). In one run, on on
    acknowledged by Kafka, acks=all) reaches the last GTID; rows/s = change events / seconds;
 3. baseline: the raw confluent-kafka producer sending the very same encoded events, same settings;
 4. decode only: cdcflow's decoder over the same binlog, and python-mysql-replication 1.0.17 over
-   the same binlog (touching every row), both without Kafka: why cdcflow has its own decoder.
+   the same binlog (touching every row), both without Kafka: why cdcflow has its own decoder;
+5. Debezium (with --anchor-rows N): Debezium 3.5's MariaDB connector and `cdcflow mysql run` drain the
+   same backlog of N row changes, --anchor-repeat times in alternating order, through the side-by-side
+   kit in ../shared/anchors/debezium (its README; skipped with a line saying so when it is not set up).
+
+With --runs N the capture and the baseline run N times each; figures are median [min-max].
 
     .venv/bin/python benchmarks/mysql_capture.py [--inserts 100000 --updates 50000 --deletes 20000]
 """
@@ -18,6 +23,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
+import statistics
 import sys
 import time
 import uuid
@@ -25,6 +32,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 import confluent_kafka
+from anchors import Figures, run_kit  # type: ignore[import-not-found]
 from machine import machine_summary  # type: ignore[import-not-found]
 
 from cdcflow.clients.kafka import end_offsets
@@ -108,6 +116,9 @@ def main() -> None:
     parser.add_argument("--inserts", type=int, default=100_000)
     parser.add_argument("--updates", type=int, default=50_000)
     parser.add_argument("--deletes", type=int, default=20_000)
+    parser.add_argument("--runs", type=int, default=1, help="capture and baseline this many times each")
+    parser.add_argument("--anchor-rows", type=int, default=0, help="also drain ROWS through the Debezium kit")
+    parser.add_argument("--anchor-repeat", type=int, default=3)
     args = parser.parse_args()
     home = Path(os.environ.get("CDCFLOW__STACK__HOME") or default_stack_home())
     stack = Stack(home)
@@ -126,9 +137,40 @@ def main() -> None:
     print(f"workload: {rows} row changes ({args.inserts} inserts in 500-row statements, {args.updates} single-row "
           f"updates in 500-row transactions, one {args.deletes}-row DELETE), written in {write_s:.1f} s")  # fmt: skip
 
+    fig = Figures()
+    for run in range(args.runs):
+        events, capture_s, pairs, topic = capture_once(mariadb, bootstrap, db, start, end)
+        mb = sum(len(v) for _, v in pairs) / 2**20
+        base_s = raw_producer(bootstrap, pairs, f"{topic}.baseline")
+        print(f"run {run + 1}: capture {events} events ({mb:.0f} MB JSON) acknowledged in {capture_s:.1f} s = "
+              f"{events / capture_s:,.0f} rows/s (includes connecting and preflight); raw producer, same "
+              f"events and settings, {len(pairs) / base_s:,.0f} rows/s; "
+              f"capture/baseline = {base_s / capture_s:.2f}")  # fmt: skip
+        fig.add("capture", events / capture_s)
+        fig.add("baseline", len(pairs) / base_s)
+        fig.add("ratio", base_s / capture_s)
+    print(f"capture : {fig.summary('capture')} rows/s; raw producer {fig.summary('baseline')} rows/s; "
+          f"capture/baseline {fig.summary('ratio', '{:.2f}')} (median [min-max] of {args.runs})")  # fmt: skip
+
+    dec_rows, dec_s = decode_only_rows(repl, start, rows)
+    print(f"decode only, cdcflow decoder: {dec_rows} rows in {dec_s:.1f} s = {dec_rows / dec_s:,.0f} rows/s")
+    lib_rows, lib_s = pymysqlreplication_only(repl, start, rows, db)
+    print(f"decode only, python-mysql-replication {version('mysql-replication')}: {lib_rows} rows in {lib_s:.1f} s "
+          f"= {lib_rows / lib_s:,.0f} rows/s")  # fmt: skip
+    execute(admin, f"DROP DATABASE {db}")
+    sys.stdout.flush()
+    if args.anchor_rows:
+        debezium_vs_cdcflow(args.anchor_rows, args.anchor_repeat)
+
+
+Pairs = list[tuple[bytes | None, bytes]]
+
+
+def capture_once(mariadb: object, bootstrap: str, db: str, start: str, end: str) -> tuple[int, float, Pairs, str]:
+    """A fresh capture (own name, topics, checkpoint at `start`) until its checkpoint reaches `end`."""
     name = f"bench{uuid.uuid4().hex[:6]}"
     cfg = source_config(name, [db], start="latest")
-    capture = CaptureThread(cfg, mariadb, bootstrap)
+    capture = CaptureThread(cfg, mariadb, bootstrap)  # type: ignore[arg-type]
     # start from the GTID before the workload: the checkpoint topic gets that position first
     from cdcflow.clients.kafka.client import produce_sync
     from cdcflow.sources.mysql.checkpoint import Checkpoint
@@ -148,21 +190,33 @@ def main() -> None:
     topic = f"{cfg.topic_prefix}.{db}.t"
     total = sum(end_offsets(bootstrap, topic).values())
     records = consume(bootstrap, topic, expected=total, timeout_s=300)
-    pairs = [(r.key, r.value) for r in records if r.value is not None]
-    mb = sum(len(v) for _, v in pairs) / 2**20
-    base_s = raw_producer(bootstrap, pairs, f"{topic}.baseline")
-    print(f"capture : {stats.events} events ({mb:.0f} MB JSON) acknowledged in {capture_s:.1f} s = "
-          f"{stats.events / capture_s:,.0f} rows/s (includes connecting and preflight)")  # fmt: skip
-    print(f"baseline: raw producer, same {len(pairs)} encoded events, same settings: {base_s:.1f} s = "
-          f"{len(pairs) / base_s:,.0f} rows/s; capture/baseline = {base_s / capture_s:.2f}")  # fmt: skip
+    return stats.events, capture_s, [(r.key, r.value) for r in records if r.value is not None], topic
 
-    dec_rows, dec_s = decode_only_rows(repl, start, rows)
-    print(f"decode only, cdcflow decoder: {dec_rows} rows in {dec_s:.1f} s = {dec_rows / dec_s:,.0f} rows/s")
-    lib_rows, lib_s = pymysqlreplication_only(repl, start, rows, db)
-    print(f"decode only, python-mysql-replication {version('mysql-replication')}: {lib_rows} rows in {lib_s:.1f} s "
-          f"= {lib_rows / lib_s:,.0f} rows/s")  # fmt: skip
-    execute(admin, f"DROP DATABASE {db}")
-    sys.stdout.flush()
+
+# One per-run line of the Debezium kit's table (bench.py): system, rows | total s, rows/s | drain s, rows/s
+# | 2nd-half rows/s | CPU s, /1k | drain CPU s, /1k | 2nd-half CPU /1k | peak RSS MB | load.
+_KIT_LINE = re.compile(
+    r"^\s+(?P<system>cdcflow|debezium)\s+(?P<rows>\d+) \|\s+(?P<total_s>[\d.]+)\s+(?P<total_rps>[\d,]+) \|"
+    r"\s+(?P<drain_s>[\d.]+)\s+(?P<drain_rps>[\d,]+) \|\s+(?P<half_rps>[\d,]+) \|\s+[\d.]+\s+(?P<cpu_1k>[\d.]+) \|"
+    r"\s+[\d.]+\s+(?P<drain_cpu_1k>[\d.]+) \|\s+(?P<half_cpu_1k>[\d.]+) \|\s+(?P<rss>\d+) \|"
+)
+
+
+def debezium_vs_cdcflow(n_rows: int, repeat: int) -> None:
+    env = {"CDCFLOW_BIN": str(Path(sys.executable).parent / "cdcflow")}
+    found = run_kit("debezium", ["--rows", str(n_rows), "--repeat", str(repeat)], env, _KIT_LINE, until="summary")
+    if not found:
+        return
+    print(f"\nDebezium kit, {n_rows} row changes: median [min-max] of {repeat} runs")
+    for system, f in found.items():
+        print(f"  {system:8} drain {f.summary('drain_rps'):>22} rows/s, 2nd half {f.summary('half_rps'):>22} rows/s, "
+              f"CPU {f.summary('drain_cpu_1k', '{:.3f}'):>20} s/1k rows (drain), "
+              f"peak RSS {f.summary('rss'):>14} MB")  # fmt: skip
+    if {"cdcflow", "debezium"} <= found.keys():
+        for what in ("drain_rps", "half_rps"):
+            ours, theirs = found["cdcflow"].values[what], found["debezium"].values[what]
+            ratios = sorted(c / d for c, d in zip(ours, theirs, strict=True))
+            print(f"  cdcflow/Debezium {what}: {statistics.median(ratios):.2f} [{ratios[0]:.2f}-{ratios[-1]:.2f}]")
 
 
 def decode_only_rows(repl: object, start: str, expected_rows: int) -> tuple[int, float]:
