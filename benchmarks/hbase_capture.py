@@ -3,9 +3,9 @@
 Runs against the local stack's real Kafka (`cdcflow stack up kafka hbase` first, or pass
 --bootstrap). Three figures, measured in the same run on the same machine:
 
-1. capture path: a stream of ReplicateWALEntry calls replayed over TCP into the peer server
-   (decode → events → JSON → Kafka, answered after every ack); calls/s, rows/s, cells/s, MB/s
-   of cell-block input and acknowledgement latency p50/p99;
+1. capture path: a stream of ReplicateWALEntry calls replayed over TCP into the peer server by a
+   process of its own, as HBase would (decode → events → JSON → Kafka, answered after every ack);
+   calls/s, rows/s, cells/s, MB/s of cell-block input and acknowledgement latency p50/p99;
 2. baseline: the raw confluent-kafka producer sending the same already-encoded events with the
    same producer settings (idempotent, acks=all, lz4), and the ratio capture / baseline;
 3. end to end (with --e2e): real HBase writes through replication to acknowledged Kafka records;
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import multiprocessing
 import os
 import pickle
 import random
@@ -32,8 +33,10 @@ import re
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
+from multiprocessing.connection import Connection
 from pathlib import Path
 
 import confluent_kafka
@@ -146,17 +149,35 @@ async def replay(calls: list[tuple[bytes, bytes]], port: int, connections: int) 
     return time.perf_counter() - start, latencies
 
 
+def replay_process(calls_path: str, port: int, connections: int, conn: Connection) -> None:
+    """The replaying client in a process of its own (as HBase is): loads the calls, says it is ready,
+    replays on the word, sends back (seconds, latencies)."""
+    calls = pickle.loads(Path(calls_path).read_bytes())
+    conn.send("ready")
+    conn.recv()
+    conn.send(asyncio.run(replay(calls, port, connections)))
+
+
 async def capture_run(
-    calls: list[tuple[bytes, bytes]], settings: ProducerSettings, prefix: str, connections: int, native: bool
+    calls_path: Path, settings: ProducerSettings, prefix: str, connections: int, native: bool
 ) -> tuple[float, list[float]]:
     producer = AsyncProducer(settings)
     topics = TopicLimits(settings.bootstrap_servers, 8 * 2**20)
     sink = ReplicationHandler(producer, Router((), prefix), "bench", topics=topics, native=native)
     server = PeerServer(sink, "127.0.0.1", 0, max_inflight_bytes=512 << 20, max_frame_bytes=256 << 20)
     port = await server.start()
+    ours, theirs = multiprocessing.get_context("spawn").Pipe()
+    client = multiprocessing.get_context("spawn").Process(
+        target=replay_process, args=(str(calls_path), port, connections, theirs), daemon=True
+    )
+    client.start()
     try:
-        return await replay(calls, port, connections)
+        assert await asyncio.to_thread(ours.recv) == "ready"
+        ours.send("go")
+        elapsed, latencies = await asyncio.to_thread(ours.recv)
+        return elapsed, latencies
     finally:
+        client.join(30)
         await server.stop()
         producer.close()
 
@@ -219,12 +240,12 @@ def main() -> None:
     prefix = f"bench{uuid.uuid4().hex[:6]}"
     table = "bench:events"
 
+    calls_path = args.record or Path(tempfile.gettempdir()) / f"{prefix}-calls.pkl"
     if args.record and args.record.exists():
         calls = pickle.loads(args.record.read_bytes())
     else:
         calls = build_calls(args.calls, args.entries, args.rows, args.cells, args.value_size, table)
-        if args.record:
-            args.record.write_bytes(pickle.dumps(calls))
+        calls_path.write_bytes(pickle.dumps(calls))  # the replaying process reads them from here
     input_mb = sum(len(p) + len(b) for p, b in calls) / 1e6
     # The baseline sends exactly the events the capture path produces, already encoded.
     records = []
@@ -252,7 +273,9 @@ def main() -> None:
         order = ("capture", "baseline") if run % 2 == 0 else ("baseline", "capture")
         for what in order:
             if what == "capture":
-                cap_s, lat = asyncio.run(capture_run(calls, settings, prefix, args.connections, not args.python_path))
+                cap_s, lat = asyncio.run(
+                    capture_run(calls_path, settings, prefix, args.connections, not args.python_path)
+                )
             else:
                 base_s = baseline_run(records, settings)
         p50, p99 = pct(lat, 50) * 1000, pct(lat, 99) * 1000
