@@ -145,6 +145,8 @@ def test_a_flood_of_idle_and_stalled_connections(
         finally:
             rebuild.close()
         print(f"flood: rows equal {time.monotonic() - attacked:.1f} s after the attack began")
+        # HBase's calls of whole rows of a routed table went through the compiled hot path
+        assert metric(metrics_port, 'cdcflow_hbase_decoded_calls_total{path="native"}') > 0
         deadline = time.monotonic() + 30  # idle and stalled connections are closed by the peer
         while (open_now := metric(metrics_port, "cdcflow_hbase_connections")) > 5:
             assert time.monotonic() < deadline, f"{open_now:.0f} connections still open 30 s after the attack"

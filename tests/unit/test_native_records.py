@@ -116,9 +116,10 @@ def test_the_common_call_is_served_by_the_native_path_and_the_others_by_python()
     bulk = make_call([("ns:t", 1, 2_000, [Cell(b"r", b"METAFAMILY", b"HBASE::BULK_LOAD", 1, CellType.PUT)], 1)])
     h = handler(True, ROUTES)
     assert native_records.AVAILABLE, "cdcflow_native is not built: run `make install`"
-    assert len(h.to_records(*common, CallStats()).records) == 3
+    decoded = h.to_records(*common, CallStats())
+    assert len(decoded.records) == 3 and decoded.path == "native"
     assert (h.native_calls, h.python_calls) == (1, 0)
-    h.to_records(*filtered, CallStats())
+    assert h.to_records(*filtered, CallStats()).path == "python"
     assert (h.native_calls, h.python_calls) == (1, 1)
     with pytest.raises(BulkLoadNotSupported):
         h.to_records(*bulk, CallStats())

@@ -60,6 +60,7 @@ class DecodedCall:
 
     records: list[OutRecord]
     large: dict[int, tuple[ChangeEvent, ValueHints]] = field(default_factory=dict)
+    path: Literal["native", "python"] = "python"  # which code decoded and encoded the call
 
     @property
     def footprint(self) -> int:
@@ -150,7 +151,7 @@ class ReplicationHandler:
                 stats.bytes += fast.bytes
                 stats.oldest_write_ms = fast.oldest_write_ms
                 stats.shipping_clusters.update(fast.clusters)
-                return DecodedCall(fast.records)
+                return DecodedCall(fast.records, path="native")
         self.python_calls += 1
         call = decode_replicate_call(param, cell_block)
         out = DecodedCall([])

@@ -5,6 +5,11 @@ from __future__ import annotations
 from prometheus_client import Counter, Gauge, Histogram
 
 CALLS = Counter("cdcflow_hbase_calls_total", "ReplicateWALEntry calls answered", ["outcome"])
+DECODED = Counter(
+    "cdcflow_hbase_decoded_calls_total",
+    "Calls decoded and encoded, by path: native (the compiled hot path) or python (filters, hints, large records)",
+    ["path"],
+)
 ENTRIES = Counter("cdcflow_hbase_wal_entries_total", "WAL entries received")
 ROWS = Counter("cdcflow_hbase_rows_total", "Row change events acknowledged by Kafka")
 CELLS = Counter("cdcflow_hbase_cells_total", "Cells in acknowledged events")

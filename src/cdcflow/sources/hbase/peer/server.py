@@ -366,6 +366,7 @@ class PeerServer:
                 # Decoding and encoding a call of many MB takes a while: off the event loop, so heartbeats,
                 # ZooKeeper and other connections keep being served meanwhile.
                 decoded = await asyncio.to_thread(self.sink.to_records, call.param, call.cell_block, stats)
+                metrics.DECODED.labels(decoded.path).inc()
                 footprint = decoded.footprint
                 self.budget.charge(footprint)
                 self._check_clusters(stats)
