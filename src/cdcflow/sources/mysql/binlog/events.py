@@ -55,10 +55,9 @@ GTID_PREPARED_XA, GTID_COMPLETED_XA = 0x40, 0x80
 Row = dict[str, object]
 
 try:  # the compiled row decoder (native/, built by `make install`); without it every row takes the readers
-    from cdcflow_native import mysql_rows as _compiled_rows
+    from cdcflow_native import mysql_rows as _native_rows
 except ImportError:
-    _compiled_rows = None  # type: ignore[assignment]
-_native_rows = _compiled_rows
+    _native_rows = None  # type: ignore[assignment]
 
 _NATIVE_KIND = {"insert": 0, "delete": 1, "update": 2}
 # Column types whose reader needs the column's character set.
@@ -279,8 +278,6 @@ class BinlogDecoder:
     table_filter: Callable[[str, str], bool] = lambda _db, _table: True
     verify_checksum: bool = True
     checksum: bool = False  # set by FORMAT_DESCRIPTION
-    # Decode rows with the compiled decoder where it covers every column of the table (tests turn it off).
-    native: bool = True
     _post_header: bytes = b""
     _tables: dict[int, TableSchema | None] = field(default_factory=dict)
     _table_cache: dict[bytes, TableSchema | None] = field(default_factory=dict)
@@ -503,7 +500,7 @@ class BinlogDecoder:
         if any(i >= ncols for i in pk):
             raise BinlogDecodeError(f"{where}: primary key column index out of range")
         compiled = tuple(c for c in native if c is not None)
-        use_native = _native_rows is not None and self.native and len(compiled) == ncols
+        use_native = _native_rows is not None and len(compiled) == ncols
         return TableSchema(table_id, db, table, tuple(cols), pk, compiled if use_native else None)
 
     def _codec_for(self, where: str, column: str) -> Callable[[int], str | None]:
@@ -624,7 +621,7 @@ class BinlogDecoder:
         if kind == "update":
             after_idx = _set_bits(body[p : p + nbytes], ncols)
             p += nbytes
-        if not present_idx or not after_idx:  # a row of no columns takes no bytes: the loop below would never end
+        if (not present_idx or not after_idx) and p < len(body):  # a row of no columns takes no bytes: no end
             raise BinlogDecodeError(f"{schema.qualified} rows event at {header.start_pos} names no columns")
         if schema.native is not None and _native_rows is not None:
             decoded = _native_rows(body, p, _NATIVE_KIND[kind], schema.native, present_idx, after_idx)
