@@ -24,7 +24,7 @@ import yaml
 from cdcflow.clients import kafka as k
 from cdcflow.clients.hbase import HBaseClient
 from cdcflow.demo.hbase_workload import TYPED_COLUMNS, HBaseWorkload
-from cdcflow.pipeline.runner import read_progress
+from cdcflow.pipeline.progress import read_progress
 from cdcflow.pipeline.session import build_session
 from cdcflow.pipeline.sinks.delta.state import hbase_state_rows
 from cdcflow.testing import soak_size

@@ -12,7 +12,8 @@ from cdcflow.clients import kafka as k
 from cdcflow.clients.hbase import HBaseClient
 from cdcflow.clients.hbase.model import ColumnFamily, Delete, Put
 from cdcflow.config import PipelineConfig, SinkConfig
-from cdcflow.pipeline.runner import Pipeline, read_progress
+from cdcflow.pipeline.progress import read_progress
+from cdcflow.pipeline.runner import Pipeline
 from cdcflow.verify.hbase import verify_hbase
 
 from .hbase_capture import PeerSetup, scan_cells

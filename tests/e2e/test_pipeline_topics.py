@@ -16,7 +16,8 @@ from cdcflow.config import PipelineConfig, SinkConfig
 from cdcflow.errors import ConfigError
 from cdcflow.events import oversize
 from cdcflow.events.json_codec import SCHEMA_ID, decode, encode
-from cdcflow.pipeline.runner import Pipeline, read_progress
+from cdcflow.pipeline.progress import read_progress
+from cdcflow.pipeline.runner import Pipeline
 
 
 def mysql_event(db: str, table: str, id_: int) -> bytes:

@@ -150,7 +150,8 @@ class _EndingQuery:
 
 
 def test_the_last_batch_of_an_available_now_run_reaches_the_progress(tmp_path: Path) -> None:
-    from cdcflow.pipeline.runner import Pipeline, _Runner, read_progress
+    from cdcflow.pipeline.progress import read_progress
+    from cdcflow.pipeline.runner import Pipeline, _Runner
 
     pipeline = Pipeline(PipelineConfig(sinks=(SinkConfig(name="c", type="console"),)), {}, tmp_path)
     runner = _Runner("c", None, "t", query=_EndingQuery())  # type: ignore[arg-type]

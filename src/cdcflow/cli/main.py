@@ -150,15 +150,28 @@ def run(config_path: Path | None) -> None:
     mysql_admin = (
         wiring.mysql_endpoint(cfg, admin=True) if "mariadb" in cfg.stack.components and cfg.mysql.host is None else None
     )
+    from cdcflow.stack.ports import free_port
+    from cdcflow.ui.app import StatusServer
+
+    m = cfg.metrics
+    ports = {"hbase": m.hbase_port or free_port(), "pipeline": m.pipeline_port or free_port()}
+    if mysql_admin is not None:
+        ports["mysql"] = m.mysql_port or free_port()
+    status = StatusServer(wiring.status_collector(cfg, wiring.metrics_targets(cfg, dict(ports))), cfg.ui.host,
+                          cfg.ui.port, cfg.ui.history_minutes * 60.0)  # fmt: skip
+    status.start()
+    click.echo(f"status page: {status.url}")
     client = wiring.client(cfg)
     try:
-        run_chain(cfg, config_path, client, st.home, lambda: _progress_lines(cfg), mysql_admin=mysql_admin)
+        run_chain(cfg, config_path, client, st.home, lambda: _progress_lines(cfg), mysql_admin=mysql_admin,
+                  metrics_ports=ports, status_url=status.url)  # fmt: skip
     finally:
         client.close()
+        status.stop()
 
 
 def _progress_lines(cfg: CdcflowConfig) -> list[str]:
-    from cdcflow.pipeline.runner import read_progress
+    from cdcflow.pipeline.progress import read_progress
 
     now = int(time.time() * 1000)
     lines = [format_progress(n, d, now) for n, d in read_progress(wiring.checkpoint_root(cfg)).items()]
@@ -185,18 +198,28 @@ def mysql() -> None:
 
 @mysql.command("run")
 @_config_option
-def mysql_run(config_path: Path | None) -> None:
+@click.option("--metrics-port", type=int, default=None, help="Serve Prometheus metrics on this port "
+              "(default: metrics.mysql_port; 0: any free port).")  # fmt: skip
+def mysql_run(config_path: Path | None, metrics_port: int | None) -> None:
     """Stream the binlog to Kafka, checkpointing at acknowledged commits. Stops on SIGTERM/SIGINT."""
     import signal
     import threading
 
+    from prometheus_client import REGISTRY
+
+    from cdcflow.metrics import serve_metrics
     from cdcflow.sources.mysql.capture import MySqlCapture, run_forever
+    from cdcflow.sources.mysql.metrics import MySqlCaptureCollector
 
     cfg = wiring.load(config_path)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     capture = MySqlCapture(cfg.mysql, cfg.kafka, wiring.mysql_endpoint(cfg), wiring.bootstrap(cfg))
+    port = metrics_port if metrics_port is not None else cfg.metrics.mysql_port
+    if port is not None:
+        REGISTRY.register(MySqlCaptureCollector(capture))
+        serve_metrics(port, cfg.metrics.host)
     stats = run_forever(capture, stop)
     click.echo(f"stopped: {stats.events} events, {stats.transactions} transactions, checkpoint "
                f"{stats.checkpoint.gtid_state if stats.checkpoint else None}")  # fmt: skip
@@ -239,7 +262,8 @@ def hbase() -> None:
 @hbase.command("run")
 @_config_option
 @click.option("--port", type=int, default=None, help="Override hbase.peer.port (0: any free port).")
-@click.option("--metrics-port", type=int, default=None, help="Serve Prometheus metrics on this port.")
+@click.option("--metrics-port", type=int, default=None, help="Serve Prometheus metrics on this port "
+              "(default: metrics.hbase_port; 0: any free port).")  # fmt: skip
 def hbase_run(config_path: Path | None, port: int | None, metrics_port: int | None) -> None:
     """Serve as a replication peer: forward every WAL edit HBase ships to Kafka. Stops on SIGTERM."""
     import asyncio
@@ -250,7 +274,9 @@ def hbase_run(config_path: Path | None, port: int | None, metrics_port: int | No
     hb = cfg.hbase
     if port is not None:
         hb = hb.model_copy(update={"peer": hb.peer.model_copy(update={"port": port})})
-    asyncio.run(run_peer(hb, cfg.kafka, PeerEndpoints(wiring.source_zk(cfg), wiring.bootstrap(cfg)), metrics_port))
+    port = metrics_port if metrics_port is not None else cfg.metrics.hbase_port
+    endpoints = PeerEndpoints(wiring.source_zk(cfg), wiring.bootstrap(cfg))
+    asyncio.run(run_peer(hb, cfg.kafka, endpoints, port, metrics_host=cfg.metrics.host))
 
 
 @hbase.group()
@@ -402,7 +428,8 @@ def pipeline() -> None:
 @pipeline.command("run")
 @_config_option
 @click.option("--available-now", is_flag=True, help="Apply what is in Kafka now, then stop (batch-like run).")
-@click.option("--metrics-port", type=int, default=None, help="Serve per-sink Prometheus metrics on this port.")
+@click.option("--metrics-port", type=int, default=None, help="Serve per-sink Prometheus metrics on this port "
+              "(default: metrics.pipeline_port; 0: any free port).")  # fmt: skip
 def pipeline_run(config_path: Path | None, available_now: bool, metrics_port: int | None) -> None:
     """Run one streaming query per sink (plus dead letters) until Ctrl-C."""
     sys.exit(wiring.run_pipeline(wiring.load(config_path), available_now, metrics_port))
@@ -445,7 +472,7 @@ def pipeline_status(config_path: Path | None, watch: float | None) -> None:
 
     Lag is now minus the source time of the newest applied event: it keeps growing while the
     source is idle, so read it together with "behind" (0 = caught up with Kafka)."""
-    from cdcflow.pipeline.runner import read_progress
+    from cdcflow.pipeline.progress import read_progress
 
     cfg = wiring.load(config_path)
     root = wiring.checkpoint_root(cfg)
@@ -478,6 +505,33 @@ def format_progress(name: str, doc: dict[str, Any], now_ms: int) -> str:
     )
 
 
+# --- cdcflow ui -------------------------------------------------------------------------------
+
+
+@main.command("ui")
+@_config_option
+@click.option("--host", default=None, help="Address to serve on (default: ui.host).")
+@click.option("--port", type=int, default=None, help="Port (default: ui.port; 0: any free port).")
+@click.option(
+    "--target",
+    "targets",
+    multiple=True,
+    metavar="URL",
+    help="A metrics URL to read (repeatable; default: ui.targets, else the metrics.*_port of the config).",
+)
+def ui(config_path: Path | None, host: str | None, port: int | None, targets: tuple[str, ...]) -> None:
+    """Serve the status page: captures, sinks, verify results, dead letters and warnings, from what the
+    processes publish (metrics endpoints, progress files, Kafka, HBase's peer state). Until Ctrl-C."""
+    from cdcflow.ui.app import StatusServer
+
+    cfg = wiring.load(config_path)
+    urls = list(targets) or wiring.metrics_targets(cfg)
+    server = StatusServer(wiring.status_collector(cfg, urls), host or cfg.ui.host,
+                         cfg.ui.port if port is None else port, cfg.ui.history_minutes * 60.0)  # fmt: skip
+    click.echo(f"cdcflow status page on {server.url} (reading {', '.join(urls) or 'no metrics endpoints'})")
+    server.serve_forever()
+
+
 # --- cdcflow verify ---------------------------------------------------------------------------
 
 
@@ -486,27 +540,111 @@ def verify() -> None:
     """Compare a source table with a sink table and report missing, extra and differing rows."""
 
 
+def _duration(text: str) -> float:
+    """ "90", "90s", "5m", "1h" -> seconds."""
+    units = {"s": 1.0, "m": 60.0, "h": 3600.0}
+    value, unit = (text[:-1], text[-1]) if text and text[-1] in units else (text, "s")
+    try:
+        seconds = float(value) * units[unit]
+    except ValueError:
+        raise click.BadParameter(f"{text!r} is not a duration (e.g. 30s, 5m, 1h)") from None
+    if seconds < 0:
+        raise click.BadParameter(f"{text!r}: a duration cannot be negative")
+    return seconds
+
+
 @verify.command("hbase")
 @_config_option
 @click.argument("source")
 @click.argument("sink")
 @click.option("--sink-zk", default=None, help="ZooKeeper of the sink cluster (default: the source's).")
 @click.option("--max-versions", type=int, default=1, show_default=True, help="Cell versions per column to compare.")
-def verify_hbase_cmd(config_path: Path | None, source: str, sink: str, sink_zk: str | None, max_versions: int) -> None:
-    """Compare HBase table SOURCE with SINK cell by cell (timestamps included). Exit 1 on differences."""
+@click.option(
+    "--every",
+    default=None,
+    metavar="DURATION",
+    help="Run a round every DURATION (30s, 5m, 1h) until Ctrl-C, instead of once.",
+)
+@click.option(
+    "--sample",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="Compare N rows per round, each round the range after the previous one (default: every row).",
+)
+@click.option(
+    "--grace",
+    default=None,
+    metavar="DURATION",
+    help="Look at differing rows again after DURATION; count only those whose source row is unchanged "
+    "and whose sink still differs (default: 30s with --every, 0 once).",
+)
+@click.option(
+    "--metrics-port",
+    type=int,
+    default=None,
+    help="Serve the verify metrics on this port (default: metrics.verify_port).",
+)
+def verify_hbase_cmd(
+    config_path: Path | None,
+    source: str,
+    sink: str,
+    sink_zk: str | None,
+    max_versions: int,
+    every: str | None,
+    sample: int | None,
+    grace: str | None,
+    metrics_port: int | None,
+) -> None:
+    """Compare HBase table SOURCE with SINK cell by cell (timestamps included). Exit 1 on a confirmed
+    difference (with --every: when stopped, if the last round had one). Each round's result goes to the
+    verify topic and the metrics (docs/operations.md)."""
+    import signal
+    import threading
+
     from cdcflow.clients.hbase import connect
-    from cdcflow.verify.hbase import verify_hbase
+    from cdcflow.metrics import serve_metrics
+    from cdcflow.verify.continuous import HBaseRangeCheck, VerifyRound
+    from cdcflow.verify.publish import ResultPublisher
 
     cfg = wiring.load(config_path)
+    interval = _duration(every) if every is not None else None
+    if interval is not None and interval <= 0:
+        raise click.BadParameter("--every must be longer than 0")
+    grace_s = _duration(grace) if grace is not None else (30.0 if interval is not None else 0.0)
+    port = metrics_port if metrics_port is not None else cfg.metrics.verify_port
+    if port is not None:
+        serve_metrics(port, cfg.metrics.host)
+    publisher = ResultPublisher(wiring.kafka(cfg), cfg.verify.topic)
+    stop = threading.Event()
+    if interval is not None:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: stop.set())
     src = connect(wiring.source_zk(cfg), cfg.hbase.znode_parent)
     dst = connect(sink_zk, "/hbase") if sink_zk else src
+    check = HBaseRangeCheck(src, source, dst, sink, max_versions, sample)
+    last: VerifyRound | None = None
     try:
-        report = verify_hbase(src, source, dst, sink, max_versions)
+        while True:
+            started = time.monotonic()
+            try:
+                last = check.round(grace_s, stop)
+            except CdcflowError as exc:
+                if interval is None:
+                    raise
+                now = int(time.time() * 1000)
+                last = VerifyRound(check.name, now, now, 0, "", "", error=str(exc))
+            publisher.publish(last)
+            click.echo(f"{time.strftime('%H:%M:%S')} {last.summary()}")
+            for example in last.examples:
+                click.echo(f"  {example}")
+            if interval is None or stop.wait(max(0.0, interval - (time.monotonic() - started))):
+                break
     finally:
         src.close()
         if dst is not src:
             dst.close()
-    _report(report)
+    sys.exit(0 if last is not None and last.clean else 1)
 
 
 @verify.command("hbase-delta")

@@ -7,6 +7,7 @@ spark-submit application (cli/spark_app.py) both use it.
 
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
 from typing import Any
@@ -15,8 +16,10 @@ from cdcflow.clients.hbase import NativeHBaseClient
 from cdcflow.clients.kafka import KafkaEndpoint
 from cdcflow.clients.mysql import MySqlEndpoint
 from cdcflow.config import CdcflowConfig, load_config
-from cdcflow.errors import ConfigError
+from cdcflow.errors import CdcflowError, ConfigError
 from cdcflow.stack import Stack
+
+log = logging.getLogger(__name__)
 
 DEFAULT_CONFIG = Path(__file__).resolve().parents[3] / "config" / "cdcflow.yaml"
 
@@ -102,10 +105,11 @@ def run_pipeline(cfg: CdcflowConfig, available_now: bool, metrics_port: int | No
     if not cfg.pipeline.sinks:
         raise ConfigError("no sinks configured (pipeline.sinks)")
     context = pipeline_context(cfg)
-    if metrics_port is not None:
-        from prometheus_client import start_http_server
+    port = metrics_port if metrics_port is not None else cfg.metrics.pipeline_port
+    if port is not None:
+        from cdcflow.metrics import serve_metrics
 
-        start_http_server(metrics_port)
+        serve_metrics(port, cfg.metrics.host)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
@@ -113,3 +117,43 @@ def run_pipeline(cfg: CdcflowConfig, available_now: bool, metrics_port: int | No
     for name, state in result.items():
         print(f"{name:20} {state}")
     return 0 if all(v == "done" for v in result.values()) else 1
+
+
+def metrics_targets(cfg: CdcflowConfig, ports: dict[str, int | None] | None = None) -> list[str]:
+    """The metrics URLs the status page reads: ui.targets, else each configured (or given) port."""
+    if cfg.ui.targets:
+        return list(cfg.ui.targets)
+    host = "127.0.0.1" if cfg.metrics.host in ("0.0.0.0", "", "::") else cfg.metrics.host
+    chosen = ports or {
+        "hbase": cfg.metrics.hbase_port, "mysql": cfg.metrics.mysql_port,
+        "pipeline": cfg.metrics.pipeline_port, "verify": cfg.metrics.verify_port,
+    }  # fmt: skip
+    return [f"http://{host}:{port}/metrics" for port in chosen.values() if port]
+
+
+def status_collector(cfg: CdcflowConfig, targets: list[str]) -> Any:
+    """The status page's collector for this config: its metrics targets, the sinks' progress files, the
+    verify and dead-letter topics, and the HBase peer's state (each left out when it cannot be located)."""
+    from cdcflow.ui.collector import Collector, hbase_peer_state
+
+    kafka_ep: KafkaEndpoint | None
+    try:
+        kafka_ep = kafka(cfg)
+    except CdcflowError as exc:
+        log.warning("status page: no Kafka to read verify results and dead letters from: %s", exc)
+        kafka_ep = None
+    peer_fn = None
+    try:
+        zk = source_zk(cfg)
+    except CdcflowError as exc:
+        log.warning("status page: no HBase source to read the peer's state from: %s", exc)
+    else:
+        p = cfg.hbase.peer
+        peer_fn = hbase_peer_state(zk, cfg.hbase.znode_parent, p.zk_quorum or zk, p.znode_parent, p.peer_id)
+    ui = cfg.ui
+    return Collector(
+        targets, scrape_seconds=ui.scrape_seconds, state_seconds=ui.state_seconds, history_minutes=ui.history_minutes,
+        stalled_after_s=ui.stalled_after_s, checkpoint_root=checkpoint_root(cfg), kafka=kafka_ep,
+        verify_topic=cfg.verify.topic, dead_letter_topics=(cfg.pipeline.dead_letter_topic, cfg.mysql.dead_letter_topic),
+        peer_state=peer_fn,
+    )  # fmt: skip

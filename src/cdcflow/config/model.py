@@ -301,6 +301,38 @@ class DemoConfig(_Strict):
     mysql_transactions_per_second: float = Field(default=20, gt=0)
 
 
+class MetricsConfig(_Strict):
+    """Prometheus endpoints of the processes (docs/operations.md); a null port serves none. The command
+    line's --metrics-port overrides the port of the process it starts."""
+
+    host: str = "127.0.0.1"  # the address they listen on; 0.0.0.0 lets a status page on another machine read them
+    hbase_port: int | None = Field(default=None, ge=0, le=65535)
+    mysql_port: int | None = Field(default=None, ge=0, le=65535)
+    pipeline_port: int | None = Field(default=None, ge=0, le=65535)
+    verify_port: int | None = Field(default=None, ge=0, le=65535)
+
+
+class UiConfig(_Strict):
+    """`cdcflow ui`: the status page. It reads what the processes publish (metrics endpoints, the sinks'
+    progress files, the verify topic, HBase's peer state), so it can run on another machine."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8790, ge=0, le=65535)  # 0: any free port (printed)
+    # Metrics URLs to read (http://host:port/metrics); empty: this config's metrics ports on metrics.host.
+    targets: tuple[str, ...] = ()
+    scrape_seconds: float = Field(default=5.0, gt=0, le=300)
+    # How often the slower sources are read: progress files, the verify topic, dead letters, the peer's state.
+    state_seconds: float = Field(default=30.0, gt=0, le=3600)
+    history_minutes: int = Field(default=60, ge=1, le=24 * 60)
+    stalled_after_s: float = Field(default=120.0, gt=0)  # a capture with a backlog and no progress this long
+
+
+class VerifyConfig(_Strict):
+    # Every result of `cdcflow verify` (one-shot or --every) is published here (compacted, keyed by check),
+    # where the status page reads the latest of each.
+    topic: str = "cdcflow-verify"
+
+
 class CdcflowConfig(_Strict):
     stack: StackConfig = StackConfig()
     demo: DemoConfig = DemoConfig()
@@ -308,6 +340,9 @@ class CdcflowConfig(_Strict):
     hbase: HBaseSourceConfig = HBaseSourceConfig()
     mysql: MySqlSourceConfig = MySqlSourceConfig()
     pipeline: PipelineConfig = PipelineConfig()
+    metrics: MetricsConfig = MetricsConfig()
+    ui: UiConfig = UiConfig()
+    verify: VerifyConfig = VerifyConfig()
 
 
 def _apply_env(raw: dict[str, Any], environ: dict[str, str]) -> dict[str, Any]:

@@ -128,13 +128,23 @@ def run_chain(
     progress_lines: Callable[[], list[str]],
     refresh_s: float = 2.0,
     mysql_admin: MySqlEndpoint | None = None,
+    metrics_ports: dict[str, int] | None = None,
+    status_url: str | None = None,
 ) -> None:
     """Start the demos, the captures and the pipeline; show progress until Ctrl-C (or the children die).
-    `mysql_admin`: the local MariaDB's admin endpoint, for the MySQL demo (None: no MySQL part)."""
+    `mysql_admin`: the local MariaDB's admin endpoint, for the MySQL demo (None: no MySQL part).
+    `metrics_ports`: the Prometheus port of each child ("hbase", "mysql", "pipeline"); `status_url`: the
+    status page's address, shown in the view."""
     run_dir = stack_home / "run"
-    peer = Child("capture (cdcflow hbase run)", ["hbase", "run"], run_dir / "peer.log")
-    mysql = Child("capture (cdcflow mysql run)", ["mysql", "run"], run_dir / "mysql.log")
-    pipeline = Child("pipeline (cdcflow pipeline run)", ["pipeline", "run"], run_dir / "pipeline.log")
+    ports = metrics_ports or {}
+
+    def metrics_args(name: str) -> list[str]:
+        return ["--metrics-port", str(ports[name])] if ports.get(name) else []
+
+    peer = Child("capture (cdcflow hbase run)", ["hbase", "run", *metrics_args("hbase")], run_dir / "peer.log")
+    mysql = Child("capture (cdcflow mysql run)", ["mysql", "run", *metrics_args("mysql")], run_dir / "mysql.log")
+    pipeline = Child("pipeline (cdcflow pipeline run)", ["pipeline", "run", *metrics_args("pipeline")],
+                     run_dir / "pipeline.log")  # fmt: skip
     mysql_writer: MySqlDemoWriter | None = None
     if mysql_admin is not None and cfg.demo.enabled and cfg.demo.mysql_database:
         workload_db = MySqlWorkload(mysql_admin, cfg.demo.mysql_database, seed=int(time.time()))
@@ -164,7 +174,10 @@ def run_chain(
     signal.signal(signal.SIGINT, _interrupt)
     try:
         while True:
-            lines = [f"cdcflow run: {time.monotonic() - started:.0f}s  (Ctrl-C stops; logs in {run_dir})", ""]
+            lines = [f"cdcflow run: {time.monotonic() - started:.0f}s  (Ctrl-C stops; logs in {run_dir})"]
+            if status_url:
+                lines.append(f"status page: {status_url}")
+            lines.append("")
             if writer is not None:
                 done = writer.workload.mutations
                 error = f"  ERROR {writer.error}" if writer.error else ""
@@ -199,18 +212,31 @@ def run_chain(
         print("\nstopping: pipeline, then capture ...", flush=True)
         stop_children([pipeline, mysql, peer])
     if writer is not None:
-        t = cfg.demo.tables[0]
-        delta = stack_home / "pipeline" / "delta" / cfg.hbase.name / "default" / t
         print(f"\nwrote {writer.workload.mutations} demo mutations. Compare source and sinks:\n"
-              f"  .venv/bin/cdcflow pipeline run --available-now   # apply anything still in Kafka\n"
-              f"  .venv/bin/cdcflow verify hbase {t} {t}_copy --max-versions 1000\n"
-              f"  .venv/bin/cdcflow verify hbase-delta {t} {delta} --max-versions 1000")  # fmt: skip
+              "  .venv/bin/cdcflow pipeline run --available-now   # apply anything still in Kafka")  # fmt: skip
+        for line in verify_commands(cfg, stack_home):
+            print(f"  {line}")
+        t = cfg.demo.tables[0]
+        print(
+            "while it runs, a rolling sample every 5 minutes (results on the status page):\n"
+            f"  .venv/bin/cdcflow verify hbase {t} {t}_copy --max-versions 1000 --every 5m --sample 500"
+        )
     if mysql_writer is not None:
         db = mysql_writer.workload.db
         print(
             f"\nwrote {mysql_writer.workload.transactions} MariaDB demo transactions. Compare MariaDB and Phoenix:\n"
             + f"  .venv/bin/cdcflow verify mysql-phoenix {' '.join(f'{db}.{t}' for t in WORKLOAD_TABLES)}"
         )
+
+
+def verify_commands(cfg: CdcflowConfig, stack_home: Path) -> list[str]:
+    """The verify command of every demo HBase table against each of its copies (HBase sink, Delta state)."""
+    lines = []
+    for t in cfg.demo.tables:
+        delta = stack_home / "pipeline" / "delta" / cfg.hbase.name / "default" / t
+        lines.append(f".venv/bin/cdcflow verify hbase {t} {t}_copy --max-versions 1000")
+        lines.append(f".venv/bin/cdcflow verify hbase-delta {t} {delta} --max-versions 1000")
+    return lines
 
 
 def _interrupt(_signum: int, _frame: object) -> None:

@@ -28,3 +28,12 @@ DELTA_SHAPE_CHECKS = Counter(
     "Typed MySQL batches that did not fit the known table shape and were checked against the schema history",
     ["sink"],
 )
+FAILING = Gauge(
+    "cdcflow_pipeline_failing", "1 while the sink's query is failing (retrying), 0 once a batch applies", ["sink"]
+)
+LAST_BATCH_TIME = Gauge(
+    "cdcflow_pipeline_last_batch_timestamp_seconds", "When the sink last applied a batch (Unix seconds)", ["sink"]
+)
+LAST_SOURCE_TIME = Gauge(
+    "cdcflow_pipeline_last_source_timestamp_seconds", "Source time of the newest event applied (Unix seconds)", ["sink"]
+)

@@ -29,12 +29,12 @@ from cdcflow.errors import ConfigError
 from cdcflow.pipeline import metrics
 from cdcflow.pipeline.dead_letters import write_dead_letters
 from cdcflow.pipeline.envelope import dedupe, events_of, malformed_of, parse
+from cdcflow.pipeline.progress import PROGRESS_FILE, write_progress
 from cdcflow.pipeline.session import build_session
 from cdcflow.pipeline.sinks.base import Sink
 from cdcflow.pipeline.sinks.registry import make_sink
 
 log = logging.getLogger(__name__)
-PROGRESS_FILE = "cdcflow-progress.json"
 # How often the supervisor looks at its queries: an --available-now run ends at most this long
 # after its last query did.
 POLL_SECONDS = 0.2
@@ -58,20 +58,6 @@ class _Runner:
     last_progress_batch: int = -1
     # What `cdcflow pipeline status` shows; written to <checkpoint>/cdcflow-progress.json.
     doc: dict[str, Any] = field(default_factory=dict)
-
-
-def write_progress(checkpoint: Path, doc: dict[str, Any]) -> None:
-    checkpoint.mkdir(parents=True, exist_ok=True)
-    tmp = checkpoint / f".{PROGRESS_FILE}"
-    tmp.write_text(json.dumps(doc))
-    tmp.replace(checkpoint / PROGRESS_FILE)
-
-
-def read_progress(checkpoint_root: Path) -> dict[str, dict[str, Any]]:
-    out = {}
-    for path in sorted(checkpoint_root.glob(f"*/{PROGRESS_FILE}")):
-        out[path.parent.name] = json.loads(path.read_text())
-    return out
 
 
 # How long the runner waits for a sink action's observed counts after the action returned. Spark
@@ -224,8 +210,12 @@ class Pipeline:
             )  # fmt: skip
             metrics.ROWS.labels(r.name).inc(rows)
             metrics.DEAD_LETTERS.labels(r.name).inc(dead)
+            metrics.FAILING.labels(r.name).set(0)
+            metrics.LAST_BATCH_TIME.labels(r.name).set(now_ms / 1000)
             if lag_ms is not None:
                 metrics.LAG_SECONDS.labels(r.name).set(lag_ms / 1000)
+            if max_ts:
+                metrics.LAST_SOURCE_TIME.labels(r.name).set(max_ts / 1000)
             log.info("sink %s: batch %d applied %d rows in %d ms, lag %s ms", sink.name, batch_id, rows,
                      r.doc["duration_ms"], lag_ms)  # fmt: skip
 
@@ -258,6 +248,7 @@ class Pipeline:
 
     def _start(self, runner: _Runner, available_now: bool) -> None:
         assert self.spark is not None
+        metrics.FAILING.labels(runner.name)  # the series exists (0) before the first batch or failure
         batch_fn = self._sink_fn(runner)
         writer = (
             self._source(self.spark, runner.topics)
@@ -345,6 +336,7 @@ class Pipeline:
             backoff = min(self.cfg.retry_backoff_max_s, 2.0**r.failures)
             log.error("query %s failed (%d): %s; retrying in %.0f s", r.name, r.failures, r.last_error, backoff)
             metrics.FAILURES.labels(r.name).inc()
+            metrics.FAILING.labels(r.name).set(1)
             self._record(r, state="failing", error=r.last_error, failures=r.failures,
                          retry_at_ms=int((time.time() + backoff) * 1000))  # fmt: skip
             if available_now and r.failures >= max_failures:

@@ -6,7 +6,7 @@ Both sides are read in row-key order and merged, so memory holds one row per sid
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from itertools import groupby
 
 from cdcflow.clients.hbase import HBaseClient
@@ -20,7 +20,18 @@ def rows_of(cells: Iterable[Cell]) -> Iterator[RowCells]:
         yield row, frozenset((c.family, c.qualifier, c.timestamp, c.value) for c in group)
 
 
-def compare_rows(source: Iterable[RowCells], sink: Iterable[RowCells]) -> VerifyReport:
+# Called with each differing row: key, source cells (None: missing there), sink cells (None: missing there).
+OnDifference = Callable[[bytes, frozenset[tuple[bytes, bytes, int, bytes]] | None,
+                         frozenset[tuple[bytes, bytes, int, bytes]] | None], None]  # fmt: skip
+
+
+def _ignore(_row: bytes, _src: object, _dst: object) -> None:
+    pass
+
+
+def compare_rows(
+    source: Iterable[RowCells], sink: Iterable[RowCells], on_difference: OnDifference = _ignore
+) -> VerifyReport:
     """Merge two row-ordered streams."""
     report = VerifyReport()
     src_it, dst_it = iter(source), iter(sink)
@@ -31,16 +42,19 @@ def compare_rows(source: Iterable[RowCells], sink: Iterable[RowCells]) -> Verify
             assert src is not None
             report.missing += 1
             report.note(f"missing: row {src[0]!r}")
+            on_difference(src[0], src[1], None)
             src = next(src_it, None)
         elif src is None or dst[0] < src[0]:
             report.extra += 1
             report.note(f"extra: row {dst[0]!r}")
+            on_difference(dst[0], None, dst[1])
             dst = next(dst_it, None)
         else:
             if src[1] != dst[1]:
                 report.different += 1
                 only_src, only_dst = sorted(src[1] - dst[1])[:2], sorted(dst[1] - src[1])[:2]
                 report.note(f"different: row {src[0]!r}: source-only {only_src!r}, sink-only {only_dst!r}")
+                on_difference(src[0], src[1], dst[1])
             src, dst = next(src_it, None), next(dst_it, None)
     return report
 

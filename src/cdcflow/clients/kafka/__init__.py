@@ -15,6 +15,7 @@ from cdcflow.clients.kafka.client import (
     ping,
     produce_sync,
     read_latest,
+    tail,
     topic_config,
 )
 
@@ -33,5 +34,6 @@ __all__ = [
     "ping",
     "produce_sync",
     "read_latest",
+    "tail",
     "topic_config",
 ]

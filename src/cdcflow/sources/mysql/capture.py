@@ -125,6 +125,7 @@ class MySqlCapture:
         self.snapshot: Snapshotter | None = None
         self.progress: dict[str, Any] = {}  # snapshot progress, carried in every checkpoint
         self.streaming = threading.Event()  # set once the binlog stream is open (tests wait for it)
+        self.stream_open = False  # whether it is open now (metrics)
 
     # -- set-up ----------------------------------------------------------------------------------------
 
@@ -262,6 +263,7 @@ class MySqlCapture:
         frontier = AckFrontier()
         stream.open(StreamStart(gtid_state=start.gtid_state or ""))
         self.streaming.set()
+        self.stream_open = True
         decoder = BinlogDecoder(collations=self.server.collations, table_filter=self.filter)
         decoder.checksum = stream.checksum
         position = TransactionState(start, frontier)
@@ -284,6 +286,7 @@ class MySqlCapture:
                     self._checkpoint(frontier)
                     last_flush = now
         finally:
+            self.stream_open = False
             stream.close()
             # Whatever was acknowledged up to here still counts: record it before leaving.
             self.producer.flush(min(30.0, self.cfg.heartbeat_s * 30))

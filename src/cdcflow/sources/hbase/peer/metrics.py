@@ -31,3 +31,8 @@ REGISTRATIONS = Counter(
 )
 OVERSIZE = Counter("cdcflow_hbase_oversize_total", "Changes too large for their topic, published as marker + parts")
 INSTANCES = Gauge("cdcflow_hbase_instances", "Peer instances registered in ZooKeeper (this one included), every 2 s")
+ACKED_WAL_TIME = Gauge(
+    "cdcflow_hbase_acknowledged_wal_timestamp_seconds",
+    "WAL write time of the newest call's oldest entry acknowledged by Kafka (Unix seconds): the capture's position",
+)
+LAST_CALL_TIME = Gauge("cdcflow_hbase_last_call_timestamp_seconds", "When the last call was answered (Unix seconds)")

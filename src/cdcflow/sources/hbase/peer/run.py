@@ -12,14 +12,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from prometheus_client import start_http_server
-
 from cdcflow.clients.kafka import KafkaEndpoint
 from cdcflow.clients.kafka.producer import AsyncProducer, ProducerSettings
 from cdcflow.config import HBaseSourceConfig, KafkaConfig
 from cdcflow.config.model import PeerTlsConfig
 from cdcflow.errors import ConfigError
 from cdcflow.logs import RateLimited
+from cdcflow.metrics import serve_metrics
 from cdcflow.sources.hbase import native_records
 from cdcflow.sources.hbase.peer.handler import OversizePolicy, ReplicationHandler, TopicLimits
 from cdcflow.sources.hbase.peer.registry import PeerRegistry
@@ -37,7 +36,7 @@ class PeerEndpoints:
 
 async def run_peer(
     cfg: HBaseSourceConfig, kafka: KafkaConfig, ep: PeerEndpoints, metrics_port: int | None = None,
-    stop: asyncio.Event | None = None,
+    stop: asyncio.Event | None = None, metrics_host: str = "127.0.0.1",
 ) -> None:  # fmt: skip
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -45,8 +44,7 @@ async def run_peer(
         loop.add_signal_handler(sig, stop.set)
     loop.set_exception_handler(_rate_limited_loop_errors())
     if metrics_port is not None:
-        start_http_server(metrics_port, addr="127.0.0.1")
-        log.info("metrics on http://127.0.0.1:%d/metrics", metrics_port)
+        serve_metrics(metrics_port, metrics_host)
     producer = AsyncProducer(
         ProducerSettings(
             ep.bootstrap_servers, kafka.compression, kafka.linger_ms, kafka.delivery_timeout_ms,

@@ -226,6 +226,7 @@ class PeerServer:
         self.refusals = RateLimited(log)
         self.conns: set[_Connection] = set()
         self.shed = 0  # connections dropped to free memory or room
+        self.acked_wal_s = 0.0  # newest acknowledged call's oldest WAL write time (metrics)
         self._server: asyncio.Server | None = None
         self._sweeper: asyncio.Task[None] | None = None
         self._full_since: float | None = None
@@ -399,8 +400,12 @@ class PeerServer:
         metrics.BYTES.inc(stats.bytes)
         if stats.oversize:
             metrics.OVERSIZE.inc(stats.oversize)
+        now = time.time()
+        metrics.LAST_CALL_TIME.set(now)
         if stats.oldest_write_ms is not None:
-            metrics.WAL_TO_ACK.observe(max(0.0, time.time() - stats.oldest_write_ms / 1000))
+            metrics.WAL_TO_ACK.observe(max(0.0, now - stats.oldest_write_ms / 1000))
+            self.acked_wal_s = max(self.acked_wal_s, stats.oldest_write_ms / 1000)
+            metrics.ACKED_WAL_TIME.set(self.acked_wal_s)
         return ServerConnection.respond(call.call_id, wal_pb2.ReplicateWALEntryResponse())
 
     def _check_clusters(self, stats: CallStats) -> None:

@@ -1,0 +1,1 @@
+"""`cdcflow ui`: a status page for operators (docs/operations.md)."""

@@ -1,0 +1,262 @@
+"""What the status page shows, computed from what the processes publish.
+
+Pure functions of their inputs (metrics text, progress documents, verify results, the peer's state
+in HBase), so they are tested without a browser or a server; `cdcflow.ui.collector` gathers the
+inputs on a schedule and `cdcflow.ui.app` renders the result.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections import deque
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
+
+# A sample's identity: metric name and its labels, sorted.
+SeriesKey = tuple[str, tuple[tuple[str, str], ...]]
+Samples = dict[SeriesKey, float]
+
+
+def parse_metrics(text: str) -> Samples:
+    """Prometheus text exposition → {(name, labels): value}. Raises ValueError on text that is not it."""
+    out: Samples = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = float(s.value)
+    return out
+
+
+def value(samples: Samples, name: str, **labels: str) -> float | None:
+    return samples.get((name, tuple(sorted(labels.items()))))
+
+
+def label_values(samples: Samples, name: str, label: str) -> list[str]:
+    return sorted({dict(k[1])[label] for k in samples if k[0] == name and label in dict(k[1])})
+
+
+def total(samples: Samples, name: str, **labels: str) -> float:
+    """Sum over the series of `name` whose labels include `labels`."""
+    want = set(labels.items())
+    return sum(v for (n, ls), v in samples.items() if n == name and want <= set(ls))
+
+
+@dataclass
+class TargetHistory:
+    """The scrapes of one metrics endpoint over the kept window."""
+
+    url: str
+    points: deque[tuple[float, Samples]] = field(default_factory=deque)
+    error: str | None = None  # the last scrape's failure (None: it answered)
+    last_ok: float | None = None
+
+    def add(self, at: float, samples: Samples, keep_s: float) -> None:
+        self.points.append((at, samples))
+        while self.points and self.points[0][0] < at - keep_s:
+            self.points.popleft()
+        self.error, self.last_ok = None, at
+
+    @property
+    def latest(self) -> Samples:
+        return self.points[-1][1] if self.points else {}
+
+    def rate(self, name: str, window_s: float = 30.0, **labels: str) -> float | None:
+        """Per-second increase of a counter over about the last `window_s` (None: not enough points)."""
+        if len(self.points) < 2:
+            return None
+        t1, s1 = self.points[-1]
+        t0, s0 = next(((t, s) for t, s in self.points if t >= t1 - window_s), self.points[0])
+        if t1 <= t0:
+            t0, s0 = self.points[-2]
+        return max(0.0, (total(s1, name, **labels) - total(s0, name, **labels)) / (t1 - t0))
+
+    def series_rate(self, name: str, **labels: str) -> list[tuple[float, float]]:
+        """The counter's rate between consecutive scrapes, over the window (for a chart)."""
+        out = []
+        pts = list(self.points)
+        for (t0, s0), (t1, s1) in itertools.pairwise(pts):
+            if t1 > t0:
+                out.append((t1, max(0.0, (total(s1, name, **labels) - total(s0, name, **labels)) / (t1 - t0))))
+        return out
+
+    def series(self, name: str, transform: Any = None, **labels: str) -> list[tuple[float, float]]:
+        out = []
+        for t, s in self.points:
+            v = value(s, name, **labels)
+            if v is not None:
+                out.append((t, transform(t, v) if transform else v))
+        return out
+
+
+@dataclass
+class PeerState:
+    """The HBase peer as HBase and ZooKeeper see it (read by the collector from the source cluster)."""
+
+    peer_id: str
+    added: bool
+    enabled: bool
+    instances: list[str]
+    wals_queued: int = 0
+    lag_ms: int = 0
+    error: str | None = None
+
+
+def _age(now: float, ts: float | None) -> float | None:
+    return None if not ts else max(0.0, now - ts)
+
+
+def build_status(
+    now: float,
+    targets: Iterable[TargetHistory],
+    progress: Mapping[str, Mapping[str, Any]],
+    peer: PeerState | None,
+    verify: Mapping[str, Mapping[str, Any]],
+    dead_letters: list[dict[str, Any]],
+    stalled_after_s: float,
+) -> dict[str, Any]:
+    """Everything the page shows, as plain data (also served as JSON at /api/status)."""
+    captures: list[dict[str, Any]] = []
+    sinks: dict[str, dict[str, Any]] = {}
+    checks: dict[str, dict[str, Any]] = {}
+    warnings: list[str] = []
+    endpoints = []
+    for target in targets:
+        endpoints.append({"url": target.url, "up": target.error is None and target.last_ok is not None,
+                          "error": target.error})  # fmt: skip
+        if target.error is not None:
+            warnings.append(f"cannot read metrics at {target.url}: {target.error}")
+        s = target.latest
+        if not s:
+            continue
+        if any(k[0].startswith("cdcflow_hbase_") for k in s):
+            acked = value(s, "cdcflow_hbase_acknowledged_wal_timestamp_seconds")
+            last_call = value(s, "cdcflow_hbase_last_call_timestamp_seconds")
+            captures.append({
+                "kind": "hbase", "name": "HBase peer", "target": target.url,
+                "rows_total": total(s, "cdcflow_hbase_rows_total"),
+                "rows_per_s": target.rate("cdcflow_hbase_rows_total"),
+                "position": _when(acked), "lag_s": _age(now, acked), "last_call_age_s": _age(now, last_call),
+                "errors_total": total(s, "cdcflow_hbase_errors_total"),
+                "failed_calls_total": total(s, "cdcflow_hbase_calls_total", outcome="error"),
+                "registered": value(s, "cdcflow_hbase_registered") == 1.0,
+                "instances": value(s, "cdcflow_hbase_instances"),
+                "chart_rows": target.series_rate("cdcflow_hbase_rows_total"),
+                "chart_lag": target.series("cdcflow_hbase_acknowledged_wal_timestamp_seconds",
+                                           transform=lambda t, v: max(0.0, t - v) if v else 0.0),
+            })  # fmt: skip
+        for source in label_values(s, "cdcflow_mysql_events_total", "source"):
+            ts = value(s, "cdcflow_mysql_last_source_timestamp_seconds", source=source)
+            cp = value(s, "cdcflow_mysql_checkpoint_timestamp_seconds", source=source)
+            rate = target.rate("cdcflow_mysql_events_total", source=source)
+            lag = _age(now, ts)
+            capture = {
+                "kind": "mysql", "name": f"MySQL source {source}", "target": target.url,
+                "rows_total": value(s, "cdcflow_mysql_events_total", source=source),
+                "rows_per_s": rate, "position": _when(cp), "lag_s": lag,
+                "errors_total": (value(s, "cdcflow_mysql_restarts_total", source=source) or 0)
+                + (value(s, "cdcflow_mysql_dead_letters_total", source=source) or 0),
+                "streaming": value(s, "cdcflow_mysql_streaming", source=source) == 1.0,
+                "chart_rows": target.series_rate("cdcflow_mysql_events_total", source=source),
+                "chart_lag": target.series("cdcflow_mysql_last_source_timestamp_seconds",
+                                           transform=lambda t, v: max(0.0, t - v), source=source),
+            }  # fmt: skip
+            captures.append(capture)
+            if lag is not None and lag > stalled_after_s and not rate:
+                warnings.append(f"MySQL source {source} looks stalled: nothing read for {lag:.0f} s "
+                                f"(the capture sends heartbeats, so an idle source stays near 0)")  # fmt: skip
+            if not capture["streaming"]:
+                warnings.append(f"MySQL source {source}: the binlog stream is not open (reconnecting?)")
+        for sink in label_values(s, "cdcflow_pipeline_rows_total", "sink") + label_values(
+            s, "cdcflow_pipeline_failing", "sink"
+        ):
+            src_ts = value(s, "cdcflow_pipeline_last_source_timestamp_seconds", sink=sink)
+            sinks[sink] = {
+                "name": sink, "target": target.url,
+                "failing": value(s, "cdcflow_pipeline_failing", sink=sink) == 1.0,
+                "rows_total": value(s, "cdcflow_pipeline_rows_total", sink=sink),
+                "rows_per_s": target.rate("cdcflow_pipeline_rows_total", sink=sink),
+                "batch_s": value(s, "cdcflow_pipeline_batch_seconds", sink=sink),
+                "lag_s": _age(now, src_ts),
+                "behind": value(s, "cdcflow_pipeline_offsets_behind", sink=sink),
+                "dead_letters": value(s, "cdcflow_pipeline_dead_letters_total", sink=sink),
+                "failures": value(s, "cdcflow_pipeline_failures_total", sink=sink),
+                "error": None,
+                "chart_rows": target.series_rate("cdcflow_pipeline_rows_total", sink=sink),
+                "chart_lag": target.series("cdcflow_pipeline_last_source_timestamp_seconds",
+                                           transform=lambda t, v: max(0.0, t - v), sink=sink),
+            }  # fmt: skip
+        for check in label_values(s, "cdcflow_verify_last_round_timestamp_seconds", "check"):
+            checks[check] = {
+                "check": check, "differences": value(s, "cdcflow_verify_differences", check=check),
+                "rows_compared": value(s, "cdcflow_verify_rows_compared", check=check),
+                "in_flight": value(s, "cdcflow_verify_in_flight", check=check),
+                "at": _when(value(s, "cdcflow_verify_last_round_timestamp_seconds", check=check)),
+                "examples": [], "error": None,
+            }  # fmt: skip
+    for name, doc in progress.items():  # the sinks' progress files, when this machine can read them
+        entry = sinks.setdefault(name, {"name": name, "target": None, "chart_rows": [], "chart_lag": []})
+        if doc.get("state") == "failing":
+            entry["failing"] = True
+        entry["error"] = doc.get("error")
+        for key, doc_key in (("rows_total", "total_rows"), ("behind", "offsets_behind"),
+                             ("dead_letters", "dead_letters")):  # fmt: skip
+            if entry.get(key) is None:
+                entry[key] = doc.get(doc_key)
+        if entry.get("lag_s") is None and doc.get("last_source_ts_ms"):
+            entry["lag_s"] = _age(now, doc["last_source_ts_ms"] / 1000)
+        if entry.get("batch_s") is None and doc.get("duration_ms") is not None:
+            entry["batch_s"] = doc["duration_ms"] / 1000
+    for name, entry in sinks.items():
+        if entry.get("failing"):
+            warnings.append(f"sink {name} is FAILING" + (f": {entry['error']}" if entry.get("error") else ""))
+    for name, result in verify.items():  # the verify topic: the newest result of each check
+        row = checks.setdefault(name, {"check": name})
+        row.update({
+            "differences": result.get("confirmed"), "rows_compared": result.get("rows_compared"),
+            "in_flight": result.get("in_flight"), "at": _when((result.get("finished_ms") or 0) / 1000),
+            "examples": list(result.get("examples") or [])[:5], "error": result.get("error"),
+        })  # fmt: skip
+    for name, row in checks.items():
+        if row.get("error"):
+            warnings.append(f"verify {name} could not run: {row['error']}")
+        elif row.get("differences"):
+            warnings.append(f"verify {name}: {int(row['differences'])} confirmed difference(s) between source and sink")
+    if peer is not None:
+        if peer.error is not None:
+            warnings.append(f"cannot read the HBase peer's state: {peer.error}")
+        elif not peer.added:
+            warnings.append(f"HBase peer {peer.peer_id} is not added on the source cluster (cdcflow hbase peer add)")
+        elif peer.enabled and not peer.instances:
+            warnings.append(f"HBase peer {peer.peer_id} is ENABLED but no cdcflow instance is serving it: HBase keeps "
+                            f"every WAL for it ({peer.wals_queued} queued) until one runs (cdcflow hbase run) "
+                            f"or the peer is disabled")  # fmt: skip
+        elif peer.enabled and peer.lag_ms > stalled_after_s * 1000:
+            warnings.append(f"HBase peer {peer.peer_id}: the source reports {peer.lag_ms / 1000:.0f} s of replication "
+                            f"lag ({peer.wals_queued} WAL(s) queued): the capture may be stalled")  # fmt: skip
+    return {
+        "generated_at": _when(now), "generated_at_s": now,
+        "captures": captures, "sinks": sorted(sinks.values(), key=lambda d: d["name"]),
+        "verify": sorted(checks.values(), key=lambda d: d["check"]),
+        "dead_letters": dead_letters, "warnings": warnings, "targets": endpoints,
+        "peer": None if peer is None else peer.__dict__,
+    }  # fmt: skip
+
+
+def _when(ts: float | None) -> str | None:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts)) if ts else None
+
+
+def sparkline(points: list[tuple[float, float]], now: float, window_s: float, width: int = 240,
+              height: int = 40) -> str:  # fmt: skip
+    """An inline SVG polyline of `points` over the last `window_s` (empty chart when there are none)."""
+    pts = [(t, v) for t, v in points if t >= now - window_s]
+    top = max((v for _, v in pts), default=0.0) or 1.0
+    coords = " ".join(
+        f"{(t - (now - window_s)) / window_s * width:.1f},{height - v / top * (height - 2) - 1:.1f}" for t, v in pts
+    )
+    return (f'<svg class="chart" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
+            f'role="img" aria-label="max {top:.4g}"><polyline fill="none" stroke="currentColor" stroke-width="1.5" '
+            f'points="{coords}"/></svg>')  # fmt: skip
