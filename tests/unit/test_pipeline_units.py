@@ -53,6 +53,13 @@ def test_query_errors_show_the_sinks_own_error_not_the_wrappers() -> None:
         "cdcflow.errors.HBaseTerminalError: TableNotFoundException: no regions for t_copy in hbase:meta"
     )
     assert _first_line(Exception("ValueError: bad\nmore")) == "ValueError: bad"
+    # Py4J puts the Java exception on a line of its own, after ": " (a parquet sink writing under a file):
+    py4j = ("py4j.protocol.Py4JJavaError: An error occurred while calling o780.parquet.\n"
+            ": org.apache.hadoop.fs.ParentNotDirectoryException: Parent path is not a directory: file:/x\n"
+            "\tat org.apache.hadoop.fs.RawLocalFileSystem.mkdirs(RawLocalFileSystem.java:700)")  # fmt: skip
+    assert _first_line(Exception(py4j)) == (
+        "org.apache.hadoop.fs.ParentNotDirectoryException: Parent path is not a directory: file:/x"
+    )
     assert _first_line(Exception("")) == "Exception"
 
 

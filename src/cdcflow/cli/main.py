@@ -612,7 +612,8 @@ def verify_hbase_cmd(
     if interval is not None and interval <= 0:
         raise click.BadParameter("--every must be longer than 0")
     grace_s = _duration(grace) if grace is not None else (30.0 if interval is not None else 0.0)
-    port = metrics_port if metrics_port is not None else cfg.metrics.verify_port
+    # The config's port is for the long-running form; a single round serves metrics only when asked.
+    port = metrics_port if metrics_port is not None else (cfg.metrics.verify_port if interval is not None else None)
     if port is not None:
         serve_metrics(port, cfg.metrics.host)
     publisher = ResultPublisher(wiring.kafka(cfg), cfg.verify.topic)
@@ -633,7 +634,7 @@ def verify_hbase_cmd(
                 if interval is None:
                     raise
                 now = int(time.time() * 1000)
-                last = VerifyRound(check.name, now, now, 0, "", "", error=str(exc))
+                last = VerifyRound(check.name, now, now, 0, "", "", outstanding=len(check.outstanding), error=str(exc))
             publisher.publish(last)
             click.echo(f"{time.strftime('%H:%M:%S')} {last.summary()}")
             for example in last.examples:

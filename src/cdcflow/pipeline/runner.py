@@ -362,14 +362,15 @@ def _topics_changed(exc: BaseException) -> bool:
     return any(marker in text for marker in _TOPIC_SET_CHANGED)
 
 
-_ERROR_LINE = re.compile(r"^\s*([A-Za-z_][\w.]*(?:Error|Exception)): (.+)$")
+# "x.YError: text"; Py4J puts a Java exception on a line of its own as ": java.x.YException: text".
+_ERROR_LINE = re.compile(r"^\s*(?::\s*)?([A-Za-z_][\w.]*(?:Error|Exception)): (.+)$")
 
 
 def _first_line(exc: BaseException) -> str:
     """The useful line of a query failure: the sink's own error (e.g. "cdcflow.errors.
     HBaseTerminalError: TableNotFoundException: ...") rather than Py4J's and Spark's wrappers."""
     text = str(exc).strip()
-    errors = [m.group(0).strip() for line in text.splitlines() if (m := _ERROR_LINE.match(line))]
+    errors = [f"{m.group(1)}: {m.group(2)}".strip() for line in text.splitlines() if (m := _ERROR_LINE.match(line))]
     ours = [e for e in errors if e.startswith("cdcflow.")]
     theirs = [e for e in errors if not e.startswith(("py4j.", "org.apache.spark.", "pyspark."))]
     best = (ours or theirs or errors or text.splitlines() or [type(exc).__name__])[0]

@@ -215,8 +215,9 @@ def build_status(
     for name, result in verify.items():  # the verify topic: the newest result of each check
         row = checks.setdefault(name, {"check": name})
         row.update({
-            "differences": result.get("confirmed"), "rows_compared": result.get("rows_compared"),
-            "in_flight": result.get("in_flight"), "at": _when((result.get("finished_ms") or 0) / 1000),
+            "differences": result.get("outstanding", result.get("confirmed")),
+            "rows_compared": result.get("rows_compared"), "in_flight": result.get("in_flight"),
+            "at": _when((result.get("finished_ms") or 0) / 1000),
             "examples": list(result.get("examples") or [])[:5], "error": result.get("error"),
         })  # fmt: skip
     for name, row in checks.items():

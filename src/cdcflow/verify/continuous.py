@@ -50,6 +50,9 @@ class VerifyRound:
     extra: int = 0
     different: int = 0
     in_flight: int = 0  # differed at first, but the source row changed meanwhile: skipped
+    # Confirmed differences known in the whole table: found by this round or an earlier one and not seen
+    # equal again since (a rolling sample's round only looks at its range; the rest stays as last seen).
+    outstanding: int = 0
     examples: list[str] = field(default_factory=list)
     error: str | None = None  # the round could not run (a source or sink unreachable)
 
@@ -59,7 +62,7 @@ class VerifyRound:
 
     @property
     def clean(self) -> bool:
-        return self.error is None and self.confirmed == 0
+        return self.error is None and self.confirmed == 0 and self.outstanding == 0
 
     def summary(self) -> str:
         if self.error is not None:
@@ -67,7 +70,8 @@ class VerifyRound:
         verdict = "no differences" if self.clean else "CONFIRMED DIFFERENCES"
         return (f"{self.check}: {verdict}: {self.rows_compared} rows compared ({self.range_start} .. "
                 f"{self.range_end}), {self.missing} missing from the sink, {self.extra} extra in the sink, "
-                f"{self.different} different, {self.in_flight} changed in flight (skipped)")  # fmt: skip
+                f"{self.different} different, {self.in_flight} changed in flight (skipped); "
+                f"{self.outstanding} confirmed difference(s) known in the table")  # fmt: skip
 
     def to_json(self) -> bytes:
         return orjson.dumps({**asdict(self), "confirmed": self.confirmed, "clean": self.clean})
@@ -91,6 +95,7 @@ class HBaseRangeCheck:
         self.max_versions, self.sample = max_versions, sample
         self.name = f"hbase {source} -> {sink}"
         self.cursor = b""  # where the next round starts
+        self.outstanding: dict[bytes, str] = {}  # confirmed differing rows not seen equal since: row -> example
 
     def _row(self, client: HBaseClient, table: str, key: bytes) -> CellSet | None:
         for row, cells in rows_of(client.scan(table, start_row=key, stop_row=key + b"\x00",
@@ -126,6 +131,8 @@ class HBaseRangeCheck:
         started = int(time.time() * 1000)
         report, differing, start, stop = self.first_look()
         result = VerifyRound(self.name, started, 0, report.rows_compared, repr(start), repr(stop) if stop else "end")
+        for row in [r for r in self.outstanding if r >= start and (not stop or r < stop)]:
+            del self.outstanding[row]  # judged again by this round
         if differing and grace_s > 0:
             log.info("%s: %d row(s) differ; looking again in %.0f s (changes in flight settle)", self.name,
                      len(differing), grace_s)  # fmt: skip
@@ -151,11 +158,12 @@ class HBaseRangeCheck:
             else:
                 result.different += 1
                 kind = "different"
-            if len(result.examples) < 10:
-                detail = ""
-                if src_now is not None and dst_now is not None:
-                    only_src, only_dst = sorted(src_now - dst_now)[:2], sorted(dst_now - src_now)[:2]
-                    detail = f": source-only {only_src!r}, sink-only {only_dst!r}"
-                result.examples.append(f"{kind}: row {row!r}{detail}")
+            detail = ""
+            if src_now is not None and dst_now is not None:
+                only_src, only_dst = sorted(src_now - dst_now)[:2], sorted(dst_now - src_now)[:2]
+                detail = f": source-only {only_src!r}, sink-only {only_dst!r}"
+            self.outstanding[row] = f"{kind}: row {row!r}{detail}"
+        result.outstanding = len(self.outstanding)
+        result.examples = [self.outstanding[r] for r in sorted(self.outstanding)[:10]]
         result.finished_ms = int(time.time() * 1000)
         return result

@@ -17,7 +17,11 @@ log = logging.getLogger(__name__)
 ROUNDS = Counter("cdcflow_verify_rounds_total", "Verification rounds, by outcome (clean, different, error)",
                  ["check", "outcome"])  # fmt: skip
 ROWS_COMPARED = Gauge("cdcflow_verify_rows_compared", "Rows compared in the last round", ["check"])
-DIFFERENCES = Gauge("cdcflow_verify_differences", "Confirmed differences in the last round", ["check"])
+DIFFERENCES = Gauge(
+    "cdcflow_verify_differences",
+    "Confirmed differences known in the table (found by a round, not seen equal again since)",
+    ["check"],
+)
 IN_FLIGHT = Gauge(
     "cdcflow_verify_in_flight", "Rows skipped in the last round: changed in the source meanwhile", ["check"]
 )
@@ -35,7 +39,7 @@ class ResultPublisher:
         LAST_ROUND.labels(result.check).set(result.finished_ms / 1000)
         if result.error is None:
             ROWS_COMPARED.labels(result.check).set(result.rows_compared)
-            DIFFERENCES.labels(result.check).set(result.confirmed)
+            DIFFERENCES.labels(result.check).set(result.outstanding)
             IN_FLIGHT.labels(result.check).set(result.in_flight)
         if self.kafka is None:
             return

@@ -1,0 +1,188 @@
+"""The status page's computations, continuous verification's rules and the MySQL capture's metrics,
+without servers (the e2e test runs them against real processes and a real browser)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from cdcflow.cli.main import main
+from cdcflow.clients.mysql import MySqlEndpoint
+from cdcflow.config import KafkaConfig
+from cdcflow.events.cells import Cell, CellType
+from cdcflow.sources.mysql.capture import MySqlCapture
+from cdcflow.sources.mysql.checkpoint import Checkpoint
+from cdcflow.sources.mysql.metrics import MySqlCaptureCollector
+from cdcflow.testing.mysql import source_config
+from cdcflow.ui.status import PeerState, TargetHistory, build_status, parse_metrics, sparkline, total, value
+from cdcflow.verify.continuous import HBaseRangeCheck, VerifyRound
+
+pytestmark = pytest.mark.unit
+
+
+def test_parse_metrics_reads_what_prometheus_client_writes() -> None:
+    reg = CollectorRegistry()
+    Counter("cdcflow_x_rows_total", "rows", ["sink"], registry=reg).labels("copy").inc(7)
+    Gauge("cdcflow_x_lag_seconds", "lag", registry=reg).set(2.5)
+    Histogram("cdcflow_x_call_seconds", "calls", registry=reg).observe(0.2)
+    samples = parse_metrics(generate_latest(reg).decode())
+    assert value(samples, "cdcflow_x_rows_total", sink="copy") == 7
+    assert value(samples, "cdcflow_x_lag_seconds") == 2.5
+    assert value(samples, "cdcflow_x_call_seconds_count") == 1
+    assert total(samples, "cdcflow_x_rows_total") == 7
+    with pytest.raises(ValueError):
+        parse_metrics("this is {not prometheus text")
+
+
+def _history(url: str, *points: tuple[float, str]) -> TargetHistory:
+    history = TargetHistory(url)
+    for at, text in points:
+        history.add(at, parse_metrics(text), keep_s=3600)
+    return history
+
+
+def test_rates_and_charts_come_from_consecutive_scrapes() -> None:
+    h = _history("u", (1000.0, "cdcflow_pipeline_rows_total{sink=\"a\"} 0\n"),
+                 (1010.0, "cdcflow_pipeline_rows_total{sink=\"a\"} 100\n"),
+                 (1020.0, "cdcflow_pipeline_rows_total{sink=\"a\"} 300\n"))  # fmt: skip
+    assert h.rate("cdcflow_pipeline_rows_total", window_s=15, sink="a") == pytest.approx(20.0)
+    assert h.rate("cdcflow_pipeline_rows_total", window_s=60, sink="a") == pytest.approx(15.0)
+    assert h.series_rate("cdcflow_pipeline_rows_total", sink="a") == [(1010.0, 10.0), (1020.0, 20.0)]
+    h.add(5000.0, {}, keep_s=3600)  # an hour later the old points are gone
+    assert len(h.points) == 1
+    svg = sparkline([(1000.0, 5.0), (1500.0, 10.0), (2000.0, 0.0)], now=2000.0, window_s=1000.0, width=100, height=20)
+    assert 'points="0.0,10.0 50.0,1.0 100.0,19.0"' in svg and "max 10" in svg
+    assert 'points=""' in sparkline([(0.0, 1.0)], now=5000.0, window_s=60.0)  # outside the window: nothing drawn
+
+
+def test_the_status_names_what_needs_attention() -> None:
+    now = 10_000.0
+    peer = _history("http://peer/metrics", (now - 5, "cdcflow_hbase_rows_total 10\ncdcflow_hbase_registered 1\n"),
+                    (now, "cdcflow_hbase_rows_total 40\ncdcflow_hbase_registered 1\n"
+                          f"cdcflow_hbase_acknowledged_wal_timestamp_seconds {now - 3}\n"))  # fmt: skip
+    idle = (
+        'cdcflow_mysql_events_total{source="m"} 5\ncdcflow_mysql_streaming{source="m"} 1\n'
+        f'cdcflow_mysql_last_source_timestamp_seconds{{source="m"}} {now - 900}\n'
+    )  # nothing read for 900 s
+    mysql = _history("http://mysql/metrics", (now - 5, idle), (now, idle))
+    pipeline = _history("http://pipe/metrics", (now, "cdcflow_pipeline_rows_total{sink=\"copy\"} 40\n"
+                                                     "cdcflow_pipeline_failing{sink=\"copy\"} 0\n"
+                                                     "cdcflow_pipeline_failing{sink=\"delta\"} 1\n"))  # fmt: skip
+    down = TargetHistory("http://gone/metrics", error="Connection refused")
+    status = build_status(
+        now, [peer, mysql, pipeline, down], {"delta": {"state": "failing", "error": "IOException: disk full"}},
+        PeerState("cdcflow", True, True, [], wals_queued=12),
+        {"hbase t -> t_copy": {"confirmed": 0, "outstanding": 2, "rows_compared": 500, "examples": ["different: r"]}},
+        [], stalled_after_s=120,
+    )  # fmt: skip
+    warnings = "\n".join(status["warnings"])
+    assert "cannot read metrics at http://gone/metrics: Connection refused" in warnings
+    assert "HBase peer cdcflow is ENABLED but no cdcflow instance is serving it" in warnings and "12 queued" in warnings
+    assert "sink delta is FAILING: IOException: disk full" in warnings
+    assert "sink copy" not in warnings
+    assert "verify hbase t -> t_copy: 2 confirmed difference(s)" in warnings
+    assert "MySQL source m looks stalled: nothing read for 900 s" in warnings
+    hbase = next(c for c in status["captures"] if c["kind"] == "hbase")
+    assert hbase["rows_per_s"] == pytest.approx(6.0) and hbase["lag_s"] == pytest.approx(3.0) and hbase["registered"]
+    assert {s["name"]: s["failing"] for s in status["sinks"]} == {"copy": False, "delta": True}
+    healthy = build_status(now, [peer], {}, PeerState("cdcflow", True, True, ["127.0.0.1,1,2"]), {}, [], 120)
+    assert healthy["warnings"] == []
+
+
+class FakeHBase:
+    """An in-memory HBase table store with the client's scan (the port the check reads through)."""
+
+    def __init__(self, tables: dict[str, dict[bytes, dict[bytes, bytes]]]) -> None:
+        self.tables = tables
+
+    def scan(self, table: str, *, start_row: bytes = b"", stop_row: bytes = b"", max_versions: int = 1,
+             batch_rows: int = 500) -> Iterator[Cell]:  # fmt: skip
+        for row in sorted(self.tables[table]):
+            if row >= start_row and (not stop_row or row < stop_row):
+                for qualifier, val in sorted(self.tables[table][row].items()):
+                    yield Cell(row, b"cf", qualifier, 1, CellType.PUT, val)
+
+
+def _rows(n: int) -> dict[bytes, dict[bytes, bytes]]:
+    return {b"r%02d" % i: {b"q": b"v%d" % i} for i in range(n)}
+
+
+def test_rolling_ranges_cover_the_table_and_find_rows_only_the_sink_has() -> None:
+    sink = _rows(7)
+    sink[b"r99"] = {b"q": b"extra"}  # after the last source row
+    sink[b"r00"] = {b"q": b"wrong"}
+    hb = FakeHBase({"src": _rows(7), "dst": sink})
+    check = HBaseRangeCheck(hb, "src", hb, "dst", sample=3)  # type: ignore[arg-type]
+    rounds = [check.round(grace_s=0) for _ in range(4)]
+    first, second, third = ("b''", "b'r02\\x00'", 3), ("b'r02\\x00'", "b'r05\\x00'", 3), ("b'r05\\x00'", "end", 2)
+    assert [(r.range_start, r.range_end, r.rows_compared) for r in rounds] == [first, second, third, first]
+    assert (rounds[0].different, rounds[2].extra) == (1, 1)
+    assert [r.outstanding for r in rounds] == [1, 1, 2, 2]  # a clean range does not clear the others
+    sink[b"r00"] = {b"q": b"v0"}  # repaired: the next round over its range (the third from here) clears it
+    assert [check.round(grace_s=0).outstanding for _ in range(3)] == [2, 2, 1]
+    assert check.outstanding == {b"r99": "extra in the sink: row b'r99'"}
+
+
+class Meanwhile(threading.Event):
+    """The grace period: what happens to the tables while the check waits."""
+
+    def __init__(self, change: Any) -> None:
+        super().__init__()
+        self.change = change
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.change()
+        return False
+
+
+def test_only_a_difference_that_outlasts_the_grace_period_with_the_source_unchanged_is_confirmed() -> None:
+    src, dst = _rows(4), _rows(4)
+    dst[b"r01"] = {b"q": b"stale"}  # the sink will catch up during the grace period
+    dst[b"r02"] = {b"q": b"stale"}  # the source changes again during the grace period
+    dst[b"r03"] = {b"q": b"tampered"}  # nothing changes: a real difference
+    hb = FakeHBase({"src": src, "dst": dst})
+
+    def meanwhile() -> None:
+        dst[b"r01"] = {b"q": b"v1"}
+        src[b"r02"] = {b"q": b"newer"}
+
+    result = HBaseRangeCheck(hb, "src", hb, "dst").round(grace_s=30, stop_event=Meanwhile(meanwhile))  # type: ignore[arg-type]
+    assert (result.different, result.in_flight, result.outstanding) == (1, 2, 1)
+    assert result.examples == ["different: row b'r03': source-only [(b'cf', b'q', 1, b'v3')], "
+                               "sink-only [(b'cf', b'q', 1, b'tampered')]"]  # fmt: skip
+    assert not result.clean
+    assert VerifyRound.from_json(result.to_json()) == result
+
+
+def test_the_mysql_capture_metrics_are_its_counters_when_scraped() -> None:
+    cfg = source_config("m1", ["shop"])
+    capture = MySqlCapture(cfg, KafkaConfig(), MySqlEndpoint("127.0.0.1", 1, "u", "p"), "127.0.0.1:1",
+                           producer_factory=lambda _settings: None)  # type: ignore[arg-type,return-value]  # fmt: skip
+    reg = CollectorRegistry()
+    reg.register(MySqlCaptureCollector(capture))
+    capture.stats.events, capture.stats.xa_waiting, capture.stats.last_source_ts_ms = 41, 2, 1_700_000_000_000
+    capture.stats.checkpoint = Checkpoint("0-1-5", "bin.000001", 4, ts_ms=1_699_999_999_000)
+    capture.stream_open = True
+    samples = parse_metrics(generate_latest(reg).decode())
+    assert value(samples, "cdcflow_mysql_events_total", source="m1") == 41
+    assert value(samples, "cdcflow_mysql_xa_waiting", source="m1") == 2
+    assert value(samples, "cdcflow_mysql_streaming", source="m1") == 1
+    assert value(samples, "cdcflow_mysql_last_source_timestamp_seconds", source="m1") == 1_700_000_000
+    assert value(samples, "cdcflow_mysql_checkpoint_timestamp_seconds", source="m1") == 1_699_999_999
+    capture.stats.events += 1  # read again at the next scrape, not copied
+    assert value(parse_metrics(generate_latest(reg).decode()), "cdcflow_mysql_events_total", source="m1") == 42
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--every", "soon"], "'soon' is not a duration"),
+    (["--every", "0s"], "--every must be longer than 0"),
+    (["--sample", "0"], "0 is not in the range x>=1"),
+])  # fmt: skip
+def test_verify_refuses_bad_schedules_before_connecting(args: list[str], message: str) -> None:
+    result = CliRunner().invoke(main, ["verify", "hbase", "a", "b", *args])
+    assert result.exit_code == 2 and message in result.output, result.output
