@@ -1,6 +1,6 @@
 # cdcflow developer commands. `make` (or `make help`) lists them.
 # Needs: Python 3.11, Java 17, Maven and Rust's cargo (rustup) on PATH. Everything else is installed by these targets
-# (Python packages from the lock file, Kafka/HBase jars via Maven, MariaDB via apt when root).
+# (Python packages from the lock file, Kafka/HBase jars via Maven, MariaDB and the tests' chromium via apt when root).
 
 SHELL := /bin/bash
 PYTHON ?= python3.11
@@ -14,7 +14,7 @@ export PATH := $(HOME)/.cargo/bin:$(PATH)
 export UV_PROJECT_ENVIRONMENT := $(VENV)
 
 .DEFAULT_GOAL := help
-.PHONY: help install run test soak unit integration lint fmt stack-up stack-down stack-status protos clean
+.PHONY: help install browser run test soak unit integration lint fmt stack-up stack-down stack-status protos clean
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -33,19 +33,25 @@ install: $(BIN)/cdcflow ## Install cdcflow and its pinned dependencies into .ven
 	@command -v java >/dev/null || { echo "Java 17 is required (apt-get install openjdk-17-jdk-headless)"; exit 1; }
 	@command -v mvn >/dev/null || { echo "Maven is required (apt-get install maven)"; exit 1; }
 
+browser: ## Debian's chromium, the headless browser of the status page's test (apt-get when root)
+	@command -v chromium >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ]; then DEBIAN_FRONTEND=noninteractive apt-get install -y chromium \
+	    || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; }; \
+	  else echo "the tests need chromium: sudo apt-get install chromium"; exit 1; fi; }
+
 run: install ## Start the local stack (Kafka, HBase, MariaDB) and run cdcflow with the bundled config
 	$(BIN)/cdcflow run
 
-test: install lint ## Everything: lint, type checks, unit + integration + e2e tests on real services
+test: install lint browser ## Everything: lint, type checks, unit + integration + e2e tests on real services
 	$(BIN)/pytest
 
-soak: install ## The long randomized tests at full size (CDCFLOW_SOAK=1; 100k HBase mutations, a 1M-row snapshot, 1M fuzzed peer frames)
+soak: install browser ## The long randomized tests at full size (CDCFLOW_SOAK=1; 100k HBase mutations, a 1M-row snapshot, 1M fuzzed peer frames)
 	CDCFLOW_SOAK=1 $(BIN)/pytest -m "e2e or fuzz"
 
 unit: install ## Unit tests only (no servers, seconds)
 	$(BIN)/pytest -m unit
 
-integration: install ## Integration tests only (starts the real services once per session)
+integration: install browser ## Integration tests only (starts the real services once per session)
 	$(BIN)/pytest -m "integration or e2e"
 
 lint: install ## ruff (lint + format check), mypy --strict, and the layout's import rules (import-linter)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -150,9 +151,9 @@ def finish_and_verify(
     assert pipeline.wait(600) == 0, pipeline.log.read_text()[-4000:]
     result = cli(config_path, "verify", "mysql-phoenix", *(f"{db}.{table}" for table in WORKLOAD_TABLES))
     assert result.returncode == 0, result.stdout + result.stderr
-    lines = [line for line in result.stdout.splitlines() if line.startswith(f"{db}.")]
-    assert len(lines) == len(WORKLOAD_TABLES) and all("no differences" in line for line in lines), result.stdout
-    return {line.split(":")[0]: line.split(":")[2].split("rows compared")[0].strip() for line in lines}
+    found = re.findall(rf"^mysql-phoenix ({db}\.\w+): no differences: (\d+) rows compared", result.stdout, re.M)
+    assert len(found) == len(WORKLOAD_TABLES), result.stdout
+    return dict(found)
 
 
 @pytest.mark.skipif(

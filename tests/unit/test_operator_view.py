@@ -20,7 +20,7 @@ from cdcflow.sources.mysql.checkpoint import Checkpoint
 from cdcflow.sources.mysql.metrics import MySqlCaptureCollector
 from cdcflow.testing.mysql import source_config
 from cdcflow.ui.status import PeerState, TargetHistory, build_status, parse_metrics, sparkline, total, value
-from cdcflow.verify.continuous import HBaseRangeCheck, VerifyRound
+from cdcflow.verify.continuous import DeltaRangeCheck, HBaseRangeCheck, TableCheck, VerifyRound
 
 pytestmark = pytest.mark.unit
 
@@ -186,3 +186,35 @@ def test_the_mysql_capture_metrics_are_its_counters_when_scraped() -> None:
 def test_verify_refuses_bad_schedules_before_connecting(args: list[str], message: str) -> None:
     result = CliRunner().invoke(main, ["verify", "hbase", "a", "b", *args])
     assert result.exit_code == 2 and message in result.output, result.output
+
+
+def test_the_delta_check_reads_the_state_table_by_the_same_key_ranges() -> None:
+    src = _rows(5)
+    state = {k: frozenset({(b"cf", q, 1, v) for q, v in cols.items()}) for k, cols in _rows(5).items()}
+    state[b"r03"] = frozenset()  # the copy lost the row's cells
+    asked: list[tuple[bytes, bytes]] = []
+
+    def read_range(start: bytes, stop: bytes) -> Iterator[tuple[bytes, Any]]:
+        asked.append((start, stop))
+        return iter([(k, c) for k, c in sorted(state.items()) if k >= start and (not stop or k < stop) and c])
+
+    hb = FakeHBase({"src": src})
+    check = DeltaRangeCheck(hb, "src", "/delta/t", read_range, sample=3)  # type: ignore[arg-type]
+    first, second = check.round(grace_s=0), check.round(grace_s=30, stop_event=Meanwhile(lambda: None))
+    assert asked[:2] == [(b"", b"r02\x00"), (b"r02\x00", b"")]
+    assert (first.clean, second.missing, second.outstanding) == (True, 1, 1)
+    assert asked[2] == (b"r03", b"r03\x00")  # the second look reads just the differing row
+    assert check.name == "hbase-delta src -> /delta/t"
+
+
+def test_a_whole_table_check_confirms_by_reading_both_sides_again() -> None:
+    looks = [
+        ({"k1": {"v": 1}, "k2": {"v": 2}, "k3": {"v": 3}}, {"k1": {"v": 1}, "k2": {"v": 0}, "k3": {"v": 0}}),
+        ({"k1": {"v": 1}, "k2": {"v": 2}, "k3": {"v": 9}}, {"k1": {"v": 1}, "k2": {"v": 0}, "k3": {"v": 0}}),
+    ]
+    check = TableCheck("mysql-phoenix db.t", lambda: looks.pop(0))  # type: ignore[arg-type,return-value]
+    result = check.round(grace_s=5, stop_event=Meanwhile(lambda: None))
+    assert (result.different, result.in_flight, result.outstanding) == (1, 1, 1)  # k3 changed meanwhile
+    assert result.examples == ["different {'v': (2, 0)}: k2"]
+    assert result.summary().startswith("mysql-phoenix db.t: CONFIRMED DIFFERENCES: 3 rows compared, ")
+    assert TableCheck("x", lambda: ({"a": {"v": 1.0}}, {"a": {"v": 1}})).round(0).different == 1  # types count

@@ -553,61 +553,38 @@ def _duration(text: str) -> float:
     return seconds
 
 
-@verify.command("hbase")
-@_config_option
-@click.argument("source")
-@click.argument("sink")
-@click.option("--sink-zk", default=None, help="ZooKeeper of the sink cluster (default: the source's).")
-@click.option("--max-versions", type=int, default=1, show_default=True, help="Cell versions per column to compare.")
-@click.option(
-    "--every",
-    default=None,
-    metavar="DURATION",
-    help="Run a round every DURATION (30s, 5m, 1h) until Ctrl-C, instead of once.",
-)
-@click.option(
-    "--sample",
-    type=click.IntRange(min=1),
-    default=None,
-    metavar="N",
-    help="Compare N rows per round, each round the range after the previous one (default: every row).",
-)
-@click.option(
-    "--grace",
-    default=None,
-    metavar="DURATION",
-    help="Look at differing rows again after DURATION; count only those whose source row is unchanged "
-    "and whose sink still differs (default: 30s with --every, 0 once).",
-)
-@click.option(
-    "--metrics-port",
-    type=int,
-    default=None,
-    help="Serve the verify metrics on this port (default: metrics.verify_port).",
-)
-def verify_hbase_cmd(
-    config_path: Path | None,
-    source: str,
-    sink: str,
-    sink_zk: str | None,
-    max_versions: int,
-    every: str | None,
-    sample: int | None,
-    grace: str | None,
-    metrics_port: int | None,
-) -> None:
-    """Compare HBase table SOURCE with SINK cell by cell (timestamps included). Exit 1 on a confirmed
-    difference (with --every: when stopped, if the last round had one). Each round's result goes to the
-    verify topic and the metrics (docs/operations.md)."""
+def _schedule_options(f: F) -> F:
+    """--every / --grace / --metrics-port: the options every comparison takes (docs/operations.md)."""
+    f = click.option(
+        "--metrics-port",
+        type=int,
+        default=None,
+        help="Serve the verify metrics on this port (with --every, default: metrics.verify_port).",
+    )(f)
+    f = click.option("--grace", default=None, metavar="DURATION",
+                     help="Look at differing rows again after DURATION; count only those whose source row is "
+                          "unchanged and whose copy still differs (default: 30s with --every, 0 once).")(f)  # fmt: skip
+    return click.option("--every", default=None, metavar="DURATION",
+                        help="Run a round every DURATION (30s, 5m, 1h) until Ctrl-C, instead of once.")(f)  # fmt: skip
+
+
+def _sample_option(f: F) -> F:
+    return click.option("--sample", type=click.IntRange(min=1), default=None, metavar="N",
+                        help="Compare N rows per round, each round the key range after the previous one "
+                             "(default: every row).")(f)  # fmt: skip
+
+
+def _run_rounds(cfg: CdcflowConfig, checks: list[Any], every: str | None, grace: str | None,
+                metrics_port: int | None) -> None:  # fmt: skip
+    """Run each check once, or every `every` until SIGTERM/SIGINT; print and publish every result (metrics,
+    the verify topic). Exit 1 if a check's last result has a confirmed difference (or could not run)."""
     import signal
     import threading
 
-    from cdcflow.clients.hbase import connect
     from cdcflow.metrics import serve_metrics
-    from cdcflow.verify.continuous import HBaseRangeCheck, VerifyRound
+    from cdcflow.verify.continuous import VerifyRound
     from cdcflow.verify.publish import ResultPublisher
 
-    cfg = wiring.load(config_path)
     interval = _duration(every) if every is not None else None
     if interval is not None and interval <= 0:
         raise click.BadParameter("--every must be longer than 0")
@@ -616,36 +593,74 @@ def verify_hbase_cmd(
     port = metrics_port if metrics_port is not None else (cfg.metrics.verify_port if interval is not None else None)
     if port is not None:
         serve_metrics(port, cfg.metrics.host)
-    publisher = ResultPublisher(wiring.kafka(cfg), cfg.verify.topic)
+    try:
+        kafka = wiring.kafka(cfg)
+    except CdcflowError as exc:  # the result is still printed (and in the metrics)
+        click.echo(f"note: results are not published to {cfg.verify.topic}: {exc}", err=True)
+        kafka = None
+    publisher = ResultPublisher(kafka, cfg.verify.topic)
     stop = threading.Event()
     if interval is not None:
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: stop.set())
-    src = connect(wiring.source_zk(cfg), cfg.hbase.znode_parent)
-    dst = connect(sink_zk, "/hbase") if sink_zk else src
-    check = HBaseRangeCheck(src, source, dst, sink, max_versions, sample)
-    last: VerifyRound | None = None
-    try:
-        while True:
-            started = time.monotonic()
+    last: dict[str, VerifyRound] = {}
+    while True:
+        started = time.monotonic()
+        for check in checks:
             try:
-                last = check.round(grace_s, stop)
+                result = check.round(grace_s, stop)
             except CdcflowError as exc:
                 if interval is None:
                     raise
                 now = int(time.time() * 1000)
-                last = VerifyRound(check.name, now, now, 0, "", "", outstanding=len(check.outstanding), error=str(exc))
-            publisher.publish(last)
-            click.echo(f"{time.strftime('%H:%M:%S')} {last.summary()}")
-            for example in last.examples:
+                result = VerifyRound(check.name, now, now, 0, "", "", outstanding=len(check.outstanding),
+                                     error=str(exc))  # fmt: skip
+            last[check.name] = result
+            publisher.publish(result)
+            click.echo(f"{time.strftime('%H:%M:%S ') if interval is not None else ''}{result.summary()}")
+            for example in result.examples:
                 click.echo(f"  {example}")
-            if interval is None or stop.wait(max(0.0, interval - (time.monotonic() - started))):
-                break
+        if interval is None or stop.wait(max(0.0, interval - (time.monotonic() - started))):
+            break
+    sys.exit(0 if last and all(r.clean for r in last.values()) else 1)
+
+
+@verify.command("hbase")
+@_config_option
+@click.argument("source")
+@click.argument("sink")
+@click.option("--sink-zk", default=None, help="ZooKeeper of the sink cluster (default: the source's).")
+@click.option("--max-versions", type=int, default=1, show_default=True, help="Cell versions per column to compare.")
+@_sample_option
+@_schedule_options
+def verify_hbase_cmd(
+    config_path: Path | None,
+    source: str,
+    sink: str,
+    sink_zk: str | None,
+    max_versions: int,
+    sample: int | None,
+    every: str | None,
+    grace: str | None,
+    metrics_port: int | None,
+) -> None:
+    """Compare HBase table SOURCE with SINK cell by cell (timestamps included). Exit 1 on a confirmed
+    difference (with --every: when stopped, if the last round had one). Each round's result goes to the
+    verify topic and the metrics (docs/operations.md)."""
+    from cdcflow.clients.hbase import connect
+    from cdcflow.verify.continuous import HBaseRangeCheck
+
+    cfg = wiring.load(config_path)
+    if every is not None:
+        _duration(every)  # a bad schedule is refused before connecting
+    src = connect(wiring.source_zk(cfg), cfg.hbase.znode_parent)
+    dst = connect(sink_zk, "/hbase") if sink_zk else src
+    try:
+        _run_rounds(cfg, [HBaseRangeCheck(src, source, dst, sink, max_versions, sample)], every, grace, metrics_port)
     finally:
         src.close()
         if dst is not src:
             dst.close()
-    sys.exit(0 if last is not None and last.clean else 1)
 
 
 @verify.command("hbase-delta")
@@ -653,38 +668,66 @@ def verify_hbase_cmd(
 @click.argument("source")
 @click.argument("delta_path")
 @click.option("--max-versions", type=int, default=1, show_default=True, help="Cell versions per column to compare.")
-def verify_hbase_delta_cmd(config_path: Path | None, source: str, delta_path: str, max_versions: int) -> None:
-    """Compare HBase table SOURCE with the Delta current-state table at DELTA_PATH. Exit 1 on differences."""
+@_sample_option
+@_schedule_options
+def verify_hbase_delta_cmd(
+    config_path: Path | None,
+    source: str,
+    delta_path: str,
+    max_versions: int,
+    sample: int | None,
+    every: str | None,
+    grace: str | None,
+    metrics_port: int | None,
+) -> None:
+    """Compare HBase table SOURCE with the Delta current-state table at DELTA_PATH. Exit 1 on a confirmed
+    difference; --every, --sample and --grace as for `verify hbase`."""
     from cdcflow.clients.hbase import connect
     from cdcflow.pipeline.session import build_session
     from cdcflow.pipeline.sinks.delta.state import hbase_state_rows
-    from cdcflow.verify.hbase import compare_rows, rows_of
+    from cdcflow.verify.continuous import DeltaRangeCheck
 
     cfg = wiring.load(config_path)
+    if every is not None:
+        _duration(every)
     spark = build_session("cdcflow-verify", cfg.pipeline.master)
     spark.sparkContext.setLogLevel("ERROR")
     src = connect(wiring.source_zk(cfg), cfg.hbase.znode_parent)
+
+    def read_range(start: bytes, stop: bytes) -> Any:
+        return hbase_state_rows(spark, delta_path, max_versions, start, stop)
+
     try:
-        report = compare_rows(
-            rows_of(src.scan(source, max_versions=max_versions)), hbase_state_rows(spark, delta_path, max_versions)
-        )
+        check = DeltaRangeCheck(src, source, delta_path, read_range, max_versions, sample)
+        _run_rounds(cfg, [check], every, grace, metrics_port)
     finally:
         src.close()
         spark.stop()
-    _report(report)
 
 
 @verify.command("mysql-phoenix")
 @_config_option
 @click.argument("tables", metavar="DB.TABLE...", nargs=-1, required=True)
 @click.option("--url", default=None, help="Phoenix JDBC URL (default: the phoenix sink's, else the local stack's).")
-def verify_mysql_phoenix_cmd(config_path: Path | None, tables: tuple[str, ...], url: str | None) -> None:
+@_schedule_options
+def verify_mysql_phoenix_cmd(
+    config_path: Path | None,
+    tables: tuple[str, ...],
+    url: str | None,
+    every: str | None,
+    grace: str | None,
+    metrics_port: int | None,
+) -> None:
     """Compare each MySQL table DB.TABLE with its Phoenix copy (names and table_map from the phoenix sink's
-    options), one line per table. Exit 1 if any differs."""
+    options), whole tables, one line per table. Exit 1 if any has a confirmed difference; --every and --grace
+    as for `verify hbase`."""
     from cdcflow.clients.phoenix import PhoenixJvm
-    from cdcflow.verify.phoenix import verify_mysql_phoenix
+    from cdcflow.verify.continuous import TableCheck
+    from cdcflow.verify.phoenix import mysql_phoenix_rows
 
     cfg = wiring.load(config_path)
+    if every is not None:
+        _duration(every)
     names = []
     for table in tables:
         db, dot, name = table.partition(".")
@@ -694,19 +737,16 @@ def verify_mysql_phoenix_cmd(config_path: Path | None, tables: tuple[str, ...], 
     sink = next((s for s in cfg.pipeline.sinks if s.type == "phoenix"), None)
     options = dict(sink.options) if sink else {}
     url = url or options.get("url") or Stack(cfg.stack.resolved_home()).endpoints("phoenix")["jdbc_url"]
-    clean = True
+    ep = wiring.mysql_endpoint(cfg, admin=True)
     with PhoenixJvm.launch(str(url)) as phoenix:  # one JVM for all tables
-        for table, db, name in names:
-            keys = tuple(cfg.mysql.key_columns.get(table, ()))
-            report = verify_mysql_phoenix(
-                wiring.mysql_endpoint(cfg, admin=True), db, name, phoenix, options.get("table_map", {}),
-                str(options.get("name_case", "upper")), keys, cfg.mysql.name,
-            )  # fmt: skip
-            click.echo(f"{table}: {report.summary()}")
-            for example in report.examples:
-                click.echo(f"  {example}")
-            clean = clean and report.clean
-    sys.exit(0 if clean else 1)
+
+        def look(db: str, name: str, keys: tuple[str, ...]) -> Any:
+            return lambda: mysql_phoenix_rows(ep, db, name, phoenix, options.get("table_map", {}),
+                                              str(options.get("name_case", "upper")), keys, cfg.mysql.name)  # fmt: skip
+
+        checks = [TableCheck(f"mysql-phoenix {table}", look(db, name, tuple(cfg.mysql.key_columns.get(table, ()))))
+                  for table, db, name in names]  # fmt: skip
+        _run_rounds(cfg, checks, every, grace, metrics_port)
 
 
 def _report(report: VerifyReport) -> None:

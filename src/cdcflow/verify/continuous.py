@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from itertools import islice
 from typing import Any
@@ -29,6 +30,7 @@ import orjson
 from cdcflow.clients.hbase import HBaseClient
 from cdcflow.events.cells import RowCells
 from cdcflow.verify.hbase import compare_rows, rows_of
+from cdcflow.verify.mysql import Row, compare_tables
 from cdcflow.verify.report import VerifyReport
 
 log = logging.getLogger(__name__)
@@ -68,8 +70,9 @@ class VerifyRound:
         if self.error is not None:
             return f"{self.check}: ERROR {self.error}"
         verdict = "no differences" if self.clean else "CONFIRMED DIFFERENCES"
-        return (f"{self.check}: {verdict}: {self.rows_compared} rows compared ({self.range_start} .. "
-                f"{self.range_end}), {self.missing} missing from the sink, {self.extra} extra in the sink, "
+        where = f" ({self.range_start} .. {self.range_end})" if self.range_start else ""
+        return (f"{self.check}: {verdict}: {self.rows_compared} rows compared{where}, "
+                f"{self.missing} missing from the sink, {self.extra} extra in the sink, "
                 f"{self.different} different, {self.in_flight} changed in flight (skipped); "
                 f"{self.outstanding} confirmed difference(s) known in the table")  # fmt: skip
 
@@ -85,9 +88,10 @@ class VerifyRound:
 
 
 class HBaseRangeCheck:
-    """An HBase source table against its HBase copy (the hbase sink), cell by cell."""
+    """An HBase source table against its HBase copy (the hbase sink), cell by cell. Subclasses read
+    another kind of copy (`DeltaRangeCheck`)."""
 
-    def __init__(self, source_client: HBaseClient, source: str, sink_client: HBaseClient, sink: str,
+    def __init__(self, source_client: HBaseClient, source: str, sink_client: HBaseClient | None, sink: str,
                  max_versions: int = 1, sample: int | None = None) -> None:  # fmt: skip
         if sample is not None and sample < 1:
             raise ValueError("sample must be at least 1 row")
@@ -103,6 +107,18 @@ class HBaseRangeCheck:
             if row == key:
                 return cells
         return None
+
+    def source_row(self, key: bytes) -> CellSet | None:
+        return self._row(self.src, self.source, key)
+
+    def sink_row(self, key: bytes) -> CellSet | None:
+        assert self.dst is not None
+        return self._row(self.dst, self.sink, key)
+
+    def sink_rows(self, start: bytes, stop: bytes) -> Iterable[RowCells]:
+        """The copy's rows from `start` up to `stop` (b"": the end), in row-key order."""
+        assert self.dst is not None
+        return rows_of(self.dst.scan(self.sink, start_row=start, stop_row=stop, max_versions=self.max_versions))
 
     def first_look(self) -> tuple[VerifyReport, dict[bytes, tuple[CellSet | None, CellSet | None]], bytes, bytes]:
         """Compare the next range; the report, the differing rows as seen, and the range's keys."""
@@ -123,8 +139,7 @@ class HBaseRangeCheck:
         def seen(row: bytes, src: CellSet | None, dst: CellSet | None) -> None:
             differing[row] = (src, dst)
 
-        sink_rows = rows_of(self.dst.scan(self.sink, start_row=start, stop_row=stop, max_versions=self.max_versions))
-        report = compare_rows(source_rows, sink_rows, seen)
+        report = compare_rows(source_rows, self.sink_rows(start, stop), seen)
         return report, differing, start, stop
 
     def round(self, grace_s: float, stop_event: threading.Event | None = None) -> VerifyRound:
@@ -141,11 +156,11 @@ class HBaseRangeCheck:
             else:
                 time.sleep(grace_s)
         for row, (src_then, _dst_then) in differing.items():
-            src_now = self._row(self.src, self.source, row) if grace_s > 0 else src_then
+            src_now = self.source_row(row) if grace_s > 0 else src_then
             if src_now != src_then:
                 result.in_flight += 1
                 continue
-            dst_now = self._row(self.dst, self.sink, row) if grace_s > 0 else _dst_then
+            dst_now = self.sink_row(row) if grace_s > 0 else _dst_then
             if dst_now == src_now:
                 result.in_flight += 1  # the sink caught up
                 continue
@@ -167,3 +182,87 @@ class HBaseRangeCheck:
         result.examples = [self.outstanding[r] for r in sorted(self.outstanding)[:10]]
         result.finished_ms = int(time.time() * 1000)
         return result
+
+
+class DeltaRangeCheck(HBaseRangeCheck):
+    """An HBase source table against its Delta current-state table (the delta sink). `read_range(start, stop)`
+    gives the state table's rows in that key range as `verify.hbase` compares them (b"": open end)."""
+
+    def __init__(self, source_client: HBaseClient, source: str, delta_path: str,
+                 read_range: Callable[[bytes, bytes], Iterable[RowCells]], max_versions: int = 1,
+                 sample: int | None = None) -> None:  # fmt: skip
+        super().__init__(source_client, source, None, delta_path, max_versions, sample)
+        self.name = f"hbase-delta {source} -> {delta_path}"
+        self.read_range = read_range
+
+    def sink_rows(self, start: bytes, stop: bytes) -> Iterable[RowCells]:
+        return self.read_range(start, stop)
+
+    def sink_row(self, key: bytes) -> CellSet | None:
+        for row, cells in self.read_range(key, key + b"\x00"):
+            if row == key:
+                return cells
+        return None
+
+
+class TableCheck:
+    """A whole table against its copy, by key (MySQL against Phoenix): `look()` reads both sides, keyed
+    alike, rendered alike. A round compares everything; a differing key is looked at again after the grace
+    period, by reading both sides again (confirmed when the source row is unchanged and the copy still
+    differs)."""
+
+    def __init__(self, name: str, look: Callable[[], tuple[Mapping[str, Row], Mapping[str, Row]]]) -> None:
+        self.name, self.look = name, look
+        self.outstanding: dict[bytes, str] = {}
+
+    def round(self, grace_s: float, stop_event: threading.Event | None = None) -> VerifyRound:
+        started = int(time.time() * 1000)
+        source, sink = self.look()
+        report = compare_tables(source, sink)
+        result = VerifyRound(self.name, started, 0, report.rows_compared, "", "")  # the whole table
+        differing = [k for k in sorted(set(source) | set(sink)) if _differs(source.get(k), sink.get(k))]
+        now_source, now_sink = source, sink
+        if differing and grace_s > 0:
+            log.info("%s: %d row(s) differ; looking again in %.0f s (changes in flight settle)", self.name,
+                     len(differing), grace_s)  # fmt: skip
+            if stop_event is not None:
+                stop_event.wait(grace_s)
+            else:
+                time.sleep(grace_s)
+            now_source, now_sink = self.look()
+        self.outstanding = {}
+        for key in differing:
+            src_now, dst_now = now_source.get(key), now_sink.get(key)
+            if not _same_row(src_now, source.get(key)) or not _differs(src_now, dst_now):
+                result.in_flight += 1
+                continue
+            if src_now is None:
+                result.extra += 1
+                kind = "extra in the sink"
+            elif dst_now is None:
+                result.missing += 1
+                kind = "missing from the sink"
+            else:
+                result.different += 1
+                diff = {c: (src_now.get(c), dst_now.get(c)) for c in src_now.keys() | dst_now.keys()
+                        if _differs_value(src_now.get(c), dst_now.get(c))}  # fmt: skip
+                kind = f"different {diff}"
+            self.outstanding[key.encode()] = f"{kind}: {key}"
+        result.outstanding = len(self.outstanding)
+        result.examples = [self.outstanding[k] for k in sorted(self.outstanding)[:10]]
+        result.finished_ms = int(time.time() * 1000)
+        return result
+
+
+def _differs_value(a: Any, b: Any) -> bool:
+    return not (a == b and type(a) is type(b))
+
+
+def _same_row(a: Row | None, b: Row | None) -> bool:
+    return not _differs(a, b)
+
+
+def _differs(a: Row | None, b: Row | None) -> bool:
+    if a is None or b is None:
+        return a is not b
+    return a.keys() != b.keys() or any(_differs_value(a[c], b[c]) for c in a)

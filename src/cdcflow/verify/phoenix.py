@@ -114,6 +114,16 @@ def verify_mysql_phoenix(
     table_map: Mapping[str, str] | None = None, case: str = "upper", key_columns: tuple[str, ...] = (),
     source: str | None = None,
 ) -> VerifyReport:  # fmt: skip
+    return compare_tables(*mysql_phoenix_rows(ep, db, table, phoenix, table_map, case, key_columns, source))
+
+
+def mysql_phoenix_rows(
+    ep: MySqlEndpoint, db: str, table: str, phoenix: PhoenixJvm | PhoenixConnection,
+    table_map: Mapping[str, str] | None = None, case: str = "upper", key_columns: tuple[str, ...] = (),
+    source: str | None = None,
+) -> tuple[dict[str, Row], dict[str, Row]]:  # fmt: skip
+    """Both sides of a MySQL table and its Phoenix copy, keyed alike and rendered alike (what
+    `verify_mysql_phoenix` compares)."""
     columns = table_columns(ep, db, table)
     if not columns:
         raise ConfigError(f"MySQL table {db}.{table} does not exist (or this user cannot see it)")
@@ -125,5 +135,4 @@ def verify_mysql_phoenix(
     }
     schema, name = ps.target_name(db, table, table_map or {}, case, source)
     target = ps.PhoenixTable(schema, name, (), ())
-    sink = phoenix_rows(phoenix, target, columns, case, keys)
-    return compare_tables(expected, sink)
+    return expected, phoenix_rows(phoenix, target, columns, case, keys)

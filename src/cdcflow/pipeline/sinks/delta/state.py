@@ -515,14 +515,19 @@ def _quoted(column: str) -> str:
     return "`" + column.replace("`", "``") + "`"
 
 
-def hbase_state_rows(spark: SparkSession, path: str, max_versions: int = 1) -> Iterator[RowCells]:
+def hbase_state_rows(
+    spark: SparkSession, path: str, max_versions: int = 1, start_row: bytes = b"", stop_row: bytes = b""
+) -> Iterator[RowCells]:
     """The rows of an HBase state table as `cdcflow.verify.hbase` compares them: row-key order, the
     newest `max_versions` visible cells per column (the state keeps more: retained_versions), rows
-    whose cells are all deleted left out."""
-    rows = (
-        spark.read.format("delta").load(path).where("exists").select("row_key", "puts")
-        .orderBy("row_key").toLocalIterator()
-    )  # fmt: skip
+    whose cells are all deleted left out; only keys from `start_row` up to `stop_row` (b"": the end).
+    Spark compares binary keys byte by byte, unsigned, as HBase orders them."""
+    table = spark.read.format("delta").load(path).where("exists")
+    if start_row:
+        table = table.where(F.col("row_key") >= F.lit(bytearray(start_row)))
+    if stop_row:
+        table = table.where(F.col("row_key") < F.lit(bytearray(stop_row)))
+    rows = table.select("row_key", "puts").orderBy("row_key").toLocalIterator()
     for r in rows:
         per_column: dict[tuple[bytes, bytes], int] = {}
         cells = set()
