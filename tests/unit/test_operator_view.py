@@ -90,8 +90,14 @@ def test_the_status_names_what_needs_attention() -> None:
     hbase = next(c for c in status["captures"] if c["kind"] == "hbase")
     assert hbase["rows_per_s"] == pytest.approx(6.0) and hbase["lag_s"] == pytest.approx(3.0) and hbase["registered"]
     assert {s["name"]: s["failing"] for s in status["sinks"]} == {"copy": False, "delta": True}
-    healthy = build_status(now, [peer], {}, PeerState("cdcflow", True, True, ["127.0.0.1,1,2"]), {}, [], 120)
-    assert healthy["warnings"] == []
+    serving = PeerState("cdcflow", True, True, ["127.0.0.1,1,2"], wals_queued=40, lag_ms=900_000)
+    draining = build_status(now, [peer], {}, serving, {}, [], 120)  # far behind, but publishing rows
+    assert draining["warnings"] == []
+    stopped = _history("http://peer/metrics", (now - 5, "cdcflow_hbase_rows_total 40\n"),
+                       (now, "cdcflow_hbase_rows_total 40\n"))  # fmt: skip
+    stalled = build_status(now, [stopped], {}, serving, {}, [], 120)
+    assert stalled["warnings"] == ["HBase peer cdcflow: the source reports 900 s of replication lag (40 WAL(s) "
+                                   "queued) and no instance is publishing rows: the capture looks stalled"]  # fmt: skip
 
 
 class FakeHBase:

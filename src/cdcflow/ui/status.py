@@ -173,12 +173,14 @@ def build_status(
             s, "cdcflow_pipeline_failing", "sink"
         ):
             src_ts = value(s, "cdcflow_pipeline_last_source_timestamp_seconds", sink=sink)
+            batch_s = value(s, "cdcflow_pipeline_batch_seconds", sink=sink)
+            window = max(30.0, 2 * (batch_s or 0))  # over a couple of batches: long batches are not "0 rows/s"
             sinks[sink] = {
                 "name": sink, "target": target.url,
                 "failing": value(s, "cdcflow_pipeline_failing", sink=sink) == 1.0,
                 "rows_total": value(s, "cdcflow_pipeline_rows_total", sink=sink),
-                "rows_per_s": target.rate("cdcflow_pipeline_rows_total", sink=sink),
-                "batch_s": value(s, "cdcflow_pipeline_batch_seconds", sink=sink),
+                "rows_per_s": target.rate("cdcflow_pipeline_rows_total", window, sink=sink),
+                "batch_s": batch_s,
                 "lag_s": _age(now, src_ts),
                 "behind": value(s, "cdcflow_pipeline_offsets_behind", sink=sink),
                 "dead_letters": value(s, "cdcflow_pipeline_dead_letters_total", sink=sink),
@@ -201,8 +203,9 @@ def build_status(
         if doc.get("state") == "failing":
             entry["failing"] = True
         entry["error"] = doc.get("error")
-        for key, doc_key in (("rows_total", "total_rows"), ("behind", "offsets_behind"),
-                             ("dead_letters", "dead_letters")):  # fmt: skip
+        if doc.get("total_rows") is not None:  # since the checkpoint began (the metric: since the process began)
+            entry["rows_total"] = doc["total_rows"]
+        for key, doc_key in (("behind", "offsets_behind"), ("dead_letters", "dead_letters")):
             if entry.get(key) is None:
                 entry[key] = doc.get(doc_key)
         if entry.get("lag_s") is None and doc.get("last_source_ts_ms"):
@@ -234,9 +237,14 @@ def build_status(
             warnings.append(f"HBase peer {peer.peer_id} is ENABLED but no cdcflow instance is serving it: HBase keeps "
                             f"every WAL for it ({peer.wals_queued} queued) until one runs (cdcflow hbase run) "
                             f"or the peer is disabled")  # fmt: skip
-        elif peer.enabled and peer.lag_ms > stalled_after_s * 1000:
+        elif (
+            peer.enabled
+            and peer.lag_ms > stalled_after_s * 1000
+            and not any(c["rows_per_s"] for c in captures if c["kind"] == "hbase")
+        ):  # behind and not moving (a capture draining a backlog is behind too, but moving)
             warnings.append(f"HBase peer {peer.peer_id}: the source reports {peer.lag_ms / 1000:.0f} s of replication "
-                            f"lag ({peer.wals_queued} WAL(s) queued): the capture may be stalled")  # fmt: skip
+                            f"lag ({peer.wals_queued} WAL(s) queued) and no instance is publishing rows: the "
+                            f"capture looks stalled")  # fmt: skip
     return {
         "generated_at": _when(now), "generated_at_s": now,
         "captures": captures, "sinks": sorted(sinks.values(), key=lambda d: d["name"]),
