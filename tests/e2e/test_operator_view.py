@@ -27,6 +27,7 @@ import yaml
 
 from cdcflow.clients.hbase import HBaseClient
 from cdcflow.clients.hbase.model import Put
+from cdcflow.clients.kafka import produce_sync
 from cdcflow.clients.mysql import execute
 from cdcflow.demo.hbase_workload import HBaseWorkload
 from cdcflow.stack.ports import free_port
@@ -158,6 +159,10 @@ def test_status_page_metrics_and_continuous_verify(
             return verify_hbase(hbase_client, table, hbase_client, f"{table}_copy", 1000).clean
 
         wait_for("the HBase copy to equal its source", copied, 240, logs)
+        # A record that is not an event, in a topic the copy sink reads: dead-lettered, shown with its reason.
+        garbage_at = produce_sync(kafka["bootstrap_servers"], f"{name}.default.{table}", [(b"k", b"not json {")])
+        wait_for("the dead letter", lambda: metric("pipeline", "cdcflow_pipeline_dead_letters_total", sink="copy") == 1,
+                 120, logs)  # fmt: skip
         wait_for("the MySQL capture to publish 20 events",
                  lambda: metric("mysql", "cdcflow_mysql_events_total") >= 20, 60, logs)  # fmt: skip
         wait_for("the broken sink to fail",
@@ -203,6 +208,11 @@ def test_status_page_metrics_and_continuous_verify(
         assert "sink broken is FAILING" in dom
         assert html.escape(check) in dom and ">clean<" in dom
         assert "no cdcflow instance is serving it" not in dom
+        (letter,) = _rows_of(dom, "dead-letters")[1:]
+        partition, offset = garbage_at[0]
+        assert f"{name}-dead-letter" in letter and ">copy<" in letter and "not a JSON object" in letter, letter
+        assert f"{name}.default.{table}/{partition}@{offset}" in letter, letter
+        assert ">1<" in copy_row  # its dead-letter count
 
         # A row changed directly in the sink: continuous verify confirms it; so does the one-shot command.
         hbase_client.mutate(f"{table}_copy", Put(b"row-00150").add(b"cf", b"tampered", b"by hand", 5))
@@ -226,7 +236,10 @@ def test_status_page_metrics_and_continuous_verify(
         rounds = metric("verify", "cdcflow_verify_rounds_total", check=check)
         wait_for("more rounds", lambda: metric("verify", "cdcflow_verify_rounds_total", check=check) >= rounds + 4, 60)
         assert metric("verify", "cdcflow_verify_differences", check=check) == 1
-        assert "1 confirmed difference" in rendered_dom(page)
+        dom = rendered_dom(page)
+        assert "1 confirmed difference" in dom
+        hbase_capture = next(r for r in _rows_of(dom, "captures") if 'data-kind="hbase"' in r)
+        assert "not answering: values as of" in hbase_capture, hbase_capture  # its endpoint went with it
         shot = screenshot(page, tmp_path / "status-page.png")
         print(f"status page screenshot: {shot}")
     finally:

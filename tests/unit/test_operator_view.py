@@ -73,7 +73,8 @@ def test_the_status_names_what_needs_attention() -> None:
     pipeline = _history("http://pipe/metrics", (now, "cdcflow_pipeline_rows_total{sink=\"copy\"} 40\n"
                                                      "cdcflow_pipeline_failing{sink=\"copy\"} 0\n"
                                                      "cdcflow_pipeline_failing{sink=\"delta\"} 1\n"))  # fmt: skip
-    down = TargetHistory("http://gone/metrics", error="Connection refused")
+    down = _history("http://gone/metrics", (now - 60, 'cdcflow_pipeline_rows_total{sink="old"} 3\n'))
+    down.error = "Connection refused"  # answered a minute ago, not now: its last values, marked stale
     status = build_status(
         now, [peer, mysql, pipeline, down], {"delta": {"state": "failing", "error": "IOException: disk full"}},
         PeerState("cdcflow", True, True, [], wals_queued=12),
@@ -89,7 +90,11 @@ def test_the_status_names_what_needs_attention() -> None:
     assert "MySQL source m looks stalled: nothing read for 900 s" in warnings
     hbase = next(c for c in status["captures"] if c["kind"] == "hbase")
     assert hbase["rows_per_s"] == pytest.approx(6.0) and hbase["lag_s"] == pytest.approx(3.0) and hbase["registered"]
-    assert {s["name"]: s["failing"] for s in status["sinks"]} == {"copy": False, "delta": True}
+    assert {s["name"]: (s["failing"], s["stale_since"] is not None) for s in status["sinks"]} == {
+        "copy": (False, False),
+        "delta": (True, False),
+        "old": (False, True),
+    }
     serving = PeerState("cdcflow", True, True, ["127.0.0.1,1,2"], wals_queued=40, lag_ms=900_000)
     draining = build_status(now, [peer], {}, serving, {}, [], 120)  # far behind, but publishing rows
     assert draining["warnings"] == []

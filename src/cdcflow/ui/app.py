@@ -60,8 +60,9 @@ def create_app(collector: Collector, window_s: float) -> Starlette:
     async def api(_request: Request) -> Response:
         status = collector.status()
         for row in [*status["captures"], *status["sinks"]]:
-            for key in ("chart_rows", "chart_lag"):
-                row[key] = [[round(t, 3), v] for t, v in row.get(key, [])]
+            for key in ("chart_rows", "chart_lag", "chart_batch", "chart_behind"):
+                if key in row:
+                    row[key] = [[round(t, 3), v] for t, v in row[key]]
         return JSONResponse(status)
 
     async def health(_request: Request) -> Response:

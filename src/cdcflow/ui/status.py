@@ -131,11 +131,13 @@ def build_status(
         s = target.latest
         if not s:
             continue
+        # A target that stopped answering keeps its last values on the page, marked as such.
+        stale = _when(target.last_ok) if target.error is not None else None
         if any(k[0].startswith("cdcflow_hbase_") for k in s):
             acked = value(s, "cdcflow_hbase_acknowledged_wal_timestamp_seconds")
             last_call = value(s, "cdcflow_hbase_last_call_timestamp_seconds")
             captures.append({
-                "kind": "hbase", "name": "HBase peer", "target": target.url,
+                "kind": "hbase", "name": "HBase peer", "target": target.url, "stale_since": stale,
                 "rows_total": total(s, "cdcflow_hbase_rows_total"),
                 "rows_per_s": target.rate("cdcflow_hbase_rows_total"),
                 "position": _when(acked), "lag_s": _age(now, acked), "last_call_age_s": _age(now, last_call),
@@ -153,7 +155,7 @@ def build_status(
             rate = target.rate("cdcflow_mysql_events_total", source=source)
             lag = _age(now, ts)
             capture = {
-                "kind": "mysql", "name": f"MySQL source {source}", "target": target.url,
+                "kind": "mysql", "name": f"MySQL source {source}", "target": target.url, "stale_since": stale,
                 "rows_total": value(s, "cdcflow_mysql_events_total", source=source),
                 "rows_per_s": rate, "position": _when(cp), "lag_s": lag,
                 "errors_total": (value(s, "cdcflow_mysql_restarts_total", source=source) or 0)
@@ -176,7 +178,7 @@ def build_status(
             batch_s = value(s, "cdcflow_pipeline_batch_seconds", sink=sink)
             window = max(30.0, 2 * (batch_s or 0))  # over a couple of batches: long batches are not "0 rows/s"
             sinks[sink] = {
-                "name": sink, "target": target.url,
+                "name": sink, "target": target.url, "stale_since": stale,
                 "failing": value(s, "cdcflow_pipeline_failing", sink=sink) == 1.0,
                 "rows_total": value(s, "cdcflow_pipeline_rows_total", sink=sink),
                 "rows_per_s": target.rate("cdcflow_pipeline_rows_total", window, sink=sink),
@@ -189,6 +191,8 @@ def build_status(
                 "chart_rows": target.series_rate("cdcflow_pipeline_rows_total", sink=sink),
                 "chart_lag": target.series("cdcflow_pipeline_last_source_timestamp_seconds",
                                            transform=lambda t, v: max(0.0, t - v), sink=sink),
+                "chart_batch": target.series("cdcflow_pipeline_batch_seconds", sink=sink),
+                "chart_behind": target.series("cdcflow_pipeline_offsets_behind", sink=sink),
             }  # fmt: skip
         for check in label_values(s, "cdcflow_verify_last_round_timestamp_seconds", "check"):
             checks[check] = {
@@ -199,7 +203,8 @@ def build_status(
                 "examples": [], "error": None,
             }  # fmt: skip
     for name, doc in progress.items():  # the sinks' progress files, when this machine can read them
-        entry = sinks.setdefault(name, {"name": name, "target": None, "chart_rows": [], "chart_lag": []})
+        entry = sinks.setdefault(name, {"name": name, "target": None, "chart_rows": [], "chart_lag": [],
+                                        "chart_batch": [], "chart_behind": []})  # fmt: skip
         if doc.get("state") == "failing":
             entry["failing"] = True
         entry["error"] = doc.get("error")
