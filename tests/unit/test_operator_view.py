@@ -193,6 +193,7 @@ def test_the_mysql_capture_metrics_are_its_counters_when_scraped() -> None:
     (["--every", "soon"], "'soon' is not a duration"),
     (["--every", "0s"], "--every must be longer than 0"),
     (["--sample", "0"], "0 is not in the range x>=1"),
+    (["--every", "5m", "--grace", "-1s"], "a duration cannot be negative"),
 ])  # fmt: skip
 def test_verify_refuses_bad_schedules_before_connecting(args: list[str], message: str) -> None:
     result = CliRunner().invoke(main, ["verify", "hbase", "a", "b", *args])
@@ -229,3 +230,17 @@ def test_a_whole_table_check_confirms_by_reading_both_sides_again() -> None:
     assert result.examples == ["different {'v': (2, 0)}: k2"]
     assert result.summary().startswith("mysql-phoenix db.t: CONFIRMED DIFFERENCES: 3 rows compared, ")
     assert TableCheck("x", lambda: ({"a": {"v": 1.0}}, {"a": {"v": 1}})).round(0).different == 1  # types count
+
+
+def test_the_grafana_dashboard_uses_only_documented_metrics() -> None:
+    import json
+    import re
+    from pathlib import Path
+
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    documented = set(re.findall(r"^\| `(cdcflow_[a-z_]+)` \|", (docs / "operations.md").read_text(), re.M))
+    dashboard = json.loads((docs / "grafana-dashboard.json").read_text())
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    used = {re.sub(r"_(bucket|count|sum)$", "", n) for e in exprs for n in re.findall(r"cdcflow_[a-z_]+", e)}
+    assert used and used <= documented, sorted(used - documented)
+    assert {n.split("_")[1] for n in used} == {"hbase", "mysql", "pipeline", "verify"}  # every process has a panel

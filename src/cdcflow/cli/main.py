@@ -568,6 +568,16 @@ def _schedule_options(f: F) -> F:
                         help="Run a round every DURATION (30s, 5m, 1h) until Ctrl-C, instead of once.")(f)  # fmt: skip
 
 
+def _check_schedule(every: str | None, grace: str | None) -> float | None:
+    """--every in seconds (None: once); a bad --every or --grace is refused before anything connects."""
+    interval = _duration(every) if every is not None else None
+    if interval is not None and interval <= 0:
+        raise click.BadParameter("--every must be longer than 0")
+    if grace is not None:
+        _duration(grace)
+    return interval
+
+
 def _sample_option(f: F) -> F:
     return click.option("--sample", type=click.IntRange(min=1), default=None, metavar="N",
                         help="Compare N rows per round, each round the key range after the previous one "
@@ -585,9 +595,7 @@ def _run_rounds(cfg: CdcflowConfig, checks: list[Any], every: str | None, grace:
     from cdcflow.verify.continuous import VerifyRound
     from cdcflow.verify.publish import ResultPublisher
 
-    interval = _duration(every) if every is not None else None
-    if interval is not None and interval <= 0:
-        raise click.BadParameter("--every must be longer than 0")
+    interval = _check_schedule(every, grace)
     grace_s = _duration(grace) if grace is not None else (30.0 if interval is not None else 0.0)
     # The config's port is for the long-running form; a single round serves metrics only when asked.
     port = metrics_port if metrics_port is not None else (cfg.metrics.verify_port if interval is not None else None)
@@ -651,8 +659,7 @@ def verify_hbase_cmd(
     from cdcflow.verify.continuous import HBaseRangeCheck
 
     cfg = wiring.load(config_path)
-    if every is not None:
-        _duration(every)  # a bad schedule is refused before connecting
+    _check_schedule(every, grace)
     src = connect(wiring.source_zk(cfg), cfg.hbase.znode_parent)
     dst = connect(sink_zk, "/hbase") if sink_zk else src
     try:
@@ -688,8 +695,7 @@ def verify_hbase_delta_cmd(
     from cdcflow.verify.continuous import DeltaRangeCheck
 
     cfg = wiring.load(config_path)
-    if every is not None:
-        _duration(every)
+    _check_schedule(every, grace)
     spark = build_session("cdcflow-verify", cfg.pipeline.master)
     spark.sparkContext.setLogLevel("ERROR")
     src = connect(wiring.source_zk(cfg), cfg.hbase.znode_parent)
@@ -726,8 +732,7 @@ def verify_mysql_phoenix_cmd(
     from cdcflow.verify.phoenix import mysql_phoenix_rows
 
     cfg = wiring.load(config_path)
-    if every is not None:
-        _duration(every)
+    _check_schedule(every, grace)
     names = []
     for table in tables:
         db, dot, name = table.partition(".")
