@@ -34,7 +34,10 @@ class FakeProducer:
         self.sent: list[bytes] = []
         self.purged = False
 
-    def produce(self, topic: str, value: bytes, key: bytes, on_delivery: Callable[..., None]) -> None:
+    def produce(
+        self, topic: str, value: bytes, key: bytes, partition: int = -1, on_delivery: Callable[..., None] | None = None
+    ) -> None:  # confluent-kafka's order
+        assert on_delivery is not None
         self.sent.append(value)
         self.pending.append((on_delivery, FakeMessage(topic, value)))
 
@@ -206,10 +209,17 @@ def test_a_record_refused_before_sending_fails_the_call_only_after_the_ones_sent
             super().__init__()
             self.release = False
 
-        def produce(self, topic: str, value: bytes, key: bytes, on_delivery: Callable[..., None]) -> None:
+        def produce(
+            self,
+            topic: str,
+            value: bytes,
+            key: bytes,
+            partition: int = -1,
+            on_delivery: Callable[..., None] | None = None,
+        ) -> None:
             if value == b"big":
                 raise KafkaException(KafkaError(KafkaError.MSG_SIZE_TOO_LARGE, "too large"))
-            super().produce(topic, value, key, on_delivery)
+            super().produce(topic, value, key, partition, on_delivery)
 
         def poll(self, timeout: float) -> int:
             return super().poll(timeout) if self.release else 0

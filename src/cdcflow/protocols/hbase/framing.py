@@ -137,7 +137,8 @@ class FrameReader:
             raise WireProtocolError(f"frame length {length} outside 0..{self._max}")
         if len(self._buf) < 4 + length:
             return None
-        payload = bytes(self._buf[4 : 4 + length])
+        with memoryview(self._buf) as view:  # one copy of the payload (a bytearray slice would be a second)
+            payload = bytes(view[4 : 4 + length])
         del self._buf[: 4 + length]
         return payload
 
