@@ -164,22 +164,17 @@ impl Writer<'_> {
     }
 }
 
-/// Records for every row change of a call's routed entries, in WAL order, or None (see the module doc).
-///
-/// `entries`: per WAL entry, its cell count and, when it is routed, the `source` JSON around the row
-/// index: `head` ends with `"pos":[SEQ,` and `tail` starts with `]`. Unrouted entries (None) are read
-/// and checked but give no records. `max_record`: a record larger than this makes the answer None.
-#[pyfunction]
-#[pyo3(signature = (block, entries, schema_id, now_ms, max_record))]
-fn hbase_records<'py>(
-    py: Python<'py>,
+/// A record before it becomes Python objects: entry index, the row key's place in the block, JSON, cells.
+type Built = (usize, (usize, usize), Vec<u8>, usize);
+
+/// The records of a call's cell block (see `hbase_records`), in plain Rust: it runs without the GIL.
+fn build_records(
     block: &[u8],
-    entries: Vec<(usize, Option<(Vec<u8>, Vec<u8>)>)>,
-    schema_id: &str,
-    now_ms: i64,
-    max_record: usize,
-) -> Option<Vec<Record<'py>>> {
-    let writer = Writer { schema_id: schema_id.as_bytes(), now_ms, max_record };
+    entries: &[(usize, Option<(Vec<u8>, Vec<u8>)>)],
+    writer: &Writer<'_>,
+) -> Option<Vec<Built>> {
+    let base = block.as_ptr() as usize;
+    let place = |row: &[u8]| (row.as_ptr() as usize - base, row.len());
     let mut records = Vec::new();
     let mut pos = 0usize;
     let mut run: Vec<CellRef<'_>> = Vec::new();
@@ -208,7 +203,7 @@ fn hbase_records<'py>(
                     if value.len() > writer.max_record {
                         return None;
                     }
-                    records.push((entry_index, PyBytes::new(py, first.row), PyBytes::new(py, &value), run.len()));
+                    records.push((entry_index, place(first.row), value, run.len()));
                     index += 1;
                     run.clear();
                 }
@@ -220,13 +215,42 @@ fn hbase_records<'py>(
             if value.len() > writer.max_record {
                 return None;
             }
-            records.push((entry_index, PyBytes::new(py, first.row), PyBytes::new(py, &value), run.len()));
+            records.push((entry_index, place(first.row), value, run.len()));
         }
     }
     if pos != block.len() {
         return None; // more cells than announced
     }
     Some(records)
+}
+
+/// Records for every row change of a call's routed entries, in WAL order, or None (see the module doc).
+///
+/// `entries`: per WAL entry, its cell count and, when it is routed, the `source` JSON around the row
+/// index: `head` ends with `"pos":[SEQ,` and `tail` starts with `]`. Unrouted entries (None) are read
+/// and checked but give no records. `max_record`: a record larger than this makes the answer None.
+/// The block is read and the JSON written with the GIL released (the peer's event loop keeps reading
+/// sockets and handing records to Kafka meanwhile); only the Python objects are made with it.
+#[pyfunction]
+#[pyo3(signature = (block, entries, schema_id, now_ms, max_record))]
+fn hbase_records<'py>(
+    py: Python<'py>,
+    block: &[u8],
+    entries: Vec<(usize, Option<(Vec<u8>, Vec<u8>)>)>,
+    schema_id: &str,
+    now_ms: i64,
+    max_record: usize,
+) -> Option<Vec<Record<'py>>> {
+    let writer = Writer { schema_id: schema_id.as_bytes(), now_ms, max_record };
+    let built = py.detach(|| build_records(block, &entries, &writer))?;
+    Some(
+        built
+            .into_iter()
+            .map(|(entry, (at, len), value, cells)| {
+                (entry, PyBytes::new(py, &block[at..at + len]), PyBytes::new(py, &value), cells)
+            })
+            .collect(),
+    )
 }
 
 #[pymodule]

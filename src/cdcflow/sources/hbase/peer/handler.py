@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -219,17 +218,6 @@ class ReplicationHandler:
             return encode(event, hints, after_base64=self.oversize.after_base64)
 
         return encode_like_the_event
-
-    async def replicate(self, param: bytes, cell_block: bytes) -> CallStats:
-        stats = CallStats()
-        started = time.monotonic()
-        decoded = self.to_records(param, cell_block, stats)
-        await self.deliver(decoded, stats)
-        log.debug(
-            "call: %d entries, %d rows, %d cells acknowledged in %.1f ms",
-            stats.entries, stats.rows, stats.cells, (time.monotonic() - started) * 1000,
-        )  # fmt: skip
-        return stats
 
     async def deliver(self, decoded: DecodedCall, stats: CallStats) -> None:
         """Make sure the topics exist and their limits are known, split what is too large, send, wait for acks."""

@@ -366,12 +366,19 @@ class PeerServer:
             async with asyncio.timeout(budget_s):
                 # Decoding and encoding a call of many MB takes a while: off the event loop, so heartbeats,
                 # ZooKeeper and other connections keep being served meanwhile.
+                started = time.monotonic()
                 decoded = await asyncio.to_thread(self.sink.to_records, call.param, call.cell_block, stats)
+                decoded_at = time.monotonic()
                 metrics.DECODED.labels(decoded.path).inc()
                 footprint = decoded.footprint
                 self.budget.charge(footprint)
                 self._check_clusters(stats)
                 await self.sink.deliver(decoded, stats)
+                if log.isEnabledFor(logging.DEBUG):
+                    log.debug("%s: call %d: %d entries, %d rows, %.1f MB: decoded in %.0f ms (%s), acknowledged "
+                              "%.0f ms later", conn.peer, call.call_id, stats.entries, stats.rows,
+                              call.frame_size / 2**20, (decoded_at - started) * 1000, decoded.path,
+                              (time.monotonic() - decoded_at) * 1000)  # fmt: skip
         except ClusterNotAllowed as exc:
             metrics.ERRORS.labels("refused_cluster").inc()
             metrics.CALLS.labels("refused").inc()
