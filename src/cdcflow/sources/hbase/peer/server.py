@@ -229,6 +229,9 @@ class PeerServer:
         self.acked_wal_s = 0.0  # newest acknowledged call's oldest WAL write time (metrics)
         self._server: asyncio.Server | None = None
         self._sweeper: asyncio.Task[None] | None = None
+        # One call decodes at a time (off the event loop, without the GIL): a second would not be faster on
+        # a core or two, and each decode holds its call's JSON twice until it becomes Python bytes.
+        self._decoding = asyncio.Semaphore(1)
         self._full_since: float | None = None
 
     async def start(self) -> int:
@@ -367,7 +370,8 @@ class PeerServer:
                 # Decoding and encoding a call of many MB takes a while: off the event loop, so heartbeats,
                 # ZooKeeper and other connections keep being served meanwhile.
                 started = time.monotonic()
-                decoded = await asyncio.to_thread(self.sink.to_records, call.param, call.cell_block, stats)
+                async with self._decoding:
+                    decoded = await asyncio.to_thread(self.sink.to_records, call.param, call.cell_block, stats)
                 decoded_at = time.monotonic()
                 metrics.DECODED.labels(decoded.path).inc()
                 footprint = decoded.footprint
