@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cdcflow.clients.hbase import NativeHBaseClient
 from cdcflow.clients.kafka import KafkaEndpoint
@@ -18,6 +18,9 @@ from cdcflow.clients.mysql import MySqlEndpoint
 from cdcflow.config import CdcflowConfig, load_config
 from cdcflow.errors import CdcflowError, ConfigError
 from cdcflow.stack import Stack
+
+if TYPE_CHECKING:
+    from cdcflow.ui.collector import Collector
 
 log = logging.getLogger(__name__)
 
@@ -131,10 +134,10 @@ def metrics_targets(cfg: CdcflowConfig, ports: dict[str, int | None] | None = No
     return [f"http://{host}:{port}/metrics" for port in chosen.values() if port]
 
 
-def status_collector(cfg: CdcflowConfig, targets: list[str]) -> Any:
+def status_collector(cfg: CdcflowConfig, targets: list[str]) -> Collector:
     """The status page's collector for this config: its metrics targets, the sinks' progress files, the
     verify and dead-letter topics, and the HBase peer's state (each left out when it cannot be located)."""
-    from cdcflow.ui.collector import Collector, hbase_peer_state
+    from cdcflow.ui.collector import hbase_peer_state
 
     kafka_ep: KafkaEndpoint | None
     try:
@@ -150,6 +153,8 @@ def status_collector(cfg: CdcflowConfig, targets: list[str]) -> Any:
     else:
         p = cfg.hbase.peer
         peer_fn = hbase_peer_state(zk, cfg.hbase.znode_parent, p.zk_quorum or zk, p.znode_parent, p.peer_id)
+    from cdcflow.ui.collector import Collector
+
     ui = cfg.ui
     return Collector(
         targets, scrape_seconds=ui.scrape_seconds, state_seconds=ui.state_seconds, history_minutes=ui.history_minutes,

@@ -10,6 +10,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,7 @@ class Collector:
         kafka: KafkaEndpoint | None = None,
         verify_topic: str | None = None,
         dead_letter_topics: tuple[str, ...] = (),
-        peer_state: Any = None,  # () -> PeerState, or None when there is no HBase source
+        peer_state: Callable[[], PeerState] | None = None,  # None: no HBase source to ask
     ) -> None:
         self.targets = [TargetHistory(url) for url in targets]
         self.scrape_seconds, self.state_seconds, self.keep_s = scrape_seconds, state_seconds, history_minutes * 60.0
@@ -151,7 +152,9 @@ def _dead_letter(topic: str, offset: int, raw: bytes | None) -> dict[str, Any]:
             "origin": str(origin) if origin else None, "where": where}  # fmt: skip
 
 
-def hbase_peer_state(zk_quorum: str, znode_parent: str, peer_zk: str, peer_znode_parent: str, peer_id: str) -> Any:
+def hbase_peer_state(
+    zk_quorum: str, znode_parent: str, peer_zk: str, peer_znode_parent: str, peer_id: str
+) -> Callable[[], PeerState]:
     """A function reading the peer's state from the source cluster (HBase master + ZooKeeper)."""
 
     def read() -> PeerState:
