@@ -58,6 +58,17 @@ class VerifyRound:
     examples: list[str] = field(default_factory=list)
     error: str | None = None  # the round could not run (a source or sink unreachable)
 
+    def confirm(self, in_source: bool, in_sink: bool) -> str:
+        """Count a confirmed difference; what kind it is, for its example."""
+        if not in_source:
+            self.extra += 1
+            return "extra in the sink"
+        if not in_sink:
+            self.missing += 1
+            return "missing from the sink"
+        self.different += 1
+        return "different"
+
     @property
     def confirmed(self) -> int:
         return self.missing + self.extra + self.different
@@ -164,15 +175,7 @@ class HBaseRangeCheck:
             if dst_now == src_now:
                 result.in_flight += 1  # the sink caught up
                 continue
-            if src_now is None:
-                result.extra += 1
-                kind = "extra in the sink"
-            elif dst_now is None:
-                result.missing += 1
-                kind = "missing from the sink"
-            else:
-                result.different += 1
-                kind = "different"
+            kind = result.confirm(src_now is not None, dst_now is not None)
             detail = ""
             if src_now is not None and dst_now is not None:
                 only_src, only_dst = sorted(src_now - dst_now)[:2], sorted(dst_now - src_now)[:2]
@@ -236,14 +239,8 @@ class TableCheck:
             if not _same_row(src_now, source.get(key)) or not _differs(src_now, dst_now):
                 result.in_flight += 1
                 continue
-            if src_now is None:
-                result.extra += 1
-                kind = "extra in the sink"
-            elif dst_now is None:
-                result.missing += 1
-                kind = "missing from the sink"
-            else:
-                result.different += 1
+            kind = result.confirm(src_now is not None, dst_now is not None)
+            if src_now is not None and dst_now is not None:
                 diff = {c: (src_now.get(c), dst_now.get(c)) for c in src_now.keys() | dst_now.keys()
                         if _differs_value(src_now.get(c), dst_now.get(c))}  # fmt: skip
                 kind = f"different {diff}"

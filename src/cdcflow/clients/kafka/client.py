@@ -182,44 +182,7 @@ def end_offsets(bootstrap: KafkaTarget, topic: str, timeout_s: float = 10.0) -> 
 
 def tail(bootstrap: KafkaTarget, topic: str, n: int, timeout_s: float = 10.0) -> list[KafkaRecord]:
     """The last `n` records of each partition of `topic`, oldest first per partition ([] if absent)."""
-    consumer = Consumer(
-        client_config(bootstrap, {"group.id": f"cdcflow-tail-{time.time_ns()}", "enable.auto.commit": False})
-    )
-    out: list[KafkaRecord] = []
-    try:
-        try:
-            meta = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
-            if meta is None or meta.error is not None:
-                return []
-            ends: dict[int, int] = {}
-            starts = []
-            for p in meta.partitions:
-                low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s)
-                if high > low:
-                    ends[p] = high
-                    starts.append(TopicPartition(topic, p, max(low, high - n)))
-        except KafkaException as exc:
-            raise ServiceUnavailable(f"read {topic}: {exc}") from exc
-        if not starts:
-            return []
-        consumer.assign(starts)
-        deadline = time.monotonic() + timeout_s
-        while ends and time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            err = msg.error()
-            if err is not None:
-                if err.code() == KafkaError._PARTITION_EOF:
-                    continue
-                raise ServiceUnavailable(f"read {topic}: {err.str()}")
-            part, offset = msg.partition() or 0, msg.offset() or 0
-            out.append(KafkaRecord(topic, part, offset, msg.key(), msg.value()))
-            if part in ends and offset + 1 >= ends[part]:
-                del ends[part]
-    finally:
-        consumer.close()
-    return out
+    return list(iter_to_end(bootstrap, topic, timeout_s, last=n))
 
 
 def read_to_end(bootstrap: KafkaTarget, topic: str, timeout_s: float = 30.0) -> list[KafkaRecord]:
@@ -227,8 +190,11 @@ def read_to_end(bootstrap: KafkaTarget, topic: str, timeout_s: float = 30.0) -> 
     return list(iter_to_end(bootstrap, topic, timeout_s))
 
 
-def iter_to_end(bootstrap: KafkaTarget, topic: str, timeout_s: float = 30.0) -> Iterator[KafkaRecord]:
-    """`read_to_end` one record at a time (a store topic may hold many records before compaction)."""
+def iter_to_end(
+    bootstrap: KafkaTarget, topic: str, timeout_s: float = 30.0, last: int | None = None
+) -> Iterator[KafkaRecord]:
+    """`read_to_end` one record at a time (a store topic may hold many records before compaction);
+    with `last`, only the last that many records of each partition."""
     consumer = Consumer(
         client_config(bootstrap, {"group.id": f"cdcflow-scan-{time.time_ns()}", "enable.auto.commit": False})
     )
@@ -248,7 +214,7 @@ def iter_to_end(bootstrap: KafkaTarget, topic: str, timeout_s: float = 30.0) -> 
                 raise ServiceUnavailable(f"read {topic}: {exc}") from exc
             if high > low:
                 ends[p] = high
-                starts.append(TopicPartition(topic, p, low))
+                starts.append(TopicPartition(topic, p, low if last is None else max(low, high - last)))
         if not starts:
             return
         consumer.assign(starts)
