@@ -166,7 +166,7 @@ def test_a_flood_of_idle_and_stalled_connections(
 
 
 def hbase_cluster_id(zk_quorum: str) -> uuid.UUID:
-    from cdcflow.sources.hbase.peer.registry import _parse_cluster_id
+    from cdcflow.protocols.hbase.znode import cluster_id
 
     zk = ZooKeeper(zk_quorum)
     try:
@@ -174,7 +174,7 @@ def hbase_cluster_id(zk_quorum: str) -> uuid.UUID:
     finally:
         zk.close()
     assert data is not None
-    return _parse_cluster_id(data)
+    return cluster_id(data)
 
 
 def test_only_allowed_networks_and_clusters_may_replicate(

@@ -369,6 +369,87 @@ def hbase_scope(config_path: Path | None, table: str, families: tuple[str, ...],
     click.echo(f"{table}: REPLICATION_SCOPE={scope} on {', '.join(families)}")
 
 
+@hbase.command("backfill")
+@_config_option
+@click.argument("tables", nargs=-1, required=True)
+@click.option("--id", "backfill_id", default=None, help="Name of this backfill (default: from the tables); "
+              "running the same command again resumes it.")  # fmt: skip
+@click.option("--again", is_flag=True, help="Backfill again from a new snapshot, though a backfill of these tables "
+              "finished before.")  # fmt: skip
+@click.option("--master", default=None, help="Spark master for the region tasks "
+              "(default: hbase.backfill.spark_master).")  # fmt: skip
+@click.option("--enable-peer", is_flag=True, help="Enable the peer when done even if it existed before (default: "
+              "only when this backfill added it, disabled).")  # fmt: skip
+def hbase_backfill(
+    config_path: Path | None, tables: tuple[str, ...], backfill_id: str | None, again: bool, master: str | None,
+    enable_peer: bool,
+) -> None:  # fmt: skip
+    """Publish every existing cell of TABLES as `op: "r"` events (source.snapshot = true) into the stream's
+    topics, then hand off to the stream: the peer is added disabled first (when missing), each table read
+    from a snapshot taken after that, one Spark task per region, and the peer enabled at the end. Killed,
+    the same command resumes where each region stopped (progress in hbase.backfill.progress_topic)."""
+    from cdcflow.clients.hbase import admin
+    from cdcflow.pipeline.tasks import run_tasks
+    from cdcflow.sources.hbase.backfill import BackfillDriver, BackfillSettings
+    from cdcflow.sources.hbase.peer.run import producer_settings
+
+    cfg = wiring.load(config_path)
+    hb, bf = cfg.hbase, cfg.hbase.backfill
+    client = wiring.client(cfg)
+    try:
+        p = hb.peer
+        found = [i for i in admin.list_peers(client) if i.peer_id == p.peer_id]
+        added = False
+        if not found:
+            wiring.prepare_peer_cluster(cfg)
+            key = admin.cluster_key(p.zk_quorum or wiring.source_zk(cfg), p.znode_parent)
+            admin.add_peer(client, p.peer_id, key, serial=p.serial, enabled=False, config=p.hbase_config)
+            added = True
+            click.echo(f"added peer {p.peer_id} DISABLED: HBase keeps every change from now on for the stream")
+        elif found[0].enabled:
+            click.echo(f"peer {p.peer_id} is ENABLED: the stream runs beside the backfill")
+        kafka = wiring.kafka(cfg)
+        settings = BackfillSettings(
+            hb, wiring.source_zk(cfg), kafka, producer_settings(hb, cfg.kafka, kafka.bootstrap_servers),
+            bf.progress_topic, str(client.cluster_id()), bf.chunk_rows, progress_every_s=bf.progress_every_s,
+        )  # fmt: skip
+        spark_master = master or bf.spark_master
+
+        def on_spark(fn: Any, items: list[Any]) -> list[Any]:
+            return run_tasks(fn, items, master=spark_master, app_name="cdcflow-hbase-backfill")
+
+        def enable() -> None:
+            admin.enable_peer(client, p.peer_id)
+            click.echo(f"enabled peer {p.peer_id}: the stream carries every change from here")
+
+        driver = BackfillDriver(settings, client, on_spark)
+        status = driver.run(list(tables), backfill_id, again=again, added_peer=added or enable_peer,
+                            enable_peer=enable, keep_snapshots=bf.keep_snapshots)  # fmt: skip
+    finally:
+        client.close()
+    click.echo(status.summary())
+
+
+def _print_backfills(cfg: Any) -> None:
+    """Every backfill in the progress topic: state, regions done, rows; the regions of the unfinished ones."""
+    from cdcflow.clients.kafka import list_topics
+    from cdcflow.sources.hbase.backfill import ProgressStore
+
+    kafka = wiring.kafka(cfg)
+    topic = cfg.hbase.backfill.progress_topic
+    if topic not in list_topics(kafka):
+        return
+    for status in ProgressStore(kafka, topic).status().values():
+        click.echo(status.summary())
+        if status.plan.state == "done":
+            continue
+        for t in status.plan.tables:
+            regions = status.regions.get(t.table, [])
+            done = sum(r.done for r in regions)
+            click.echo(f"  {t.table}: {done}/{t.regions} regions done, {sum(r.rows for r in regions)} rows, "
+                       f"snapshot {t.snapshot}, scratch table {t.clone}")  # fmt: skip
+
+
 @hbase.command("status")
 @_config_option
 def hbase_status(config_path: Path | None) -> None:
@@ -409,6 +490,7 @@ def hbase_status(config_path: Path | None) -> None:
                        f"last shipped {b.age_of_last_shipped_ms} ms ago{flags}")  # fmt: skip
     else:
         click.echo("source backlog: no region server reports a replication source for this peer yet")
+    _print_backfills(cfg)
     if info.enabled and not servers:
         queued = sum(b.wals_queued for b in backlog)
         click.echo(f"WARNING: peer {info.peer_id} is ENABLED but no cdcflow instance is serving it: HBase keeps "

@@ -132,6 +132,19 @@ class PeerConfig(_Strict):
             raise ValueError(f"allowed_networks must be networks like 10.0.0.0/8: {exc}") from exc
 
 
+class HBaseBackfillConfig(_Strict):
+    """`cdcflow hbase backfill`: existing rows of HBase tables as `op: "r"` events (docs/hbase-capture.md)."""
+
+    # Compacted topic holding each backfill's plan and every region's progress (what a rerun resumes).
+    progress_topic: str = "cdcflow-hbase-backfill"
+    # Where the regions are read, one Spark task each: local cores or a cluster's master URL.
+    spark_master: str = "local[2]"
+    # Rows per chunk: a chunk is published, acknowledged, then recorded as the region's progress.
+    chunk_rows: int = Field(default=2000, ge=1, le=1_000_000)
+    progress_every_s: float = Field(default=10.0, gt=0)  # how often the driver logs the progress
+    keep_snapshots: bool = False  # keep each table's snapshot and scratch clone when done
+
+
 class HBaseSourceConfig(_Strict):
     name: str = "hbase"
     zk_quorum: str | None = None  # the source cluster's ZooKeeper; null: the local stack's HBase
@@ -159,6 +172,7 @@ class HBaseSourceConfig(_Strict):
     after_base64: bool = False
     topic_partitions: int = Field(default=-1, ge=-1)  # topics the peer creates; -1: the broker's default
     peer: PeerConfig = PeerConfig()
+    backfill: HBaseBackfillConfig = HBaseBackfillConfig()
 
     @model_validator(mode="after")
     def _frame_fits_budget(self) -> HBaseSourceConfig:

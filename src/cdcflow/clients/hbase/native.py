@@ -14,6 +14,7 @@ import functools
 import logging
 import random
 import time
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
@@ -260,6 +261,58 @@ class NativeHBaseClient:
             for cf in res.table_schema[0].column_families
         }
 
+    # --- snapshots (the HBase backfill's consistent read) ------------------------------------------
+
+    def cluster_id(self) -> uuid.UUID:
+        """This cluster's UUID (`<parent>/hbaseid`): the `cluster_id` its own WAL entries carry."""
+        data = self._zk.get(f"{self._parent}/hbaseid")
+        if data is None:
+            raise ServiceUnavailable(f"znode {self._parent}/hbaseid missing: HBase not up yet")
+        return znode.cluster_id(data)
+
+    def snapshot(self, table: str, name: str) -> None:
+        """Take a flush snapshot of `table` (each region flushed, its files recorded), waiting until done."""
+        desc = hbase_types_pb2.SnapshotDescription(
+            name=name, table=str(TableName.parse(table)), type=hbase_types_pb2.SnapshotDescription.FLUSH
+        )
+        res = self.master_call("Snapshot", master_pb2.SnapshotRequest(snapshot=desc, **self.nonce()),
+                               master_pb2.SnapshotResponse)  # fmt: skip
+        if res.HasField("proc_id") and res.proc_id > 0:
+            self.wait_procedure(res.proc_id, f"snapshot {name} of {table}")
+            return
+        deadline = time.monotonic() + max(self._op_timeout_s, res.expected_timeout / 1000)
+        while True:  # the pre-procedure path: poll IsSnapshotDone (raises the snapshot's failure)
+            done = self.master_call("IsSnapshotDone", master_pb2.IsSnapshotDoneRequest(snapshot=desc),
+                                    master_pb2.IsSnapshotDoneResponse)  # fmt: skip
+            if done.done:
+                return
+            if time.monotonic() > deadline:
+                raise ServiceUnavailable(f"snapshot {name} of {table} not done after {res.expected_timeout} ms")
+            time.sleep(0.2)
+
+    def list_snapshots(self) -> dict[str, int]:
+        """Completed snapshots: name → creation time (epoch ms)."""
+        res = self.master_call("GetCompletedSnapshots", master_pb2.GetCompletedSnapshotsRequest(),
+                               master_pb2.GetCompletedSnapshotsResponse)  # fmt: skip
+        return {s.name: s.creation_time for s in res.snapshots}
+
+    def clone_snapshot(self, name: str, table: str) -> None:
+        """Create `table` from snapshot `name` (its files linked, not copied): HBase clones when the
+        target of a restore does not exist."""
+        target = TableName.parse(table)
+        desc = hbase_types_pb2.SnapshotDescription(name=name, table=str(target))
+        nonce = self.nonce()
+        req = master_pb2.RestoreSnapshotRequest(snapshot=desc, nonce_group=nonce["nonce_group"], nonce=nonce["nonce"])
+        res = self.master_call("RestoreSnapshot", req, master_pb2.RestoreSnapshotResponse)
+        self.wait_procedure(res.proc_id, f"clone snapshot {name} into {target}")
+        self._regions.pop(target, None)
+        self._retrying(f"locate regions of {target}", lambda: self._locate_all(target))
+
+    def delete_snapshot(self, name: str) -> None:
+        self.master_call("DeleteSnapshot",
+                         master_pb2.DeleteSnapshotRequest(snapshot=hbase_types_pb2.SnapshotDescription(name=name)),
+                         master_pb2.DeleteSnapshotResponse)  # fmt: skip
+
     # --- region location --------------------------------------------------------------------------
 
     def _locate_all(self, table: TableName) -> list[RegionLocation]:
@@ -295,6 +348,12 @@ class NativeHBaseClient:
         regions.sort(key=lambda r: r.start_key)
         self._regions[table] = regions
         return regions
+
+    def regions(self, table: str) -> list[RegionLocation]:
+        """The table's regions in key order (fresh from hbase:meta)."""
+        name = TableName.parse(table)
+        self._regions.pop(name, None)
+        return self._retrying(f"locate regions of {name}", lambda: self._locate_all(name))
 
     def _locate(self, table: TableName, row: bytes) -> RegionLocation:
         regions = self._locate_all(table)
@@ -399,6 +458,52 @@ class NativeHBaseClient:
             if not loc.end_key or (stop_row and loc.end_key >= stop_row):
                 return
             position = loc.end_key
+
+    def scan_rows(
+        self,
+        table: str,
+        *,
+        start_row: bytes = b"",
+        stop_row: bytes = b"",
+        max_versions: int = 1,
+        raw: bool = False,
+        batch_rows: int = 500,
+    ) -> Iterator[list[Cell]]:
+        """The cells of each row of `table` in [start_row, stop_row), one list per row, streamed.
+
+        `raw`: delete markers and the versions they mask too, as HBase stores them (a raw scan).
+        A failed region server call is retried from the row after the last one returned, so a
+        consumer never sees a row twice or misses one, and nothing is buffered beyond a scan batch.
+        """
+        name = TableName.parse(table)
+        attributes = [hbase_types_pb2.NameBytesPair(name="_raw_", value=b"\xff")] if raw else []
+        position, include_start = start_row, True
+        deadline, delay = time.monotonic() + self._op_timeout_s, 0.05  # the deadline moves with progress
+        while True:
+            try:
+                loc = self._locate(name, position)
+                stop = loc.end_key if not stop_row or (loc.end_key and loc.end_key < stop_row) else stop_row
+                scan = client_pb2.Scan(
+                    start_row=position, stop_row=stop, max_versions=max_versions, caching=batch_rows,
+                    include_start_row=include_start, attribute=attributes,
+                )  # fmt: skip
+                for result in self._scan_region(loc.host, loc.port, loc.name, scan):
+                    cells = [cell_from_proto(c) for c in result.cell]
+                    if cells:
+                        position, include_start = cells[0].row, False
+                        deadline, delay = time.monotonic() + self._op_timeout_s, 0.05
+                        yield cells
+            except RetryableError as exc:
+                if time.monotonic() + delay > deadline:
+                    raise
+                log.debug("scan %s: resuming after row %r: %s", name, position[:64], exc)
+                self._regions.clear()
+                time.sleep(delay)
+                delay = min(delay * 2, 2.0)
+                continue
+            if not loc.end_key or (stop_row and loc.end_key >= stop_row):
+                return
+            position, include_start = loc.end_key, True
 
     def _scan_from(
         self, name: TableName, pos: bytes, stop_row: bytes, max_versions: int, batch_rows: int

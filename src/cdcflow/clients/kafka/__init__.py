@@ -15,6 +15,7 @@ from cdcflow.clients.kafka.client import (
     ping,
     produce_sync,
     read_latest,
+    read_to_end,
     tail,
     topic_config,
 )
@@ -34,6 +35,7 @@ __all__ = [
     "ping",
     "produce_sync",
     "read_latest",
+    "read_to_end",
     "tail",
     "topic_config",
 ]

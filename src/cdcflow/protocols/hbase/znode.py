@@ -7,8 +7,11 @@ many bytes of writer id; protobuf payloads then start with the magic b"PBUF".
 from __future__ import annotations
 
 import struct
+import uuid
 
 from cdcflow.errors import WireProtocolError
+from cdcflow.protocols.hbase.framing import parse_message
+from cdcflow.protocols.hbase.pb import hbase_types_pb2
 
 ZNODE_MAGIC = 0xFF
 PB_MAGIC = b"PBUF"
@@ -37,3 +40,14 @@ def protobuf_payload(data: bytes) -> bytes:
 def with_metadata(payload: bytes, writer_id: bytes) -> bytes:
     """Wrap `payload` the way HBase's RecoverableZooKeeper writes it."""
     return bytes([ZNODE_MAGIC]) + struct.pack(">i", len(writer_id)) + writer_id + payload
+
+
+def cluster_id(data: bytes) -> uuid.UUID:
+    """The cluster UUID in `<parent>/hbaseid` (a ClusterId protobuf, or a bare UUID string)."""
+    body = strip_metadata(data)
+    if body.startswith(PB_MAGIC):
+        return uuid.UUID(parse_message(hbase_types_pb2.ClusterId, body[len(PB_MAGIC) :]).cluster_id)
+    try:
+        return uuid.UUID(body.decode())
+    except ValueError as exc:
+        raise WireProtocolError(f"unreadable hbaseid znode: {body[:64]!r}") from exc

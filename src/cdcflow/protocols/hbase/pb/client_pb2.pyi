@@ -149,8 +149,9 @@ class GetResponse(_message.Message):
     def __init__(self, result: _Optional[_Union[Result, _Mapping]] = ...) -> None: ...
 
 class Scan(_message.Message):
-    __slots__ = ("column", "start_row", "stop_row", "time_range", "max_versions", "cache_blocks", "batch_size", "max_result_size", "reversed", "caching", "allow_partial_results", "include_start_row", "include_stop_row")
+    __slots__ = ("column", "attribute", "start_row", "stop_row", "time_range", "max_versions", "cache_blocks", "batch_size", "max_result_size", "reversed", "caching", "allow_partial_results", "include_start_row", "include_stop_row")
     COLUMN_FIELD_NUMBER: _ClassVar[int]
+    ATTRIBUTE_FIELD_NUMBER: _ClassVar[int]
     START_ROW_FIELD_NUMBER: _ClassVar[int]
     STOP_ROW_FIELD_NUMBER: _ClassVar[int]
     TIME_RANGE_FIELD_NUMBER: _ClassVar[int]
@@ -164,6 +165,7 @@ class Scan(_message.Message):
     INCLUDE_START_ROW_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_STOP_ROW_FIELD_NUMBER: _ClassVar[int]
     column: _containers.RepeatedCompositeFieldContainer[Column]
+    attribute: _containers.RepeatedCompositeFieldContainer[_hbase_types_pb2.NameBytesPair]
     start_row: bytes
     stop_row: bytes
     time_range: _hbase_types_pb2.TimeRange
@@ -176,7 +178,7 @@ class Scan(_message.Message):
     allow_partial_results: bool
     include_start_row: bool
     include_stop_row: bool
-    def __init__(self, column: _Optional[_Iterable[_Union[Column, _Mapping]]] = ..., start_row: _Optional[bytes] = ..., stop_row: _Optional[bytes] = ..., time_range: _Optional[_Union[_hbase_types_pb2.TimeRange, _Mapping]] = ..., max_versions: _Optional[int] = ..., cache_blocks: _Optional[bool] = ..., batch_size: _Optional[int] = ..., max_result_size: _Optional[int] = ..., reversed: _Optional[bool] = ..., caching: _Optional[int] = ..., allow_partial_results: _Optional[bool] = ..., include_start_row: _Optional[bool] = ..., include_stop_row: _Optional[bool] = ...) -> None: ...
+    def __init__(self, column: _Optional[_Iterable[_Union[Column, _Mapping]]] = ..., attribute: _Optional[_Iterable[_Union[_hbase_types_pb2.NameBytesPair, _Mapping]]] = ..., start_row: _Optional[bytes] = ..., stop_row: _Optional[bytes] = ..., time_range: _Optional[_Union[_hbase_types_pb2.TimeRange, _Mapping]] = ..., max_versions: _Optional[int] = ..., cache_blocks: _Optional[bool] = ..., batch_size: _Optional[int] = ..., max_result_size: _Optional[int] = ..., reversed: _Optional[bool] = ..., caching: _Optional[int] = ..., allow_partial_results: _Optional[bool] = ..., include_start_row: _Optional[bool] = ..., include_stop_row: _Optional[bool] = ...) -> None: ...
 
 class ScanRequest(_message.Message):
     __slots__ = ("region", "scan", "scanner_id", "number_of_rows", "close_scanner", "next_call_seq", "client_handles_partials", "client_handles_heartbeats", "renew", "limit_of_rows")

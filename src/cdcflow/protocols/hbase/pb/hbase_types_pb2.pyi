@@ -194,3 +194,29 @@ class ClusterId(_message.Message):
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     cluster_id: str
     def __init__(self, cluster_id: _Optional[str] = ...) -> None: ...
+
+class SnapshotDescription(_message.Message):
+    __slots__ = ("name", "table", "creation_time", "type", "version", "owner", "ttl")
+    class Type(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = ()
+        DISABLED: _ClassVar[SnapshotDescription.Type]
+        FLUSH: _ClassVar[SnapshotDescription.Type]
+        SKIPFLUSH: _ClassVar[SnapshotDescription.Type]
+    DISABLED: SnapshotDescription.Type
+    FLUSH: SnapshotDescription.Type
+    SKIPFLUSH: SnapshotDescription.Type
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TABLE_FIELD_NUMBER: _ClassVar[int]
+    CREATION_TIME_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    TTL_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    table: str
+    creation_time: int
+    type: SnapshotDescription.Type
+    version: int
+    owner: str
+    ttl: int
+    def __init__(self, name: _Optional[str] = ..., table: _Optional[str] = ..., creation_time: _Optional[int] = ..., type: _Optional[_Union[SnapshotDescription.Type, str]] = ..., version: _Optional[int] = ..., owner: _Optional[str] = ..., ttl: _Optional[int] = ...) -> None: ...

@@ -218,3 +218,73 @@ class GetClusterStatusResponse(_message.Message):
     CLUSTER_STATUS_FIELD_NUMBER: _ClassVar[int]
     cluster_status: ClusterStatus
     def __init__(self, cluster_status: _Optional[_Union[ClusterStatus, _Mapping]] = ...) -> None: ...
+
+class SnapshotRequest(_message.Message):
+    __slots__ = ("snapshot", "nonce_group", "nonce")
+    SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    NONCE_GROUP_FIELD_NUMBER: _ClassVar[int]
+    NONCE_FIELD_NUMBER: _ClassVar[int]
+    snapshot: _hbase_types_pb2.SnapshotDescription
+    nonce_group: int
+    nonce: int
+    def __init__(self, snapshot: _Optional[_Union[_hbase_types_pb2.SnapshotDescription, _Mapping]] = ..., nonce_group: _Optional[int] = ..., nonce: _Optional[int] = ...) -> None: ...
+
+class SnapshotResponse(_message.Message):
+    __slots__ = ("expected_timeout", "proc_id")
+    EXPECTED_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    PROC_ID_FIELD_NUMBER: _ClassVar[int]
+    expected_timeout: int
+    proc_id: int
+    def __init__(self, expected_timeout: _Optional[int] = ..., proc_id: _Optional[int] = ...) -> None: ...
+
+class IsSnapshotDoneRequest(_message.Message):
+    __slots__ = ("snapshot",)
+    SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    snapshot: _hbase_types_pb2.SnapshotDescription
+    def __init__(self, snapshot: _Optional[_Union[_hbase_types_pb2.SnapshotDescription, _Mapping]] = ...) -> None: ...
+
+class IsSnapshotDoneResponse(_message.Message):
+    __slots__ = ("done", "snapshot")
+    DONE_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    done: bool
+    snapshot: _hbase_types_pb2.SnapshotDescription
+    def __init__(self, done: _Optional[bool] = ..., snapshot: _Optional[_Union[_hbase_types_pb2.SnapshotDescription, _Mapping]] = ...) -> None: ...
+
+class GetCompletedSnapshotsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class GetCompletedSnapshotsResponse(_message.Message):
+    __slots__ = ("snapshots",)
+    SNAPSHOTS_FIELD_NUMBER: _ClassVar[int]
+    snapshots: _containers.RepeatedCompositeFieldContainer[_hbase_types_pb2.SnapshotDescription]
+    def __init__(self, snapshots: _Optional[_Iterable[_Union[_hbase_types_pb2.SnapshotDescription, _Mapping]]] = ...) -> None: ...
+
+class DeleteSnapshotRequest(_message.Message):
+    __slots__ = ("snapshot",)
+    SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    snapshot: _hbase_types_pb2.SnapshotDescription
+    def __init__(self, snapshot: _Optional[_Union[_hbase_types_pb2.SnapshotDescription, _Mapping]] = ...) -> None: ...
+
+class DeleteSnapshotResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class RestoreSnapshotRequest(_message.Message):
+    __slots__ = ("snapshot", "nonce_group", "nonce", "restoreACL")
+    SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    NONCE_GROUP_FIELD_NUMBER: _ClassVar[int]
+    NONCE_FIELD_NUMBER: _ClassVar[int]
+    RESTOREACL_FIELD_NUMBER: _ClassVar[int]
+    snapshot: _hbase_types_pb2.SnapshotDescription
+    nonce_group: int
+    nonce: int
+    restoreACL: bool
+    def __init__(self, snapshot: _Optional[_Union[_hbase_types_pb2.SnapshotDescription, _Mapping]] = ..., nonce_group: _Optional[int] = ..., nonce: _Optional[int] = ..., restoreACL: _Optional[bool] = ...) -> None: ...
+
+class RestoreSnapshotResponse(_message.Message):
+    __slots__ = ("proc_id",)
+    PROC_ID_FIELD_NUMBER: _ClassVar[int]
+    proc_id: int
+    def __init__(self, proc_id: _Optional[int] = ...) -> None: ...

@@ -6,7 +6,7 @@ import asyncio
 import logging
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -22,7 +22,7 @@ from cdcflow.events.oversize import split as split_oversize
 from cdcflow.protocols.hbase.wal import decode_replicate_call
 from cdcflow.sources.hbase import native_records
 from cdcflow.sources.hbase.changes import row_changes
-from cdcflow.sources.hbase.routing import Router
+from cdcflow.sources.hbase.routing import Route, Router
 
 log = logging.getLogger(__name__)
 
@@ -154,7 +154,6 @@ class ReplicationHandler:
         self.python_calls += 1
         call = decode_replicate_call(param, cell_block)
         out = DecodedCall([])
-        after_base64 = self.oversize.after_base64
         for entry in call.entries:
             stats.entries += 1
             stats.shipping_clusters.add(entry.cluster_ids[-1] if entry.cluster_ids else _NO_CLUSTER)
@@ -167,22 +166,33 @@ class ReplicationHandler:
                 continue
             if stats.oldest_write_ms is None or entry.write_time_ms < stats.oldest_write_ms:
                 stats.oldest_write_ms = entry.write_time_ms
-            keep_all = route.keeps_everything
-            for event in row_changes(entry, self.source_name):
-                cells: tuple[Cell, ...] = event.cells or ()
-                kept = cells if keep_all else tuple(c for c in cells if route.keep(c))
-                if not kept:
-                    continue
-                if len(kept) != len(cells):
-                    event = replace(event, cells=kept)
-                value = encode(event, route.hints, after_base64=after_base64)
-                stats.rows += 1
-                stats.cells += len(kept)
-                stats.bytes += len(value)
-                if len(value) > _KEEP_EVENT_ABOVE:
-                    out.large[len(out.records)] = (event, route.hints)
-                out.records.append(OutRecord(route.topic, event.key, value))
+            self._add_events(out, row_changes(entry, self.source_name), route, stats)
         return out
+
+    def encode_events(self, events: Iterable[ChangeEvent], route: Route, stats: CallStats) -> DecodedCall:
+        """Events made elsewhere (the backfill's rows) → records, exactly as a call's events become them."""
+        out = DecodedCall([])
+        self._add_events(out, events, route, stats)
+        return out
+
+    def _add_events(self, out: DecodedCall, events: Iterable[ChangeEvent], route: Route, stats: CallStats) -> None:
+        """Filter each event's cells by the route, encode, and remember the large ones (they may need a split)."""
+        keep_all = route.keeps_everything
+        after_base64 = self.oversize.after_base64
+        for event in events:
+            cells: tuple[Cell, ...] = event.cells or ()
+            kept = cells if keep_all else tuple(c for c in cells if route.keep(c))
+            if not kept:
+                continue
+            if len(kept) != len(cells):
+                event = replace(event, cells=kept)
+            value = encode(event, route.hints, after_base64=after_base64)
+            stats.rows += 1
+            stats.cells += len(kept)
+            stats.bytes += len(value)
+            if len(value) > _KEEP_EVENT_ABOVE:
+                out.large[len(out.records)] = (event, route.hints)
+            out.records.append(OutRecord(route.topic, event.key, value))
 
     def fit(self, decoded: DecodedCall, stats: CallStats) -> tuple[list[OutRecord], list[OutRecord]]:
         """(parts, records): records too large for their topic become a marker + parts (or refuse the call).

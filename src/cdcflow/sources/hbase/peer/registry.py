@@ -7,9 +7,7 @@ import threading
 import uuid
 
 from cdcflow.clients.zookeeper import ZooKeeper
-from cdcflow.errors import WireProtocolError
 from cdcflow.protocols.hbase import znode
-from cdcflow.protocols.hbase.framing import parse_message
 from cdcflow.protocols.hbase.pb import hbase_types_pb2
 from cdcflow.sources.hbase.peer import metrics
 
@@ -40,7 +38,7 @@ class PeerRegistry:
                 log.info("created peer cluster id %s at %s", cid, path)
             data = self.zk.get(path)
             assert data is not None
-        return _parse_cluster_id(data)
+        return znode.cluster_id(data)
 
     def prepare(self, now_ms: int) -> uuid.UUID:
         """Create what HBase reads when the peer is added (hbaseid, rs) and record the creation
@@ -110,13 +108,3 @@ class PeerRegistry:
     def close(self) -> None:
         self.unregister()
         self.zk.close()
-
-
-def _parse_cluster_id(data: bytes) -> uuid.UUID:
-    body = znode.strip_metadata(data)
-    if body.startswith(znode.PB_MAGIC):
-        return uuid.UUID(parse_message(hbase_types_pb2.ClusterId, body[len(znode.PB_MAGIC) :]).cluster_id)
-    try:
-        return uuid.UUID(body.decode())
-    except ValueError as exc:
-        raise WireProtocolError(f"unreadable hbaseid znode: {body[:64]!r}") from exc

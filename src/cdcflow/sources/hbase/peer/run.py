@@ -34,6 +34,14 @@ class PeerEndpoints:
     bootstrap_servers: str
 
 
+def producer_settings(cfg: HBaseSourceConfig, kafka: KafkaConfig, bootstrap_servers: str) -> ProducerSettings:
+    """The HBase capture's producer (the peer's and the backfill's): room for its largest records."""
+    return ProducerSettings(
+        bootstrap_servers, kafka.compression, kafka.linger_ms, kafka.delivery_timeout_ms,
+        max_message_bytes=max(16 * 2**20, cfg.max_record_bytes + 2**20), extra=dict(kafka.properties),
+    )  # fmt: skip
+
+
 async def run_peer(
     cfg: HBaseSourceConfig, kafka: KafkaConfig, ep: PeerEndpoints, metrics_port: int | None = None,
     stop: asyncio.Event | None = None, metrics_host: str = "127.0.0.1",
@@ -45,12 +53,7 @@ async def run_peer(
     loop.set_exception_handler(_rate_limited_loop_errors())
     if metrics_port is not None:
         serve_metrics(metrics_port, metrics_host)
-    producer = AsyncProducer(
-        ProducerSettings(
-            ep.bootstrap_servers, kafka.compression, kafka.linger_ms, kafka.delivery_timeout_ms,
-            max_message_bytes=max(16 * 2**20, cfg.max_record_bytes + 2**20), extra=dict(kafka.properties),
-        )
-    )  # fmt: skip
+    producer = AsyncProducer(producer_settings(cfg, kafka, ep.bootstrap_servers))
     registry = await asyncio.to_thread(
         PeerRegistry, cfg.peer.zk_quorum or ep.source_zk_quorum, cfg.peer.znode_parent, cfg.peer.zk_session_timeout_s
     )
