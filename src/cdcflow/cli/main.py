@@ -390,11 +390,12 @@ def hbase_backfill(
     the same command resumes where each region stopped (progress in hbase.backfill.progress_topic)."""
     from cdcflow.clients.hbase import admin
     from cdcflow.pipeline.tasks import run_tasks
-    from cdcflow.sources.hbase.backfill import BackfillDriver, BackfillSettings
+    from cdcflow.sources.hbase.backfill import BackfillDriver, BackfillSettings, check_tables
     from cdcflow.sources.hbase.peer.run import producer_settings
 
     cfg = wiring.load(config_path)
     hb, bf = cfg.hbase, cfg.hbase.backfill
+    check_tables(hb, tables)  # before the peer is touched
     client = wiring.client(cfg)
     try:
         p = hb.peer

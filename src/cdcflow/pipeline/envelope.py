@@ -132,14 +132,17 @@ _IDENTITY = {
 
 def dedupe(events: DataFrame) -> DataFrame:
     """One row per change identity (source name and cluster, table, row key, region, pos):
-    duplicates from at-least-once delivery collapse here; two sources never do. Records with a
+    duplicates from at-least-once delivery collapse here; two sources never do. The changes of one
+    row key end up in one partition. Records with a
     `problem` (if the frame has that column) are never collapsed: each keeps its Kafka position."""
     identity = {alias: F.col(column) for alias, column in _IDENTITY.items()}
     if "problem" in events.columns:
         identity["_d_malformed"] = F.when(F.col("problem").isNotNull(), F.struct("topic", "partition", "offset"))
     # one projection (a withColumn per column would analyse the whole plan again each time)
     events = events.select("*", *(column.alias(alias) for alias, column in identity.items()))
-    return events.dropDuplicates(["kafka_key", *identity]).drop(*identity)
+    # Partitioned by the row alone (the one shuffle: it satisfies dropDuplicates' clustering too), so
+    # every change of a row stays in one partition, where a sink can apply them in position order.
+    return events.repartition("kafka_key").dropDuplicates(["kafka_key", *identity]).drop(*identity)
 
 
 def newest_per_key(rows: DataFrame, keys: list[str], pos: str = "pos") -> DataFrame:

@@ -84,8 +84,10 @@ class HBaseSink(Sink):
         zk = self.zk_quorum
         # Rows reach the executors' Python as Arrow batches (mapInArrow): about 3x cheaper than
         # foreachPartition's pickled Rows for these nested cells (benchmarks/README.md, session 12).
+        # A row's changes share a partition (envelope.dedupe); in position order they replay the source's
+        # order, across regions and backfills too (a backfilled change's position is below the stream's).
         written = (
-            rows.sortWithinPartitions("region", "pos")
+            rows.sortWithinPartitions("target", "row", "pos")
             .drop("region", "pos")
             .mapInArrow(lambda batches: _write_arrow_batches(batches, zk), "mutations long")
             .agg(F.sum("mutations"))
@@ -164,20 +166,31 @@ def _write_partition(
     client = connect(zk_quorum)  # on the executor
     pending: dict[str, list[Mutation]] = {}
     pending_bytes: dict[str, int] = {}
+    pending_rows: dict[str, set[bytes]] = {}
     count = 0
     try:
         for r in rows:
             table = r["target"]
             batch = pending.setdefault(table, [])
+            rows_in_batch = pending_rows.setdefault(table, set())
             row_key = bytes(r["row"])
+            if row_key in rows_in_batch:
+                # A row's second change goes in a later call: within one call HBase gives a row's mutations
+                # one sequence id, so a rewrite of the same column and timestamp would not surely win.
+                client.mutate_batch(table, batch)
+                batch = pending[table] = []
+                pending_bytes[table] = 0
+                rows_in_batch.clear()
             cells = [cell_from_json(row_key, c) for c in r["cells"]]
             mutations = cell_mutations(row_key, cells)
             batch.extend(mutations)
+            rows_in_batch.add(row_key)
             count += len(mutations)
             pending_bytes[table] = pending_bytes.get(table, 0) + sum(len(c.value) for c in cells)
             if len(batch) >= batch_mutations or pending_bytes[table] >= batch_value_bytes:
                 client.mutate_batch(table, batch)
                 pending[table], pending_bytes[table] = [], 0
+                rows_in_batch.clear()
         for table, batch in pending.items():
             if batch:
                 client.mutate_batch(table, batch)

@@ -1,0 +1,185 @@
+"""`cdcflow hbase backfill` on a table that already holds data, with writes going on: killed mid-way,
+resumed, handed off to the stream, then the whole chain's copies compared with the source.
+
+HBase (8 regions, a randomized workload: puts in and out of timestamp order, every delete type) →
+backfill (snapshot, one Spark task per region, SIGKILLed once, rerun) + the cdcflow peer (added disabled
+by the backfill, enabled at its end) → Kafka → `cdcflow pipeline run --available-now` → an HBase copy
+and the Delta state. Both equal the source cell by cell, including cells rewritten at the same
+timestamp after the snapshot (the stream's value must win over the backfilled one).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from cdcflow.clients import kafka as k
+from cdcflow.clients.hbase import HBaseClient, NativeHBaseClient
+from cdcflow.clients.hbase.model import ColumnFamily, Put
+from cdcflow.demo.hbase_workload import FAMILIES, TYPED_COLUMNS, HBaseWorkload
+from cdcflow.pipeline.session import build_session
+from cdcflow.pipeline.sinks.delta.state import hbase_state_rows
+from cdcflow.sources.hbase.backfill import read_status
+from cdcflow.testing import soak_size
+from cdcflow.verify.hbase import compare_rows, rows_of, verify_hbase
+
+from .hbase_capture import PeerSetup
+
+ROWS = soak_size(6_000, 200_000)
+MUTATIONS = soak_size(15_000, 600_000)  # before the backfill; full size: over 1M cells across 8 regions
+REGIONS = 8
+TIE_ROWS = [b"tie-%02d" % i for i in range(6)]
+
+
+def test_backfill_killed_and_resumed_then_the_stream_equals_the_source(
+    hbase_client: HBaseClient, peer_setup: PeerSetup, kafka: dict[str, Any], hbase: dict[str, Any], tmp_path: Path
+) -> None:
+    bootstrap = kafka["bootstrap_servers"]
+    table = f"{peer_setup.name}_big"
+    splits = [b"row-%05d" % (ROWS * i // REGIONS) for i in range(1, REGIONS)]
+    hbase_client.create_table(table, list(FAMILIES), split_keys=splits)
+    copy_families = [ColumnFamily(f.name, f.max_versions, replication_scope=0) for f in FAMILIES]
+    hbase_client.create_table(f"{table}_copy", copy_families, split_keys=splits)
+    workload = HBaseWorkload(hbase_client, [table], rows_per_table=ROWS, seed=18)
+    workload.run(MUTATIONS, batch=2000)
+    for row in TIE_ROWS:  # rewritten at the same timestamp after the snapshot (below)
+        hbase_client.mutate(table, Put(row).add(b"cf", b"name", b"before the snapshot", 5))
+
+    progress_topic = f"{peer_setup.name}-backfill"
+    peer_setup.write_config(backfill={"chunk_rows": 25, "progress_every_s": 1, "progress_topic": progress_topic})
+    peer_setup.start()  # serves the peer; the backfill adds it to HBase, disabled, and enables it at the end
+    k.create_store_topic(bootstrap, progress_topic, compact=True)
+
+    # Writes go on the whole time, from another client (a client is one thread's)
+    stop = threading.Event()
+    writer_error: list[BaseException] = []
+
+    def write() -> None:
+        client = NativeHBaseClient(hbase["zk_quorum"])
+        workload.client = client
+        try:
+            while not stop.is_set():
+                workload.step(50)
+                time.sleep(0.05)
+        except BaseException as exc:  # surfaced by the main thread
+            writer_error.append(exc)
+        finally:
+            client.close()
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    log_path = tmp_path / "backfill.log"
+    command = [sys.executable, "-m", "cdcflow.cli.main", "hbase", "backfill", table, "--config",
+               str(peer_setup.config_path)]  # fmt: skip
+    try:
+        # 1. killed (SIGKILL: driver, Spark JVM, Python workers) once the first region chunks are in Kafka
+        reader = k.TopicReader(bootstrap, [progress_topic])
+        with open(log_path, "ab") as log:
+            first = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            deadline = time.monotonic() + 180
+            while not any(b"/" in (r.key or b"") for r in reader.poll(0.2)):
+                assert first.poll() is None, f"the backfill ended before any progress:\n{log_path.read_text()[-3000:]}"
+                assert time.monotonic() < deadline, "no region progress within 180 s"
+        finally:
+            os.killpg(first.pid, signal.SIGKILL)
+            first.wait()
+            reader.close()
+        killed = read_status(_records(bootstrap, progress_topic))[f"hbase:{table}"]
+        print(f"killed: {killed.summary()}")
+        assert killed.plan.state == "reading" and killed.done_regions() < REGIONS and killed.rows > 0
+
+        # the snapshot is taken: these rewrites reach Kafka through the stream only
+        for row in TIE_ROWS:
+            hbase_client.mutate(table, Put(row).add(b"cf", b"name", b"after the snapshot", 5))
+
+        # 2. the same command resumes: the regions done are skipped, the others go on from their last row
+        second = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
+        log_path.write_text(log_path.read_text() + second.stdout + second.stderr)
+        assert second.returncode == 0, log_path.read_text()[-5000:]
+        # what it resumed from (a record on the wire at the kill may land after the status read above)
+        resumed = re.search(r"resuming backfill .*: reading, (\d+)/8 regions done, (\d+) rows", second.stderr)
+        assert resumed, second.stderr[-3000:]
+        resumed_done, resumed_rows = int(resumed.group(1)), int(resumed.group(2))
+        assert resumed_done >= killed.done_regions() and resumed_rows >= killed.rows
+        to_read = int(re.search(r"(\d+) of 8 regions to read", second.stderr).group(1))  # type: ignore[union-attr]
+        this_run = int(re.search(r"(\d+) rows published by this run", second.stderr).group(1))  # type: ignore[union-attr]
+        done = read_status(_records(bootstrap, progress_topic))[f"hbase:{table}"]
+        print(
+            f"resumed from {resumed_rows} rows: {to_read} regions to read, {this_run} rows by the second run; "
+            f"{done.summary()}"
+        )
+        assert done.plan.state == "done" and done.done_regions() == REGIONS
+        assert to_read == REGIONS - resumed_done and this_run == done.rows - resumed_rows
+        assert done.cells >= soak_size(10_000, 1_000_000)
+        assert f"enabled peer {peer_setup.name}" in second.stdout
+        assert table in hbase_client.list_tables() and not [t for t in hbase_client.list_tables() if "backfill" in t]
+
+        time.sleep(2)  # writes continue under the enabled peer
+    finally:
+        stop.set()
+        writer.join(timeout=60)
+    assert not writer_error, writer_error
+
+    # The stream caught up once a row written last in every region is in Kafka (serial replication keeps
+    # each region's order, not the order across regions)
+    sentinels = {start + b"-sentinel" for start in [b"row-00000", *splits]}
+    for row in sentinels:
+        hbase_client.mutate(table, Put(row).add(b"cf", b"name", b"last", 10**13))
+    topic = f"{peer_setup.name}.default.{table}"
+    reader = k.TopicReader(bootstrap, [topic])
+    deadline = time.monotonic() + 180
+    try:
+        while sentinels:
+            sentinels -= {r.key for r in reader.poll(1.0)}
+            assert time.monotonic() < deadline, f"the stream did not deliver the last writes of {sentinels}"
+    finally:
+        reader.close()
+
+    state_root = tmp_path / "state"
+    cfg = yaml.safe_load(peer_setup.config_path.read_text())
+    cfg["pipeline"] = {
+        "topics": f"{peer_setup.name}\\..*",
+        "dead_letter_topic": f"{peer_setup.name}-dead-letter",
+        "checkpoint_dir": str(tmp_path / "checkpoints"),
+        "sinks": [
+            {"name": "hbase_copy", "type": "hbase"},
+            {"name": "state", "type": "delta",
+             "options": {"path": str(state_root), "max_versions": 1000, "typed_columns": TYPED_COLUMNS}},
+        ],
+    }  # fmt: skip
+    config = tmp_path / "pipeline.yaml"
+    config.write_text(yaml.safe_dump(cfg))
+    pipeline = subprocess.run(
+        [sys.executable, "-m", "cdcflow.cli.main", "pipeline", "run", "--config", str(config), "--available-now"],
+        capture_output=True, text=True, timeout=900, check=False,
+    )  # fmt: skip
+    assert pipeline.returncode == 0, (pipeline.stdout + pipeline.stderr)[-5000:]
+
+    ops = {json.loads(r.value or b"{}")["op"] for r in k.tail(bootstrap, topic, 10**6)}
+    assert ops >= {"r", "u"}  # backfilled and streamed
+    report = verify_hbase(hbase_client, table, hbase_client, f"{table}_copy", max_versions=1000)
+    assert report.clean and report.rows_compared > ROWS // 2, f"hbase copy: {report.summary()} {report.examples}"
+    for row in TIE_ROWS:
+        (cell,) = [c for c in hbase_client.scan(f"{table}_copy", start_row=row, stop_row=row + b"\0")]
+        assert cell.value == b"after the snapshot"
+    spark = build_session("cdcflow-test-verify")
+    path = str(state_root / "it" / "default" / table)
+    for versions in (1000, 1):
+        report = compare_rows(rows_of(hbase_client.scan(table, max_versions=versions)),
+                              hbase_state_rows(spark, path, versions))  # fmt: skip
+        assert report.clean, f"delta state ({versions} versions): {report.summary()} {report.examples}"
+
+
+def _records(bootstrap: str, topic: str) -> list[tuple[bytes, bytes | None]]:
+    return [(r.key, r.value) for r in k.read_to_end(bootstrap, topic) if r.key is not None]
