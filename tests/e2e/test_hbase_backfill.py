@@ -3,7 +3,7 @@ resumed, handed off to the stream, then the whole chain's copies compared with t
 
 HBase (8 regions, a randomized workload: puts in and out of timestamp order, every delete type) →
 backfill (snapshot, one Spark task per region, SIGKILLed once, rerun) + the cdcflow peer (added disabled
-by the backfill, enabled at its end) → Kafka → `cdcflow pipeline run --available-now` → an HBase copy
+before, enabled by the backfill at its end) → Kafka → `cdcflow pipeline run --available-now` → an HBase copy
 and the Delta state. Both equal the source cell by cell, including cells rewritten at the same
 timestamp after the snapshot (the stream's value must win over the backfilled one).
 """
@@ -36,7 +36,7 @@ from cdcflow.verify.hbase import compare_rows, rows_of, verify_hbase
 from .hbase_capture import PeerSetup
 
 ROWS = soak_size(6_000, 200_000)
-MUTATIONS = soak_size(15_000, 600_000)  # before the backfill; full size: over 1M cells across 8 regions
+MUTATIONS = soak_size(10_000, 600_000)  # before the backfill; full size: over 1M cells across 8 regions
 REGIONS = 8
 TIE_ROWS = [b"tie-%02d" % i for i in range(6)]
 
@@ -44,6 +44,11 @@ TIE_ROWS = [b"tie-%02d" % i for i in range(6)]
 def test_backfill_killed_and_resumed_then_the_stream_equals_the_source(
     hbase_client: HBaseClient, peer_setup: PeerSetup, kafka: dict[str, Any], hbase: dict[str, Any], tmp_path: Path
 ) -> None:
+    began = time.monotonic()
+
+    def phase(what: str) -> None:
+        print(f"{time.monotonic() - began:6.1f} s  {what}")
+
     bootstrap = kafka["bootstrap_servers"]
     table = f"{peer_setup.name}_big"
     splits = [b"row-%05d" % (ROWS * i // REGIONS) for i in range(1, REGIONS)]
@@ -55,9 +60,12 @@ def test_backfill_killed_and_resumed_then_the_stream_equals_the_source(
     for row in TIE_ROWS:  # rewritten at the same timestamp after the snapshot (below)
         hbase_client.mutate(table, Put(row).add(b"cf", b"name", b"before the snapshot", 5))
 
+    phase(f"{MUTATIONS} mutations written")
     progress_topic = f"{peer_setup.name}-backfill"
     peer_setup.write_config(backfill={"chunk_rows": 25, "progress_every_s": 1, "progress_topic": progress_topic})
-    peer_setup.start()  # serves the peer; the backfill adds it to HBase, disabled, and enables it at the end
+    peer_setup.start()
+    # Added disabled for this table only (HBase keeps its changes from here); the backfill enables it at the end
+    peer_setup.cli("hbase", "peer", "add", "--disabled", f"--table={table}", "--config", str(peer_setup.config_path))
     k.create_store_topic(bootstrap, progress_topic, compact=True)
 
     # Writes go on the whole time, from another client (a client is one thread's)
@@ -70,7 +78,7 @@ def test_backfill_killed_and_resumed_then_the_stream_equals_the_source(
         try:
             while not stop.is_set():
                 workload.step(50)
-                time.sleep(0.05)
+                time.sleep(0.2)
         except BaseException as exc:  # surfaced by the main thread
             writer_error.append(exc)
         finally:
@@ -79,7 +87,7 @@ def test_backfill_killed_and_resumed_then_the_stream_equals_the_source(
     writer = threading.Thread(target=write, daemon=True)
     writer.start()
     log_path = tmp_path / "backfill.log"
-    command = [sys.executable, "-m", "cdcflow.cli.main", "hbase", "backfill", table, "--config",
+    command = [sys.executable, "-m", "cdcflow.cli.main", "hbase", "backfill", table, "--enable-peer", "--config",
                str(peer_setup.config_path)]  # fmt: skip
     try:
         # 1. killed (SIGKILL: driver, Spark JVM, Python workers) once the first region chunks are in Kafka
@@ -96,8 +104,14 @@ def test_backfill_killed_and_resumed_then_the_stream_equals_the_source(
             first.wait()
             reader.close()
         killed = read_status(_records(bootstrap, progress_topic))[f"hbase:{table}"]
-        print(f"killed: {killed.summary()}")
+        phase(f"killed: {killed.summary()}")
         assert killed.plan.state == "reading" and killed.done_regions() < REGIONS and killed.rows > 0
+
+        status = subprocess.run([sys.executable, "-m", "cdcflow.cli.main", "hbase", "status", "--config",
+                                 str(peer_setup.config_path)], capture_output=True, text=True, check=False)  # fmt: skip
+        assert f"backfill hbase:{table}: reading, " in status.stdout, status.stdout + status.stderr
+        assert re.search(rf"  {table}: \d/8 regions done, \d+ rows, snapshot cdcflow_backfill_", status.stdout)
+        assert status.returncode == 1  # the peer is still disabled
 
         # the snapshot is taken: these rewrites reach Kafka through the stream only
         for row in TIE_ROWS:
@@ -146,6 +160,7 @@ def test_backfill_killed_and_resumed_then_the_stream_equals_the_source(
     finally:
         reader.close()
 
+    phase("the stream delivered the last writes")
     state_root = tmp_path / "state"
     cfg = yaml.safe_load(peer_setup.config_path.read_text())
     cfg["pipeline"] = {
@@ -166,6 +181,7 @@ def test_backfill_killed_and_resumed_then_the_stream_equals_the_source(
     )  # fmt: skip
     assert pipeline.returncode == 0, (pipeline.stdout + pipeline.stderr)[-5000:]
 
+    phase("pipeline --available-now done")
     ops = {json.loads(r.value or b"{}")["op"] for r in k.tail(bootstrap, topic, 10**6)}
     assert ops >= {"r", "u"}  # backfilled and streamed
     report = verify_hbase(hbase_client, table, hbase_client, f"{table}_copy", max_versions=1000)
@@ -173,12 +189,14 @@ def test_backfill_killed_and_resumed_then_the_stream_equals_the_source(
     for row in TIE_ROWS:
         (cell,) = [c for c in hbase_client.scan(f"{table}_copy", start_row=row, stop_row=row + b"\0")]
         assert cell.value == b"after the snapshot"
+    phase("HBase copy verified")
     spark = build_session("cdcflow-test-verify")
     path = str(state_root / "it" / "default" / table)
     for versions in (1000, 1):
         report = compare_rows(rows_of(hbase_client.scan(table, max_versions=versions)),
                               hbase_state_rows(spark, path, versions))  # fmt: skip
         assert report.clean, f"delta state ({versions} versions): {report.summary()} {report.examples}"
+    phase("Delta state verified")
 
 
 def _records(bootstrap: str, topic: str) -> list[tuple[bytes, bytes | None]]:

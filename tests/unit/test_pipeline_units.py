@@ -252,3 +252,48 @@ def test_the_hbase_sink_sends_a_table_s_mutations_by_count_or_by_value_bytes(mon
     big = [row("a", i, b"x" * 300) for i in range(7)]
     assert hbase_sink._write_partition(big, "zk", batch_mutations=1000, batch_value_bytes=1000) == 7
     assert calls == [("a", 4), ("a", 3), ("closed", 0)]  # 4 x 300 bytes passes 1,000
+
+
+def test_the_hbase_sink_writes_a_row_s_changes_as_one_and_the_later_put_wins_a_tie(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A row's changes in position order (a backfilled value, then the stream's rewrite of the same column and
+    timestamp, then a delete): one write where the rewrite replaced the backfilled put and the marker stays.
+    A row seen again after other rows goes in a later call (one call gives a row one sequence id)."""
+    import base64
+
+    import cdcflow.pipeline.sinks.hbase as hbase_sink
+    from cdcflow.clients.hbase.model import Mutation
+    from cdcflow.events.cells import CellType
+
+    calls: list[tuple[str, list[Mutation]]] = []
+
+    class RecordingClient:
+        def mutate_batch(self, table: str, mutations: list[Mutation]) -> None:
+            calls.append((table, list(mutations)))
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(hbase_sink, "connect", lambda _zk: RecordingClient())
+    b64 = lambda b: base64.b64encode(b).decode()  # noqa: E731
+
+    def change(row: bytes, *cells: tuple[bytes, int, str, bytes]) -> dict[str, object]:
+        return {"target": "t", "row": row, "cells": [
+            {"family": b64(b"cf"), "qualifier": b64(q), "ts": ts, "type": kind, "value": b64(v), "tags": None}
+            for q, ts, kind, v in cells]}  # fmt: skip
+
+    rows = [
+        change(b"r1", (b"a", 5, "Put", b"backfilled"), (b"b", 6, "Put", b"kept")),
+        change(b"r1", (b"a", 5, "Put", b"streamed")),
+        change(b"r1", (b"b", 4, "DeleteColumn", b"")),
+        change(b"r2", (b"a", 1, "Put", b"x")),
+        change(b"r1", (b"a", 5, "Put", b"again")),  # not next to its other changes
+    ]
+    assert hbase_sink._write_partition(rows, "zk") == 4
+    (_, first), (_, second) = calls
+    put, delete, other = first
+    assert put.row == b"r1" and [(op.qualifier, op.value) for op in put.ops] == [(b"b", b"kept"), (b"a", b"streamed")]
+    assert [(op.qualifier, op.delete) for op in delete.ops] == [(b"b", CellType.DELETE_COLUMN)]
+    assert other.row == b"r2"
+    assert [(m.row, [op.value for op in m.ops]) for m in second] == [(b"r1", [b"again"])]

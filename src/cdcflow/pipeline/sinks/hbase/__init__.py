@@ -11,6 +11,7 @@ with the reason while the other tables keep flowing."""
 from __future__ import annotations
 
 import base64
+import itertools
 import logging
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
@@ -23,6 +24,7 @@ from cdcflow.clients.hbase import connect
 from cdcflow.clients.hbase.model import ColumnFamily, Mutation
 from cdcflow.config.sinks import HBaseSinkOptions, SinkOptions
 from cdcflow.errors import CdcflowError
+from cdcflow.events.cells import Cell, CellType
 from cdcflow.events.json_codec import cell_from_json
 from cdcflow.pipeline.dead_letters import write_dead_letters
 from cdcflow.pipeline.sinks.base import Sink
@@ -162,26 +164,27 @@ def _write_partition(
     rows: Iterable[Mapping[str, Any]], zk_quorum: str, batch_mutations: int = BATCH_MUTATIONS,
     batch_value_bytes: int = BATCH_VALUE_BYTES,
 ) -> int:  # fmt: skip
-    """Writes rows (target, row, cells) in their order; returns the number of mutations."""
+    """Writes rows (target, row, cells) sorted by target, row and position; returns the number of mutations.
+
+    The consecutive changes of one row are written as one: their cells together, where a put of the same
+    column and timestamp as an earlier one replaces it (the later change wins, as in the source). Within
+    one call HBase gives a row's mutations one sequence id, so two such puts sent together would not
+    surely resolve that way; delete markers mask by timestamp whatever the order, so they just add up."""
     client = connect(zk_quorum)  # on the executor
     pending: dict[str, list[Mutation]] = {}
     pending_bytes: dict[str, int] = {}
     pending_rows: dict[str, set[bytes]] = {}
     count = 0
     try:
-        for r in rows:
-            table = r["target"]
+        for (table, row_key), changes in itertools.groupby(rows, key=lambda r: (r["target"], bytes(r["row"]))):
             batch = pending.setdefault(table, [])
             rows_in_batch = pending_rows.setdefault(table, set())
-            row_key = bytes(r["row"])
-            if row_key in rows_in_batch:
-                # A row's second change goes in a later call: within one call HBase gives a row's mutations
-                # one sequence id, so a rewrite of the same column and timestamp would not surely win.
+            if row_key in rows_in_batch:  # the row again, not next to its other changes: a later call
                 client.mutate_batch(table, batch)
                 batch = pending[table] = []
                 pending_bytes[table] = 0
                 rows_in_batch.clear()
-            cells = [cell_from_json(row_key, c) for c in r["cells"]]
+            cells = _later_puts_win([cell_from_json(row_key, c) for r in changes for c in r["cells"]])
             mutations = cell_mutations(row_key, cells)
             batch.extend(mutations)
             rows_in_batch.add(row_key)
@@ -197,3 +200,12 @@ def _write_partition(
     finally:
         client.close()
     return count
+
+
+def _later_puts_win(cells: list[Cell]) -> list[Cell]:
+    """The cells in order, without a put that a later put of the same column and timestamp replaces."""
+    last = {(c.family, c.qualifier, c.timestamp): i for i, c in enumerate(cells) if c.type is CellType.PUT}
+    if len(last) == sum(c.type is CellType.PUT for c in cells):
+        return cells
+    return [c for i, c in enumerate(cells)
+            if c.type is not CellType.PUT or last[(c.family, c.qualifier, c.timestamp)] == i]  # fmt: skip
