@@ -6,6 +6,10 @@ The Maven POMs under poms/ take these as -D properties, so a version bump happen
 # HBase 2.6 built against Hadoop 3. 2.6.4 is the newest 2.6 release with -hadoop3 artifacts on
 # Maven Central (2.6.5/2.6.6 exist only as Hadoop 2 builds there).
 HBASE_VERSION = "2.6.4-hadoop3"
+# HBase 3.0 cannot be installed from here (issue #18): org.apache.hbase:hbase-server:3.0.0 resolves
+# from Maven Central, but hbase-common, -client, -protocol-shaded, -zookeeper, -http, -replication
+# 3.0.0 and hbase-thirdparty 4.1.14 do not (checked 2026-11-26 with `mvn -U dependency:get`);
+# 3.0.0-beta-1 misses the same modules, and 3.0.0-alpha-4 predates the 3.x sink discovery.
 # Kafka 4.x is KRaft only; the storage tool and the broker come from the same jar set.
 KAFKA_VERSION = "4.3.1"
 # log4j2 + the SLF4J 1.7 binding for both JVMs (neither POM ships a binding).
