@@ -35,8 +35,8 @@ from cdcflow.verify.hbase import compare_rows, rows_of, verify_hbase
 
 from .hbase_capture import PeerSetup
 
-ROWS = soak_size(6_000, 200_000)
-MUTATIONS = soak_size(10_000, 600_000)  # before the backfill; full size: over 1M cells across 8 regions
+ROWS = soak_size(6_000, 250_000)
+MUTATIONS = soak_size(10_000, 900_000)  # before the backfill; full size: over 1M cells across 8 regions
 REGIONS = 8
 TIE_ROWS = [b"tie-%02d" % i for i in range(6)]
 

@@ -515,6 +515,9 @@ def _quoted(column: str) -> str:
     return "`" + column.replace("`", "``") + "`"
 
 
+_VERIFY_PIECE_BYTES = 2 * 2**20  # compressed Parquet: several times that once decoded
+
+
 def hbase_state_rows(
     spark: SparkSession, path: str, max_versions: int = 1, start_row: bytes = b"", stop_row: bytes = b""
 ) -> Iterator[RowCells]:
@@ -527,7 +530,12 @@ def hbase_state_rows(
         table = table.where(F.col("row_key") >= F.lit(bytearray(start_row)))
     if stop_row:
         table = table.where(F.col("row_key") < F.lit(bytearray(stop_row)))
-    rows = table.select("row_key", "puts").orderBy("row_key").toLocalIterator()
+    # toLocalIterator brings one partition at a time through the driver: sorted into pieces of about
+    # _VERIFY_PIECE_BYTES of table files each, so a large table never needs a large driver.
+    size = int(spark.sql(f"DESCRIBE DETAIL delta.`{path}`").first()["sizeInBytes"] or 0)  # type: ignore[index]
+    pieces = max(2, -(-size // _VERIFY_PIECE_BYTES))
+    ordered = table.select("row_key", "puts").repartitionByRange(pieces, "row_key").sortWithinPartitions("row_key")
+    rows = ordered.toLocalIterator()
     for r in rows:
         per_column: dict[tuple[bytes, bytes], int] = {}
         cells = set()
