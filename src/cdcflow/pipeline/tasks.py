@@ -33,10 +33,15 @@ def run_tasks(fn: Callable[[T], R], items: Sequence[T], *, master: str, app_name
         .config("spark.pyspark.python", sys.executable)
         # A task per item, however long each runs: no speculative copies (they would publish twice).
         .config("spark.speculation", "false")
+        # On a cluster, start once the executors asked for are there (up to 30 s), so the first tasks
+        # spread over all of them instead of queueing on the first to register.
+        .config("spark.scheduler.minRegisteredResourcesRatio", "1.0")
+        .config("spark.scheduler.maxRegisteredResourcesWaitingTime", "30s")
         .getOrCreate()
     )
     try:
-        log.info("%s: %d tasks on %s", app_name, len(items), spark.sparkContext.master)
-        return spark.sparkContext.parallelize(list(items), len(items)).map(fn).collect()
+        sc = spark.sparkContext
+        log.info("%s: %d tasks on %s (application %s)", app_name, len(items), sc.master, sc.applicationId)
+        return sc.parallelize(list(items), len(items)).map(fn).collect()
     finally:
         spark.stop()
