@@ -181,3 +181,19 @@ def replication_backlog(client: NativeHBaseClient, peer_id: str | None = None) -
                     )
                 )  # fmt: skip
     return out
+
+
+def region_servers(client: NativeHBaseClient) -> list[tuple[str, int]]:
+    """(host, port) of every live region server, from the master."""
+    req = master_pb2.GetClusterStatusRequest(options=[master_pb2.LIVE_SERVERS])
+    res = client.master_call("GetClusterStatus", req, master_pb2.GetClusterStatusResponse)
+    return [(live.server.host_name, live.server.port) for live in res.cluster_status.live_servers]
+
+
+def roll_wal_writers(client: NativeHBaseClient) -> int:
+    """Every region server starts a new WAL (HBase's `wal_roll`); returns how many rolled."""
+    servers = region_servers(client)
+    for host, port in servers:
+        req, resp = replication_pb2.RollWALWriterRequest(), replication_pb2.RollWALWriterResponse
+        client.region_server_call(host, port, "AdminService", "RollWALWriter", req, resp)
+    return len(servers)

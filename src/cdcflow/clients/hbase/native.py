@@ -175,6 +175,11 @@ class NativeHBaseClient:
                 time.sleep(delay)
                 delay = min(delay * 2, 2.0)
 
+    def region_server_call(self, host: str, port: int, service: str, method: str, req: Message, resp: type[M]) -> M:
+        """One call to a region server's service, retried like the others (admin calls: rolling a WAL)."""
+        return self._retrying(f"{service}.{method} on {host}:{port}",
+                              lambda: self._rpc(host, port, service, method, req, resp))  # fmt: skip
+
     def master_call(self, method: str, req: Message, resp: type[M]) -> M:
         def once() -> M:
             master = self._server_from_znode("master", hbase_types_pb2.Master).master

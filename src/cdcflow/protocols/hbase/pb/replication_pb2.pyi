@@ -141,3 +141,13 @@ class UpdateReplicationPeerConfigResponse(_message.Message):
     PROC_ID_FIELD_NUMBER: _ClassVar[int]
     proc_id: int
     def __init__(self, proc_id: _Optional[int] = ...) -> None: ...
+
+class RollWALWriterRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class RollWALWriterResponse(_message.Message):
+    __slots__ = ("region_to_flush",)
+    REGION_TO_FLUSH_FIELD_NUMBER: _ClassVar[int]
+    region_to_flush: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, region_to_flush: _Optional[_Iterable[bytes]] = ...) -> None: ...
