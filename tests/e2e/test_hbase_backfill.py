@@ -209,3 +209,18 @@ def test_backfill_killed_and_resumed_then_the_stream_equals_the_source(
 
 def _records(bootstrap: str, topic: str) -> list[tuple[bytes, bytes | None]]:
     return [(r.key, r.value) for r in k.read_to_end(bootstrap, topic) if r.key is not None]
+
+
+def test_a_backfill_of_a_missing_or_uncaptured_table_is_refused_before_anything_changes(
+    hbase_client: HBaseClient, peer_setup: PeerSetup
+) -> None:
+    """Bad input leaves no trace: no peer added (HBase would keep every WAL for it), no plan recorded."""
+    routed = f"{peer_setup.name}_secret"
+    peer_setup.write_config(routes=[{"table": f"{peer_setup.name}_secret*", "drop": True}])
+    for table, message in ((f"{peer_setup.name}_missing", "no such table on the source cluster"),
+                           (routed, "not captured by hbase.routes")):  # fmt: skip
+        run = subprocess.run([sys.executable, "-m", "cdcflow.cli.main", "hbase", "backfill", table, "--config",
+                              str(peer_setup.config_path)], capture_output=True, text=True, check=False)  # fmt: skip
+        assert run.returncode != 0 and message in run.stderr and table in run.stderr, run.stderr[-2000:]
+    peers = peer_setup.cli("hbase", "peer", "list", "--config", str(peer_setup.config_path))
+    assert peer_setup.name not in peers

@@ -390,7 +390,7 @@ def hbase_backfill(
     the same command resumes where each region stopped (progress in hbase.backfill.progress_topic)."""
     from cdcflow.clients.hbase import admin
     from cdcflow.pipeline.tasks import run_tasks
-    from cdcflow.sources.hbase.backfill import BackfillDriver, BackfillSettings, check_tables
+    from cdcflow.sources.hbase.backfill import BackfillDriver, BackfillError, BackfillSettings, check_tables
     from cdcflow.sources.hbase.peer.run import producer_settings
 
     cfg = wiring.load(config_path)
@@ -398,6 +398,9 @@ def hbase_backfill(
     check_tables(hb, tables)  # before the peer is touched
     client = wiring.client(cfg)
     try:
+        missing = [t for t in tables if not client.table_exists(t)]
+        if missing:
+            raise BackfillError(f"no such table on the source cluster: {', '.join(missing)} (nothing was changed)")
         p = hb.peer
         found = [i for i in admin.list_peers(client) if i.peer_id == p.peer_id]
         added = False
