@@ -111,3 +111,13 @@ def test_chunks_end_at_a_row_count_or_a_byte_budget_and_resume_skips_published_r
     assert [len(c) for c in bf._chunks(iter(rows), 4, 10**9)] == [4, 4, 2]
     assert [len(c) for c in bf._chunks(iter(rows), 100, 250)] == [2, 2, 2, 2, 2]
     assert [r[0].row for r in bf._after(iter(rows), b"r6")] == [b"r7", b"r8", b"r9"]
+
+
+def test_hbase_status_shows_an_unreachable_kafka_instead_of_failing(capsys: pytest.CaptureFixture[str]) -> None:
+    """`cdcflow hbase status` reads the peer from HBase; the backfill listing is the only part needing Kafka."""
+    from cdcflow.cli.main import _print_backfills
+    from cdcflow.config import CdcflowConfig
+
+    _print_backfills(CdcflowConfig.model_validate({"kafka": {"bootstrap_servers": "127.0.0.1:1"}}))
+    out = capsys.readouterr().out
+    assert "backfills: cdcflow-hbase-backfill not readable" in out and "127.0.0.1:1" in out

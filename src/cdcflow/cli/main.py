@@ -441,9 +441,14 @@ def _print_backfills(cfg: Any) -> None:
 
     kafka = wiring.kafka(cfg)
     topic = cfg.hbase.backfill.progress_topic
-    if topic not in list_topics(kafka):
+    try:  # the peer's own status above needs no Kafka: an unreachable Kafka costs only this part
+        if topic not in list_topics(kafka):
+            return
+        backfills = ProgressStore(kafka, topic).status().values()
+    except CdcflowError as exc:
+        click.echo(f"backfills: {topic} not readable ({exc})")
         return
-    for status in ProgressStore(kafka, topic).status().values():
+    for status in backfills:
         click.echo(status.summary())
         if status.plan.state == "done":
             continue
