@@ -442,7 +442,7 @@ def _print_backfills(cfg: Any) -> None:
     kafka = wiring.kafka(cfg)
     topic = cfg.hbase.backfill.progress_topic
     try:  # the peer's own status above needs no Kafka: an unreachable Kafka costs only this part
-        if topic not in list_topics(kafka):
+        if topic not in list_topics(kafka, timeout_s=3.0):
             return
         backfills = ProgressStore(kafka, topic).status().values()
     except CdcflowError as exc:
