@@ -159,3 +159,18 @@ def test_state_rows_of_a_key_range_follow_hbase_order(spark: SparkSession, tmp_p
     assert list(hbase_state_rows(spark, path, 1, b"\xff\x01", b"\xff\x01\x00")) == [
         (b"\xff\x01", frozenset({(b"cf", b"q", 1, b"\xff\x01!")}))
     ]
+
+
+def test_a_table_whose_creation_was_killed_is_created_on_the_next_try(spark: SparkSession, tmp_path: Any) -> None:
+    """A driver killed between creating `_delta_log` and its first commit (seen in the chain test's CI run):
+    the next batch must create the table, not fail with DELTA_TABLE_NOT_FOUND on every retry."""
+    from cdcflow.pipeline.sinks.delta.tables import ensure_table
+
+    path = tmp_path / "changelog"
+    (path / "_delta_log" / "_staged_commits").mkdir(parents=True)  # what the kill left
+    schema = StructType([StructField("k", IntegerType())])
+    table = ensure_table(spark, str(path), schema)
+    table.toDF().sparkSession.createDataFrame([(1,)], schema).write.format("delta").mode("append").save(str(path))
+    assert [r["k"] for r in spark.read.format("delta").load(str(path)).collect()] == [1]
+    # a real table is never touched
+    assert ensure_table(spark, str(path), schema).toDF().count() == 1

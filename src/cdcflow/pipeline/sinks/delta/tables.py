@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import re
 from collections.abc import Mapping
 
 from delta.tables import DeltaTable
@@ -9,6 +11,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql.types import StructType
 
 from cdcflow.errors import ConfigError
+
+log = logging.getLogger(__name__)
 
 
 def ensure_table(
@@ -19,6 +23,7 @@ def ensure_table(
     Auto-compaction is on: streaming writes small files every batch, and Delta rewrites them
     into bigger ones after a commit once enough have piled up (no separate OPTIMIZE job).
     """
+    _drop_log_without_commits(spark, path)
     if not DeltaTable.isDeltaTable(spark, path):
         # One commit with the properties, so a table's first version already has them (Change Data
         # Feed from version 0).
@@ -27,6 +32,25 @@ def ensure_table(
             builder = builder.property(key, value)
         builder.execute()
     return DeltaTable.forPath(spark, path)
+
+
+_COMMIT_FILE = re.compile(r"^\d{20}\.(json|checkpoint.*\.parquet)$")
+
+
+def _drop_log_without_commits(spark: SparkSession, path: str) -> None:
+    """A process killed while creating a table can leave `_delta_log` with no commit in it: Delta then
+    neither creates the table nor reads it (DELTA_TABLE_NOT_FOUND on every retry). Such a log holds no
+    data, so it is removed and the table created afresh."""
+    sc = spark.sparkContext
+    assert sc._jvm is not None and sc._jsc is not None
+    log_dir = sc._jvm.org.apache.hadoop.fs.Path(path.rstrip("/") + "/_delta_log")
+    fs = log_dir.getFileSystem(sc._jsc.hadoopConfiguration())
+    if not fs.exists(log_dir):
+        return
+    if any(_COMMIT_FILE.match(str(st.getPath().getName())) for st in fs.listStatus(log_dir)):
+        return
+    log.warning("%s: a Delta log with no commit (a creation interrupted); creating the table afresh", path)
+    fs.delete(log_dir, True)
 
 
 # Delta's optimistic concurrency: another writer committed first and the commit was refused
