@@ -10,6 +10,18 @@ like `pipeline_apply.py`, then times
   ... + persist + stats           plus what the runner does for every sink (persist, count, max ts)
   Delta MERGE of 1,000 rows       the fixed cost of one small MERGE into a Delta table
 
+then, for one batch of 20,000 events (the last fifth of each partition, parsed and deduplicated
+once and kept in memory) after the first four fifths are in the changelog (issue #16: the floor
+of a sink that must not write a change twice):
+
+  raw → parquet                   what the baseline does per batch
+  parquet append                  the parquet sink's write alone
+  Delta append                    a blind Delta append (no duplicate check)
+  changelog MERGE                 the delta_changelog sink's apply (insert-only MERGE on the event identity,
+                                  bounded by the batch's source times)
+  anti-join + idempotent append   the alternative: the batch minus stored identities (same time bound),
+                                  appended with txnAppId/txnVersion
+
 Usage: .venv/bin/python benchmarks/pipeline_breakdown.py [--mutations 100000] [--stack-home DIR]
 """
 
@@ -24,13 +36,15 @@ from pathlib import Path
 
 from machine import machine_summary  # type: ignore[import-not-found]
 from pipeline_apply import fill  # type: ignore[import-not-found]
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from cdcflow.config.paths import default_stack_home
+from cdcflow.config.sinks import DeltaChangelogOptions
 from cdcflow.jars import versions
 from cdcflow.pipeline.envelope import dedupe, events_of, parse
 from cdcflow.pipeline.session import build_session
+from cdcflow.pipeline.sinks.delta.changelog import IDENTITY, DeltaChangelogSink, changelog_rows
 from cdcflow.pipeline.sinks.delta.tables import ensure_table
 from cdcflow.stack import Stack
 
@@ -80,6 +94,51 @@ def main() -> None:
     timed("parse + dedupe + persist + stats → parquet", with_stats)
     timed("Delta MERGE of 1,000 rows", lambda: target.alias("t").merge(rows.alias("s"), "t.id = s.id")
           .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())  # fmt: skip
+
+    batch_floor(spark, raw, workdir, out, timed)
+
+
+def batch_floor(spark: SparkSession, raw: Callable[[], DataFrame], workdir: Path, out: Callable[[], str],
+                timed: Callable[[str, Callable[[], object]], None]) -> None:  # fmt: skip
+    events = events_of(dedupe(parse(raw())))
+    last = events.groupBy("topic", "partition").agg(F.max("offset").alias("_last"))
+    split = events.join(F.broadcast(last), ["topic", "partition"])
+    late = F.col("offset") >= F.col("_last") * 0.8
+    earlier = split.where(~late).drop("_last").persist()
+    batch = split.where(late).drop("_last").persist()
+    raw_batch = raw().join(F.broadcast(last), ["topic", "partition"]).where(late).drop("_last").persist()
+    print(f"one batch of {batch.count()} events after {earlier.count()} ({raw_batch.count()} raw records); third run:")
+    changelogs = iter(range(1_000_000))
+
+    def changelog() -> str:  # a fresh changelog holding the earlier events
+        path = str(workdir / f"changelog{next(changelogs)}")
+        DeltaChangelogSink("bench", DeltaChangelogOptions(path=path), {}).apply_batch(earlier, 0)
+        return path
+
+    def merge() -> None:
+        path = changelog()
+        started = time.perf_counter()
+        DeltaChangelogSink("bench", DeltaChangelogOptions(path=path), {}).apply_batch(batch, 1)
+        took.append(time.perf_counter() - started)
+
+    def anti_join_append() -> None:
+        path = changelog()
+        started = time.perf_counter()
+        rows = changelog_rows(batch, 1)
+        lo, hi = rows.agg(F.min("source_ts_ms"), F.max("source_ts_ms")).first()  # type: ignore[misc]
+        stored = spark.read.format("delta").load(path).where(F.col("source_ts_ms").between(lo, hi)).select(*IDENTITY)
+        (rows.join(stored, list(IDENTITY), "left_anti").write.format("delta").mode("append")
+         .option("txnAppId", "bench").option("txnVersion", 1).save(path))  # fmt: skip
+        took.append(time.perf_counter() - started)
+
+    timed("raw → parquet", lambda: raw_batch.write.parquet(out()))
+    timed("parquet append", lambda: batch.write.parquet(out()))
+    timed("Delta append", lambda: changelog_rows(batch, 1).write.format("delta").save(out()))
+    for label, step in (("changelog MERGE", merge), ("anti-join + idempotent append", anti_join_append)):
+        took: list[float] = []
+        for _ in range(3):  # the fill of a fresh changelog is not part of the figure
+            step()
+        print(f"  {label:44} {took[-1]:6.2f} s", flush=True)
 
 
 if __name__ == "__main__":

@@ -36,32 +36,9 @@ class DeltaChangelogSink(Sink):
 
     def apply_batch(self, events: DataFrame, batch_id: int) -> None:
         spark = events.sparkSession
-        rows = events.select(
-            F.col("kafka_key").alias("event_key"),
-            F.col("source.connector").alias("connector"),
-            F.col("source.name").alias("source_name"),
-            F.coalesce(F.col("source.cluster_id"), F.lit("")).alias("cluster_id"),
-            F.col("source.db").alias("db"),
-            F.col("source.table").alias("table"),
-            F.coalesce(F.col("source.region"), F.lit("")).alias("region"),
-            F.col("source.pos").alias("pos"),
-            F.col("source.ts_ms").alias("source_ts_ms"),
-            "op",
-            "key",
-            "before",
-            "after",
-            "cells",
-            F.col("topic").alias("kafka_topic"),
-            F.col("partition").alias("kafka_partition"),
-            F.col("offset").alias("kafka_offset"),
-            F.lit(batch_id).alias("batch_id"),
-        )
+        rows = changelog_rows(events, batch_id)
         target = ensure_table(spark, self._path(), rows.schema)
-        identity = (
-            "t.event_key = s.event_key AND t.region = s.region AND t.pos = s.pos "
-            "AND t.db = s.db AND t.table = s.table AND t.connector = s.connector "
-            "AND t.source_name <=> s.source_name AND t.cluster_id <=> s.cluster_id"
-        )
+        identity = " AND ".join(f"t.`{c}` {'<=>' if c in _NULLABLE else '='} s.`{c}`" for c in IDENTITY)
         (
             target.alias("t")
             .merge(rows.alias("s"), f"{time_bound(rows)}{identity}")
@@ -81,3 +58,32 @@ def time_bound(rows: DataFrame) -> str:
     if bounds is None or bounds["untimed"] or bounds["lo"] is None:
         return ""
     return f"t.source_ts_ms BETWEEN {int(bounds['lo'])} AND {int(bounds['hi'])} AND "
+
+
+# The columns that identify one change: a stored row with the same values is the same change.
+IDENTITY = ("event_key", "region", "pos", "db", "table", "connector", "source_name", "cluster_id")
+_NULLABLE = ("source_name", "cluster_id")  # null in rows written before these columns existed
+
+
+def changelog_rows(events: DataFrame, batch_id: int) -> DataFrame:
+    """The changelog's row of each event of a batch."""
+    return events.select(
+        F.col("kafka_key").alias("event_key"),
+        F.col("source.connector").alias("connector"),
+        F.col("source.name").alias("source_name"),
+        F.coalesce(F.col("source.cluster_id"), F.lit("")).alias("cluster_id"),
+        F.col("source.db").alias("db"),
+        F.col("source.table").alias("table"),
+        F.coalesce(F.col("source.region"), F.lit("")).alias("region"),
+        F.col("source.pos").alias("pos"),
+        F.col("source.ts_ms").alias("source_ts_ms"),
+        "op",
+        "key",
+        "before",
+        "after",
+        "cells",
+        F.col("topic").alias("kafka_topic"),
+        F.col("partition").alias("kafka_partition"),
+        F.col("offset").alias("kafka_offset"),
+        F.lit(batch_id).alias("batch_id"),
+    )
