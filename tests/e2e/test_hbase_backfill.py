@@ -30,7 +30,7 @@ from cdcflow.demo.hbase_workload import FAMILIES, TYPED_COLUMNS, HBaseWorkload
 from cdcflow.pipeline.session import build_session
 from cdcflow.pipeline.sinks.delta.state import hbase_state_rows
 from cdcflow.sources.hbase.backfill import read_status
-from cdcflow.testing import soak_size
+from cdcflow.testing import ServiceHarness, soak_size
 from cdcflow.verify.hbase import compare_rows, rows_of, verify_hbase
 
 from .hbase_capture import PeerSetup
@@ -42,8 +42,11 @@ TIE_ROWS = [b"tie-%02d" % i for i in range(6)]
 
 
 def test_backfill_killed_and_resumed_then_the_stream_equals_the_source(
-    hbase_client: HBaseClient, peer_setup: PeerSetup, kafka: dict[str, Any], hbase: dict[str, Any], tmp_path: Path
-) -> None:
+    hbase_client: HBaseClient, peer_setup: PeerSetup, kafka: dict[str, Any], hbase: dict[str, Any], tmp_path: Path,
+    services: ServiceHarness,
+) -> None:  # fmt: skip
+    """Killed in local mode, resumed on the Spark standalone cluster (its region tasks on both workers'
+    executors), then the stream hands off."""
     began = time.monotonic()
 
     def phase(what: str) -> None:
@@ -122,8 +125,11 @@ def test_backfill_killed_and_resumed_then_the_stream_equals_the_source(
         for row in TIE_ROWS:
             hbase_client.mutate(table, Put(row).add(b"cf", b"name", b"after the snapshot", 5))
 
-        # 2. the same command resumes: the regions done are skipped, the others go on from their last row
-        second = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
+        # 2. the same command resumes, on the standalone cluster: the regions done are skipped, the others go
+        # on from their last row
+        cluster = services.endpoints("spark")
+        second = subprocess.run([*command, "--master", cluster["master_url"]], capture_output=True, text=True,
+                                timeout=600, check=False)  # fmt: skip
         log_path.write_text(log_path.read_text() + second.stdout + second.stderr)
         assert second.returncode == 0, log_path.read_text()[-5000:]
         # what it resumed from (a record on the wire at the kill may land after the status read above)
@@ -140,6 +146,12 @@ def test_backfill_killed_and_resumed_then_the_stream_equals_the_source(
         )
         assert done.plan.state == "done" and done.done_regions() == REGIONS
         assert to_read == REGIONS - resumed_done and this_run == done.rows - resumed_rows
+        # the resumed regions were read by executors on both workers
+        app = re.search(rf"{to_read} tasks on spark://\S+ \(application (\S+)\)", second.stderr)
+        assert app, second.stderr[-3000:]
+        for worker_dir in cluster["worker_dirs"]:
+            logs = list(Path(worker_dir).glob(f"{app.group(1)}/*/stderr"))
+            assert any("Finished task" in log.read_text(errors="replace") for log in logs), worker_dir
         assert done.cells >= soak_size(10_000, 1_000_000)
         assert f"enabled peer {peer_setup.name}" in second.stdout
         assert table in hbase_client.list_tables() and not [t for t in hbase_client.list_tables() if "backfill" in t]

@@ -158,8 +158,8 @@ def finish_and_verify(
 
 @pytest.mark.skipif(
     soak_size(0, 1) == 0,
-    reason="make soak only (three SIGKILLs at full rate); make test kills the pipeline once inside "
-    "test_an_hbase_restart_under_the_phoenix_sink_and_the_hbase_peer",
+    reason="make soak only (three SIGKILLs at full rate); make test kills the sink at its two replay-relevant "
+    "points in test_pipeline_phoenix.py::test_a_batch_that_dies_between_its_statements_is_replayed_exactly",
 )
 def test_randomized_workload_into_phoenix_survives_pipeline_sigkills(
     mariadb: dict[str, Any], kafka: dict[str, Any], hbase: dict[str, Any], services: ServiceHarness, tmp_path: Path
@@ -192,6 +192,12 @@ def test_randomized_workload_into_phoenix_survives_pipeline_sigkills(
           f"{sizes}, pipeline runs {log.count('started query phoenix')}")  # fmt: skip
 
 
+@pytest.mark.skipif(
+    soak_size(0, 1) == 0,
+    reason="make soak only (about 3 minutes, most of it HBase with Phoenix restarting): make test covers the "
+    "peer's re-registration with a real ZooKeeper session expiry (test_hbase_faults.py) and the Phoenix sink's "
+    "replay at its crash points (test_pipeline_phoenix.py)",
+)
 def test_an_hbase_restart_under_the_phoenix_sink_and_the_hbase_peer(
     mariadb: dict[str, Any], kafka: dict[str, Any], services: ServiceHarness, tmp_path: Path,
     hbase_client: HBaseClient, peer_setup: PeerSetup,

@@ -205,3 +205,108 @@ def test_a_value_that_does_not_fit_refuses_the_batch_naming_it_and_applies_nothi
     with PhoenixJvm.launch(phoenix_url) as phoenix:
         rows = phoenix.query(f'SELECT "ID", "QTY" FROM "{db.upper()}"."ITEMS" ORDER BY "ID"')
     assert [(int(r[0]), int(r[1])) for r in rows] == [(1, 7)]
+
+
+def test_a_batch_that_dies_between_its_statements_is_replayed_exactly(
+    kafka: dict[str, Any], phoenix_url: str, tmp_path: Path
+) -> None:
+    """The sink dies at the two points where a replay matters (its process killed there; here the
+    statement raises): after the target changed but before the positions were recorded, and after
+    the stage was written but before anything was applied. The batch is not committed, so the next
+    run replays it: the target and the positions must end as if nothing had happened, and a stale
+    event after a delete must not bring the row back. (The randomized SIGKILL tests run in make soak.)"""
+    from cdcflow.pipeline.sinks.phoenix.schema import POS_COLUMN
+    from cdcflow.pipeline.sinks.phoenix.sink import PhoenixSink
+
+    prefix = f"pc{uuid.uuid4().hex[:8]}"
+    db = f"shop_{prefix}"
+    history, topic = f"{prefix}-history", f"{prefix}.db1.{db}.items"
+    bootstrap = kafka["bootstrap_servers"]
+    k.create_topic(bootstrap, history, partitions=1)
+    columns = [
+        {"name": "id", "type": "INT", "sql_type": "INT", "nullable": False, "key": True, "key_order": 0},
+        {"name": "v", "type": "VARCHAR", "sql_type": "VARCHAR(20)", "nullable": True, "key": False, "key_order": None},
+    ]  # fmt: skip
+    record = {"kind": "table", "source": "db1", "db": db, "table": "items", "columns": columns, "pos": [1, 1, 0]}
+    k.produce_sync(bootstrap, history, [(b"db1", json.dumps(record).encode())])
+    k.create_topic(bootstrap, topic, partitions=1)
+    cfg = PipelineConfig(
+        topics=f"{prefix}\\..*", dead_letter_topic=f"{prefix}-dead", max_offsets_per_trigger=1000,
+        sinks=(SinkConfig(name="phoenix", type="phoenix", options={"url": phoenix_url, "create_tables": True,
+                                                                   "schema_history_topic": history}),),
+    )  # fmt: skip
+    context = {"bootstrap_servers": bootstrap, "zk_quorum": "unused"}
+    checkpoints = tmp_path / "checkpoints"
+    table, positions = f'"{db.upper()}"."ITEMS"', f'"CDCFLOW"."{db.upper()}__ITEMS__POS"'
+
+    def produce(*changes: tuple[str, int, list[int], str | None]) -> None:
+        k.produce_sync(bootstrap, topic, [
+            (json.dumps({"id": i}).encode(), event(db, "items", op, {"id": i}, pos, {"id": i, "v": v} if v else None))
+            for op, i, pos, v in changes
+        ])  # fmt: skip
+
+    def run(crash_before: str | None = None) -> tuple[str, list[str]]:
+        """One --available-now run; with `crash_before`, the sink dies before that statement."""
+        pipeline = Pipeline(cfg, context, checkpoints)
+        crashed: list[str] = []
+        if crash_before:
+            sink = pipeline.sinks[0]
+            assert isinstance(sink, PhoenixSink)
+
+            def apply_stage(conn: Any, target: Any, stage: Any, pos_table: Any) -> Any:
+                first = {"upsert": f"UPSERT INTO {target.qualified} ", "record": f"UPSERT INTO {pos_table.qualified} "}
+                dying = first[crash_before]
+
+                class DiesBefore:
+                    def execute(self, sql: str) -> int:
+                        if sql.startswith(dying):
+                            crashed.append(sql)
+                            raise RuntimeError(f"injected: the sink died before {crash_before}")
+                        return int(conn.execute(sql))
+
+                return PhoenixSink._apply_stage(DiesBefore(), target, stage, pos_table)  # type: ignore[arg-type]
+
+            sink._apply_stage = apply_stage  # type: ignore[method-assign]
+        return pipeline.run(available_now=True, max_failures=1)["phoenix"], crashed
+
+    phoenix = PhoenixJvm.launch(phoenix_url)  # one JVM for every look (a launch costs seconds)
+
+    def state() -> tuple[dict[int, str], dict[int, tuple[str, bool]]]:
+        rows = {int(r[0]): r[1] for r in phoenix.query(f'SELECT "ID", "V" FROM {table}')}
+        pos = {int(r[0]): (r[1], bool(r[2])) for r in phoenix.query(
+            f'SELECT "ID", "{POS_COLUMN}", "CDCFLOW_DELETED" FROM {positions}')}  # fmt: skip
+        return rows, pos
+
+    def p(*parts: int) -> str:
+        return ".".join(f"{x:020d}" for x in parts)
+
+    try:
+        produce(*[("c", i, [1, 10, i], f"v{i}") for i in range(1, 6)])
+        assert run() == ("done", [])
+
+        # 1. dies after the target's UPSERT and DELETE, before the positions are recorded
+        produce(("u", 1, [1, 20, 0], "one"), ("d", 2, [1, 21, 0], None), ("c", 7, [1, 22, 0], "seven"),
+                ("u", 3, [1, 23, 0], "x"), ("u", 3, [1, 23, 1], "three"))  # fmt: skip
+        result, crashed = run(crash_before="record")
+        assert "injected: the sink died before record" in result and len(crashed) == 1, result
+        rows, pos = state()
+        assert rows == {1: "one", 3: "three", 4: "v4", 5: "v5", 7: "seven"}  # applied ...
+        assert pos[1] == (p(1, 10, 1), False) and 7 not in pos  # ... but not recorded
+        assert run() == ("done", [])  # the replay
+        rows, pos = state()
+        assert rows == {1: "one", 3: "three", 4: "v4", 5: "v5", 7: "seven"}
+        assert pos[1] == (p(1, 20, 0), False) and pos[2] == (p(1, 21, 0), True) and pos[3] == (p(1, 23, 1), False)
+
+        # 2. dies after the stage write, before anything is applied; the batch holds a stale create of
+        # the deleted row, which neither the dying run nor the replay may apply
+        produce(("c", 2, [1, 5, 0], "stale"), ("u", 4, [1, 30, 0], "four"), ("d", 5, [1, 31, 0], None))
+        result, crashed = run(crash_before="upsert")
+        assert "injected: the sink died before upsert" in result and len(crashed) == 1, result
+        rows, _ = state()
+        assert rows == {1: "one", 3: "three", 4: "v4", 5: "v5", 7: "seven"}  # nothing applied
+        assert run() == ("done", [])
+        rows, pos = state()
+        assert rows == {1: "one", 3: "three", 4: "four", 7: "seven"}
+        assert pos[2] == (p(1, 21, 0), True) and pos[4] == (p(1, 30, 0), False) and pos[5] == (p(1, 31, 0), True)
+    finally:
+        phoenix.close()

@@ -4,7 +4,6 @@ cluster (`cdcflow stack up spark`: a master and two workers), every sink, execut
 from __future__ import annotations
 
 import random
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -38,14 +37,6 @@ def test_every_sink_runs_unchanged_on_a_standalone_cluster(
     hbase_client.create_table(f"{source}_copy", FAMILIES)
     workload(hbase_client, source, random.Random(17))
     wait_for_topic_rows(kafka, hbase_topic, 80)
-    # A backfill of the same table on the cluster: one task per region (4), on the executors of both workers
-    backfill = subprocess.run([sys.executable, "-m", "cdcflow.cli.main", "hbase", "backfill", source, "--master",
-                               cluster["master_url"], "--config", str(peer_setup.config_path)],
-                              capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
-    assert backfill.returncode == 0, backfill.stderr[-3000:]
-    assert "4 of 4 regions to read" in backfill.stderr and "4 regions read" in backfill.stderr
-    backfill_app = re.search(r"4 tasks on spark://\S+ \(application (\S+)\)", backfill.stderr)
-    assert backfill_app, backfill.stderr[-3000:]
     k.consume(bootstrap, hbase_topic, expected=100_000, timeout_s=5)  # let replication finish
     hbase_events = sum(k.end_offsets(bootstrap, hbase_topic).values())
     # MySQL changes with their schema history (for Phoenix)
@@ -107,9 +98,7 @@ def test_every_sink_runs_unchanged_on_a_standalone_cluster(
         rows = phoenix.query(f'SELECT ID, V FROM "{db.upper()}"."ITEMS" ORDER BY ID')
     assert [(int(r[0]), r[1]) for r in rows] == [(i, f"v{i}") for i in range(30)]
 
-    # the executors did the work, on both workers: the pipeline's and the backfill's
+    # the executors did the work, on both workers (the backfill on the cluster: test_hbase_backfill.py)
     for worker_dir in cluster["worker_dirs"]:
         logs = list(Path(worker_dir).glob("app-*/*/stderr"))
         assert any("Finished task" in log.read_text(errors="replace") for log in logs), worker_dir
-        backfilled = list(Path(worker_dir).glob(f"{backfill_app.group(1)}/*/stderr"))
-        assert any("Finished task" in log.read_text(errors="replace") for log in backfilled), worker_dir
