@@ -167,10 +167,8 @@ class SourceBacklog:
 def replication_backlog(client: NativeHBaseClient, peer_id: str | None = None) -> list[SourceBacklog]:
     """Per region server and queue, what is waiting for `peer_id` (all peers when None). Region servers
     report this to the master with their load every few seconds, so it is that old."""
-    req = master_pb2.GetClusterStatusRequest(options=[master_pb2.LIVE_SERVERS])
-    res = client.master_call("GetClusterStatus", req, master_pb2.GetClusterStatusResponse)
     out = []
-    for live in res.cluster_status.live_servers:
+    for live in _live_servers(client):
         name = f"{live.server.host_name},{live.server.port},{live.server.start_code}"
         for src in live.server_load.replLoadSource:
             if peer_id is None or src.peerID == peer_id:
@@ -185,9 +183,14 @@ def replication_backlog(client: NativeHBaseClient, peer_id: str | None = None) -
 
 def region_servers(client: NativeHBaseClient) -> list[tuple[str, int]]:
     """(host, port) of every live region server, from the master."""
+    return [(live.server.host_name, live.server.port) for live in _live_servers(client)]
+
+
+def _live_servers(client: NativeHBaseClient) -> Any:
+    """The master's list of live region servers (ClusterStatus.live_servers), with their load."""
     req = master_pb2.GetClusterStatusRequest(options=[master_pb2.LIVE_SERVERS])
     res = client.master_call("GetClusterStatus", req, master_pb2.GetClusterStatusResponse)
-    return [(live.server.host_name, live.server.port) for live in res.cluster_status.live_servers]
+    return res.cluster_status.live_servers
 
 
 def roll_wal_writers(client: NativeHBaseClient) -> int:
