@@ -83,19 +83,22 @@ def test_delta_state_equals_hbase_for_any_batching_shuffled_and_duplicated(
     root = tmp_path / "state"
     cfg = PipelineConfig(
         topics=f"{name}\\..*", dead_letter_topic=f"{name}-dead", max_offsets_per_trigger=rng.randint(60, 90),
-        sinks=(SinkConfig(name="state", type="delta", options={"path": str(root)}),),  # readers see 1 version; 8 kept
+        # readers see 1 version; 8 kept; folds run between the batches (fold_rows) as well as at the end
+        sinks=(SinkConfig(name="state", type="delta", options={"path": str(root), "fold_rows": 50}),),
     )  # fmt: skip
     pipeline = Pipeline(cfg, {"bootstrap_servers": kafka["bootstrap_servers"], "zk_quorum": "unused"},
                         tmp_path / "checkpoints")  # fmt: skip
     assert pipeline.run(available_now=True)["state"] == "done"
     assert pipeline.spark is not None
     path = str(root / "rb" / "default" / name)
-    batches = pipeline.spark.sql(f"DESCRIBE HISTORY delta.`{path}`").count()
+    batches = pipeline.spark.sql(f"DESCRIBE HISTORY delta.`{root / '_changes'}`").count()
+    folds = pipeline.spark.sql(f"DESCRIBE HISTORY delta.`{path}`").count()
     for versions in (8, 3, 1):
         report = compare_rows(rows_of(hbase_client.scan(name, max_versions=versions)),
                               hbase_state_rows(pipeline.spark, path, versions))  # fmt: skip
         assert report.clean and report.rows_compared >= 3, f"{versions}: {report.summary()} {report.examples}"
     assert batches >= 4  # the changes really arrived in several batches
+    assert folds >= 2  # and were folded in several steps
     hbase_client.delete_table(name)
 
 
@@ -116,7 +119,7 @@ class _InterleavedSink(DeltaStateSink):
     other writer's batch. The MERGE has already read the table by then."""
 
     def __init__(self, path: str, flags: Path) -> None:
-        super().__init__("first", DeltaStateOptions(table_map={"w/default.t": path}), {})
+        super().__init__("first", DeltaStateOptions(table_map={"w/default.t": path}, log_path=f"{flags}/log-1"), {})
         self.flags = flags
 
     def _merge_source(self, path: str, batch: DataFrame) -> DataFrame:
@@ -150,8 +153,11 @@ def test_a_concurrent_delta_writer_loses_nothing(tmp_path: Path, caplog: pytest.
               for i in range(0, 20, 2)]  # fmt: skip
     seed = [hbase_event("w", "t", [Cell(b"r%02d" % i, b"cf", b"c", 1, CellType.PUT, b"seed")], 1 + i)
             for i in range(0, 20, 4)]  # fmt: skip
-    other = DeltaStateSink("second", DeltaStateOptions(table_map={"w/default.t": path}), {})
-    other.apply_batch(events_frame(spark, seed), 0)  # the table exists with some rows
+    other = DeltaStateSink(
+        "second", DeltaStateOptions(table_map={"w/default.t": path}, log_path=str(tmp_path / "log-2")), {}
+    )
+    other.apply_batch(events_frame(spark, seed), 0)
+    other.flush()  # the table exists with some rows
     first = _InterleavedSink(path, tmp_path)
     their_events = events_frame(spark, theirs)
 
@@ -161,6 +167,7 @@ def test_a_concurrent_delta_writer_loses_nothing(tmp_path: Path, caplog: pytest.
             time.sleep(0.05)
         try:
             other.apply_batch(their_events, 1)
+            other.flush()
         finally:
             (tmp_path / "committed").touch()
 
@@ -169,6 +176,7 @@ def test_a_concurrent_delta_writer_loses_nothing(tmp_path: Path, caplog: pytest.
     conflicts = metrics.DELTA_CONFLICTS.labels("first")._value.get()
     with caplog.at_level("WARNING", logger="cdcflow.pipeline.sinks.delta.state"):
         first.apply_batch(events_frame(spark, ours), 0)
+        first.flush()  # the fold's MERGE is the one the other writer overtakes
     thread.join()
     # the conflict path ran: Delta refused the first commit and the MERGE ran again
     assert "another writer committed first" in caplog.text

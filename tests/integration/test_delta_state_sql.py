@@ -22,7 +22,7 @@ from cdcflow.events.cells import CellType, column_name
 from cdcflow.events.json_codec import CELL_TYPE_NAMES, CELL_TYPES, render_value
 from cdcflow.events.row_state import RowState, StateCell, merge
 from cdcflow.pipeline.session import build_session
-from cdcflow.pipeline.sinks.delta.state import STATE_CELL
+from cdcflow.pipeline.sinks.delta.hbase_state import STATE_CELL
 from cdcflow.pipeline.sinks.delta.state_sql import (
     column_name_sql,
     decode_value_sql,

@@ -29,11 +29,16 @@ def test_sink_options_are_typed_and_checked_when_the_config_is_loaded() -> None:
         SinkConfig(name="d", type="delta", options={"max_versions": 3, "retained_versions": 2})
     with pytest.raises(ValidationError, match=r"write 'ns\.t'"):
         SinkConfig(name="h", type="hbase", options={"table_map": {"ns:t": "x"}})
+    with pytest.raises(ConfigError, match=r"set path .* or log_path"):  # the change log needs a home
+        DeltaStateSink("d", DeltaStateOptions(), {})
     with pytest.raises(ConfigError, match=r"no path"):
-        DeltaStateSink("d", DeltaStateOptions(), {}).table_path("mysql", "db", "t")
+        DeltaStateSink("d", DeltaStateOptions(log_path="/log"), {}).table_path("mysql", "db", "t")
+    with pytest.raises(ValidationError, match="fold_rows"):
+        SinkConfig(name="d", type="delta", options={"fold_rows": 0})
     sink = make_sink(SinkConfig(name="d", type="delta"), {"data_dir": "/data"})  # default path beside the checkpoints
     assert isinstance(sink, DeltaStateSink)
     assert sink.table_path("hbase", "default", "users") == "/data/delta/hbase/default/users"
+    assert sink.log_path == "/data/delta/_changes"
     assert DeltaStateOptions(max_versions=1000).kept_versions == 1000 and DeltaStateOptions().kept_versions == 8
 
 

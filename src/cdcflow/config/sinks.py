@@ -69,6 +69,11 @@ class DeltaStateOptions(_Mapped):
     # (key and row image as JSON text, the layout before typed tables existed).
     mysql_layout: Literal["typed", "json"] = "typed"
     schema_history_topic: str | None = None  # null: the MySQL capture's (mysql.schema_history_topic)
+    # Merge-on-read (decision 0014): every batch appends to the change log; a table's changes are
+    # folded into its state table once `fold_rows` are pending or the oldest is `fold_interval_s` old.
+    log_path: str | None = None  # null: <path>/_changes
+    fold_rows: int = Field(default=200_000, ge=1)
+    fold_interval_s: float = Field(default=60.0, gt=0)
 
     @field_validator("typed_columns")
     @classmethod

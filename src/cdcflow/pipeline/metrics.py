@@ -37,3 +37,19 @@ LAST_BATCH_TIME = Gauge(
 LAST_SOURCE_TIME = Gauge(
     "cdcflow_pipeline_last_source_timestamp_seconds", "Source time of the newest event applied (Unix seconds)", ["sink"]
 )
+# Merge-on-read Delta sinks (docs/pipeline.md "Folds"): per state table, labelled by its path.
+DELTA_PENDING_ROWS = Gauge(
+    "cdcflow_pipeline_delta_pending_rows", "Changes logged but not yet folded into the state table", ["sink", "table"]
+)
+DELTA_FOLD_SECONDS = Gauge(
+    "cdcflow_pipeline_delta_fold_seconds", "Duration of the table's last fold", ["sink", "table"]
+)
+DELTA_LAST_FOLD_TIME = Gauge(
+    "cdcflow_pipeline_delta_last_fold_timestamp_seconds",
+    "When the table was last folded (Unix seconds)",
+    ["sink", "table"],
+)
+DELTA_FOLDS = Counter("cdcflow_pipeline_delta_folds_total", "Folds of a state table that succeeded", ["sink"])
+DELTA_FOLD_FAILURES = Counter(
+    "cdcflow_pipeline_delta_fold_failures_total", "Folds that failed (their changes stay pending)", ["sink"]
+)

@@ -206,7 +206,7 @@ class Pipeline:
                 duration_ms=int((time.time() - started) * 1000),
                 last_source_ts_ms=max_ts or r.doc.get("last_source_ts_ms"), lag_ms=lag_ms,
                 total_rows=int(r.doc.get("total_rows", 0)) + rows,
-                dead_letters=int(r.doc.get("dead_letters", 0)) + dead,
+                dead_letters=int(r.doc.get("dead_letters", 0)) + dead, **sink.status(),
             )  # fmt: skip
             metrics.ROWS.labels(r.name).inc(rows)
             metrics.DEAD_LETTERS.labels(r.name).inc(dead)
@@ -295,6 +295,8 @@ class Pipeline:
                 for r in runners:
                     self._supervise(r, available_now, max_failures)
                 stop.wait(POLL_SECONDS)
+            if available_now and not stop.is_set():
+                self._flush(runners)
         finally:
             for r in runners:
                 if r.query is not None and r.query.isActive:
@@ -305,6 +307,23 @@ class Pipeline:
                 except Exception:
                     log.exception("sink %s: close failed", sink.name)
         return {r.name: "done" if r.last_error is None else f"failed: {r.last_error}" for r in runners}
+
+    def _flush(self, runners: list[_Runner]) -> None:
+        """An --available-now run's last step: each sink that applied everything finishes what it
+        deferred (the Delta sinks fold their pending changes), so the run leaves its tables current."""
+        for r in runners:
+            if r.last_error is not None:
+                continue
+            started = time.time()
+            try:
+                r.sink.flush()
+            except Exception as exc:
+                r.last_error = _first_line(exc)
+                log.error("sink %s: finishing the run failed: %s", r.name, r.last_error)
+                self._record(r, state="failing", error=r.last_error)
+                continue
+            self._record(r, **r.sink.status())
+            log.info("sink %s: finished the run in %.1f s", r.name, time.time() - started)
 
     def _supervise(self, r: _Runner, available_now: bool, max_failures: int) -> None:
         if r.done:

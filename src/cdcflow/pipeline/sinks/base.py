@@ -38,6 +38,14 @@ class Sink(ABC):
     @abstractmethod
     def apply_batch(self, events: DataFrame, batch_id: int) -> None: ...
 
+    def flush(self) -> None:  # noqa: B027 - optional: most sinks write everything in apply_batch
+        """Finish work the sink deferred (a merge-on-read sink folds its pending changes); the pipeline
+        calls it when an --available-now run has applied every batch."""
+
+    def status(self) -> dict[str, Any]:
+        """What the sink adds to its progress document (`cdcflow pipeline status`, the status page)."""
+        return {}
+
     def close(self) -> None:  # noqa: B027 - optional: most sinks hold nothing across batches
         """Release what the sink holds across batches (connections, writer leases); the pipeline
         calls it once its queries have stopped."""

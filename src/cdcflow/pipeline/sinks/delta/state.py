@@ -1,106 +1,71 @@
-"""Delta Lake current-state sink: one Delta table per source table, one row per source row, at
-<path>/<source name>/<db>/<table> (two sources with the same db.table stay apart).
+"""Delta Lake current-state sink, merge-on-read (decision 0014): every batch is one append to the
+sink's change log (`log.py`, all tables in one commit); each source table's changes are folded into
+its current-state table behind it (`folds.py`: when `fold_rows` changes are pending or the oldest
+is `fold_interval_s` old, in a background thread); `views.current_view` reads a table exactly as of
+the last applied batch (the state plus the changes not folded yet).
 
-HBase-sourced tables (per cell; see `cdcflow.events.row_state` for the rules):
+State tables are at <path>/<source name>/<db>/<table> (two sources with the same db.table stay
+apart), each with its fold record beside it (`records.py`).
 
-    row_key     binary      the HBase row key
-    exists      boolean     false once every cell is deleted (the row stays, as a tombstone)
-    cells       map<string, struct<value binary, ts bigint, pos array<bigint>>>
-                            the visible value of each column, keyed "family:qualifier"
-                            (cdcflow.events.cells.column_name), with its cell timestamp and position
-    puts        array<cell> unmasked put versions, newest first per column, up to retained_versions
-                            (readers take the first max_versions)
-    tombstones  array<cell> delete markers that still mask puts
-    source_ts_ms bigint     newest source time applied to the row
-    <typed>     optional columns decoded from `cells` (option `typed_columns`)
+HBase-sourced tables are per cell (`hbase_state.py`). A fold groups the table's pending changes by
+row, reads the current state of just those rows, merges in Spark SQL (`state_sql`: the rules of
+`row_state`, checked against it; pure, idempotent, independent of order and batch boundaries), and
+MERGEs back only the rows that changed, each guarded by the state it was merged from: a row another
+writer changed meanwhile is not overwritten, the MERGE's counts show it (or Delta refuses the
+commit), and the table is merged again.
 
-Each batch: group the events by row, read the current state of just those rows, merge in Spark
-SQL (`state_sql`: the rules of `row_state`, checked against it; pure, idempotent, independent of
-order and batch boundaries), and MERGE back only the rows that changed, each guarded by the state
-it was merged from: a row another writer changed meanwhile is not overwritten, the MERGE's counts
-show it (or Delta refuses the commit), and the table is merged again. A replayed batch changes no
-row, so it commits nothing. The tables of a batch are merged side by side (a MERGE is mostly
-fixed cost).
-
-MySQL-sourced tables (per row, guarded by position):
+MySQL-sourced tables are per row, guarded by position: typed (`mysql_typed.py`) or, with
+`mysql_layout: json`:
 
     key string (the primary-key columns as JSON), after string (row image as JSON), deleted
     boolean, pos array<bigint>, op string, source_ts_ms bigint
 
-The newest event per key in the batch wins, and MERGE updates a row only when the incoming
-position is greater than the stored one; deletes keep the row with `deleted = true` and their
-position, so an older create replayed later cannot bring it back.
+The newest change per key wins, and MERGE updates a row only when the incoming position is greater
+than the stored one; deletes keep the row (a tombstone) with their position, so an older create
+replayed later cannot bring it back.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
-import re
+import threading
 import time
-from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from typing import Any
 
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import (
-    ArrayType,
-    BinaryType,
-    BooleanType,
-    DataType,
-    DoubleType,
-    FloatType,
-    IntegerType,
-    LongType,
-    MapType,
-    ShortType,
-    StringType,
-    StructField,
-    StructType,
-)
+from pyspark.sql.types import ArrayType, BooleanType, LongType, StringType, StructField, StructType
 
 from cdcflow.clients.kafka.client import KafkaEndpoint
 from cdcflow.config.sinks import DeltaStateOptions, SinkOptions
 from cdcflow.errors import ConfigError, RetryableError, TerminalError
-from cdcflow.events.cells import RowCells
 from cdcflow.pipeline import metrics
 from cdcflow.pipeline.envelope import newest_per_key
 from cdcflow.pipeline.sinks.base import Sink
+from cdcflow.pipeline.sinks.delta import log as change_log
 from cdcflow.pipeline.sinks.delta import mysql_typed as mt
-from cdcflow.pipeline.sinks.delta.state_sql import decode_value_sql, merged_state_sql, visible_cells_sql
+from cdcflow.pipeline.sinks.delta.folds import FoldScheduler
+from cdcflow.pipeline.sinks.delta.hbase_state import (
+    cells_by_row,
+    hbase_state_schema,
+    merged_rows,
+    stored_for_merge,
+)
+from cdcflow.pipeline.sinks.delta.records import FoldRecord, Layout, read_record, read_text, write_record, write_text
 from cdcflow.pipeline.sinks.delta.tables import commit_conflict, ensure_table, refuse_old_layout
+from cdcflow.pipeline.sinks.delta.views import current_view, hbase_state_rows
 from cdcflow.pipeline.sinks.mysql_history import MySqlColumn, latest_table_record, mysql_columns
 from cdcflow.pipeline.sinks.naming import mapped_table
+
+__all__ = ["DeltaStateSink", "hbase_state_rows"]
 
 log = logging.getLogger(__name__)
 # Typed MySQL tables: Change Data Feed for downstream readers, type widening for MODIFY COLUMN.
 TYPED_TABLE_PROPERTIES = {"delta.enableChangeDataFeed": "true", "delta.enableTypeWidening": "true"}
 
-STATE_CELL = StructType(
-    [
-        StructField("family", BinaryType()),
-        StructField("qualifier", BinaryType()),
-        StructField("ts", LongType()),
-        StructField("type", StringType()),
-        StructField("value", BinaryType()),
-        StructField("pos", ArrayType(LongType())),
-    ]
-)
-VISIBLE = StructType(
-    [StructField("value", BinaryType()), StructField("ts", LongType()), StructField("pos", ArrayType(LongType()))]
-)
-TYPED: dict[str, DataType] = {
-    "base64": BinaryType(),
-    "utf8": StringType(),
-    "long": LongType(),
-    "int": IntegerType(),
-    "short": ShortType(),
-    "double": DoubleType(),
-    "float": FloatType(),
-    "boolean": BooleanType(),
-}
 MYSQL_STATE = StructType(
     [
         StructField("key", StringType(), False),
@@ -111,57 +76,6 @@ MYSQL_STATE = StructType(
         StructField("source_ts_ms", LongType()),
     ]
 )
-
-
-def typed_column_name(column: str) -> str:
-    """ "cf:first-name" → "cf_first_name"."""
-    return re.sub(r"[^A-Za-z0-9_]", "_", column)
-
-
-def hbase_state_schema(typed_columns: dict[str, str]) -> StructType:
-    fields = [
-        StructField("row_key", BinaryType(), False),
-        StructField("exists", BooleanType()),
-        StructField("cells", MapType(StringType(), VISIBLE)),
-        StructField("puts", ArrayType(STATE_CELL)),
-        StructField("tombstones", ArrayType(STATE_CELL)),
-        StructField("source_ts_ms", LongType()),
-    ]
-    fields += [StructField(typed_column_name(c), TYPED[enc]) for c, enc in typed_columns.items()]
-    return StructType(fields)
-
-
-def merged_rows(joined: DataFrame, retained_versions: int, typed_columns: dict[str, str]) -> DataFrame:
-    """(row_key, new_cells, batch_ts_ms, old_puts, old_tombstones, old_source_ts_ms) → every state
-    column, `changed`, and the stored state each row was merged from (the MERGE's guard).
-
-    Each step is its own projection that refers to the one before by column name, so the merge is
-    computed once per row (Spark does not inline an expensive expression into several places)."""
-    merged = joined.select(
-        "*", F.expr(merged_state_sql("old_puts", "old_tombstones", "new_cells", retained_versions)).alias("_m")
-    )
-    state = merged.select(
-        "row_key", "old_puts", "old_tombstones", F.col("_m.puts").alias("puts"),
-        F.col("_m.tombstones").alias("tombstones"),
-        F.greatest("old_source_ts_ms", "batch_ts_ms").alias("source_ts_ms"),
-    )  # fmt: skip
-    state = state.select(
-        "*",
-        (F.size("puts") > 0).alias("exists"),
-        F.expr(visible_cells_sql("puts")).alias("cells"),
-        F.expr("old_puts IS NULL OR NOT (puts <=> old_puts AND tombstones <=> old_tombstones)").alias("changed"),
-    )
-    typed = [
-        F.expr(decode_value_sql(f"try_element_at(cells, '{_sql_string(column)}').value", encoding)).alias(
-            typed_column_name(column)
-        )
-        for column, encoding in typed_columns.items()
-    ]
-    return state.select("*", *typed)
-
-
-def _sql_string(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("'", "\\'")
 
 
 # Raised inside a typed MySQL table's MERGE by a row that does not fit the table's known shape.
@@ -183,8 +97,19 @@ class DeltaStateSink(Sink):
             options = options.model_copy(update={"path": f"{context['data_dir']}/delta"})
         self.opts = options
         self.options = options
+        if options.log_path:
+            self.log_path = options.log_path
+        elif options.path:
+            self.log_path = f"{options.path.rstrip('/')}/_changes"
+        else:
+            raise ConfigError(f"sink {name}: set path (the change log goes to <path>/_changes) or log_path")
         self._checked_paths: set[str] = set()
         self._mysql_shapes: dict[tuple[str, str, str], list[MySqlColumn]] = {}
+        self._records: dict[str, FoldRecord] = {}  # state path → its fold record, as last written
+        self._records_lock = threading.Lock()
+        self._log_ready = False
+        self._spark: SparkSession | None = None
+        self.folds = FoldScheduler(name, self._fold, options.fold_rows, options.fold_interval_s, MERGE_THREADS)
 
     def table_path(self, source: str, db: str, table: str) -> str:
         mapped = mapped_table(self.opts.table_map, db, table, source)
@@ -202,71 +127,138 @@ class DeltaStateSink(Sink):
             self._checked_paths.add(path)
         return path
 
+    # --- the append path: one commit per batch ---------------------------------------------
     def apply_batch(self, events: DataFrame, batch_id: int) -> None:
-        # Each path costs Spark jobs even when it has nothing to do; run only those with events.
-        connectors = {r[0] for r in events.select("source.connector").distinct().collect()}
-        kept: list[DataFrame] = []  # persisted for the table merges; released after the last one
+        spark = events.sparkSession
+        self._spark = spark
+        counts = events.groupBy(
+            F.col("source.connector").alias("connector"), F.col("source.name").alias("source"),
+            F.col("source.db").alias("db"), F.col("source.table").alias("table"),
+        ).count().collect()  # fmt: skip
+        rows = change_log.changelog_rows(events, batch_id)
+        if not self._log_ready:
+            change_log.ensure_log(spark, self.log_path, rows.schema)
+            self._log_ready = True
+            self.folds.start(self._registered_tables(spark))
+        logged: dict[str, int] = {}
+        for t in counts:  # a table is registered before the first log commit holding its changes
+            path = self._registered(spark, t["connector"], t["source"], t["db"], t["table"])
+            logged[path] = logged.get(path, 0) + int(t["count"])
+        started = time.perf_counter()
+        change_log.append(rows, self.log_path, f"cdcflow-{self.name}-{self.query_id}", batch_id)
+        log.info("sink %s: batch %d: %d changes of %d table(s) logged in %.2f s", self.name, batch_id,
+                 sum(logged.values()), len(logged), time.perf_counter() - started)  # fmt: skip
+        self.folds.logged(logged)
+
+    def flush(self) -> None:
+        """Fold every table with pending changes now (an --available-now run's last step)."""
+        if self._spark is not None or self.folds.started:
+            self.folds.fold_all()
+
+    def close(self) -> None:
+        self.folds.stop()
+
+    def status(self) -> dict[str, Any]:
+        return {"tables": self.folds.status()}
+
+    def current_view(self, spark: SparkSession, source: str, db: str, table: str) -> DataFrame:
+        """A table's current rows, exact as of the last applied batch (tombstones left out)."""
+        return current_view(spark, self.table_path(source, db, table))
+
+    def _registered(self, spark: SparkSession, connector: str, source: str, db: str, table: str) -> str:
+        """The table's state path, its fold record written first if it has none (so every view of
+        the path finds the log before the log holds the table's changes)."""
+        path = self._checked_path(spark, source, db, table)
+        if path in self._records:
+            return path
+        record = read_record(spark, path)
+        if record is None or record.log != self.log_path:
+            layout: Layout = "hbase" if connector == "hbase" else self.opts.mysql_layout
+            if record is not None:
+                log.warning("sink %s: %s was fed by the change log %s; continuing it from %s", self.name, path,
+                            record.log, self.log_path)  # fmt: skip
+            record = FoldRecord(
+                log=self.log_path, source=source, db=db, table=table, layout=layout,
+                kept_versions=self.opts.kept_versions, typed_columns=dict(self.opts.typed_columns),
+                mysql_columns=self._shape_doc(source, db, table) if layout == "typed" else [],
+            )  # fmt: skip
+            write_record(spark, path, record)
+            self._write_table_index(spark, path)
+        with self._records_lock:
+            self._records[path] = record
+        return path
+
+    def _shape_doc(self, source: str, db: str, table: str) -> list[dict[str, Any]]:
+        return [vars(c) for c in self._mysql_columns(source, db, table, refresh=False)]
+
+    def _index_path(self) -> str:
+        return f"{self.log_path.rstrip('/')}/_cdcflow_tables"
+
+    def _registered_tables(self, spark: SparkSession) -> list[str]:
+        """State paths this log has fed (an index kept in the log's folder), so a restart finds
+        tables with changes not yet folded."""
+        text = read_text(spark, self._index_path())
+        return [line for line in (text or "").splitlines() if line]
+
+    def _write_table_index(self, spark: SparkSession, path: str) -> None:
+        known = self._registered_tables(spark)
+        if path not in known:
+            write_text(spark, self._index_path(), "\n".join([*known, path]) + "\n")
+
+    # --- folds: pending changes into the state tables ----------------------------------------
+    def _fold(self, path: str) -> int:
+        """Fold the table's logged changes not yet in its state table; the number of changes read.
+
+        The log version is fixed first, so the fold and its record agree on what was folded; the
+        record is written only after the MERGE committed (a kill in between redoes the same fold)."""
+        spark = self._spark
+        assert spark is not None
+        with self._records_lock:
+            record = self._records.get(path)
+        record = record or read_record(spark, path)
+        if record is None:
+            return 0
+        started = time.perf_counter()
+        version = change_log.latest_version(spark, self.log_path)
+        if record.folded_version >= version:
+            return 0
+        pending = change_log.table_changes(
+            spark, self.log_path, record.source, record.db, record.table, record.folded_version, version
+        ).persist()
         try:
-            merges: dict[str, Callable[[], None]] = {}
-            if "hbase" in connectors:
-                merges.update(self._hbase_merges(events.where(F.col("source.connector") == "hbase"), kept))
-            if "mysql" in connectors:
-                merges.update(self._mysql_merges(events.where(F.col("source.connector") == "mysql"), kept))
-            self._run_merges(merges)
+            changes = pending.count()
+            if changes:
+                if record.layout == "hbase":
+                    self._merge_hbase_table(spark, path, cells_by_row(pending))
+                else:
+                    self._fold_mysql(spark, path, record, pending)
         finally:
-            for frame in kept:
-                frame.unpersist()
+            pending.unpersist()
+        took_ms = int((time.perf_counter() - started) * 1000)
+        shape = self._shape_doc(record.source, record.db, record.table) if record.layout == "typed" else []
+        done = record.folded(version, int(time.time() * 1000), took_ms, changes)
+        if shape:
+            done = FoldRecord(**{**vars(done), "mysql_columns": shape})
+        write_record(spark, path, done)
+        with self._records_lock:
+            self._records[path] = done
+        log.info("sink %s: %s: folded %d changes up to log version %d in %.1f s", self.name, path, changes,
+                 version, took_ms / 1000)  # fmt: skip
+        return changes
 
-    def _run_merges(self, merges: dict[str, Callable[[], None]]) -> None:
-        """One MERGE per table, every table of the batch (HBase- and MySQL-sourced) side by side:
-        most of a MERGE's time is fixed cost on the driver (planning, reading the Delta log,
-        committing), which overlaps with the other tables' jobs."""
-
-        def timed(path: str, merge: Callable[[], None]) -> None:
-            started = time.perf_counter()
-            merge()
-            log.info("sink %s: %s: merged in %.1f s", self.name, path, time.perf_counter() - started)
-
-        with ThreadPoolExecutor(max_workers=min(MERGE_THREADS, len(merges) or 1)) as pool:
-            for done in [pool.submit(timed, path, merge) for path, merge in merges.items()]:
-                done.result()
+    def _fold_mysql(self, spark: SparkSession, path: str, record: FoldRecord, pending: DataFrame) -> None:
+        latest = newest_per_key(
+            pending.select(
+                "key", "after", (F.col("op") == "d").alias("deleted"), "op", "pos", "source_ts_ms",
+            ),
+            ["key"],
+        )  # fmt: skip
+        if record.layout == "json":
+            self._merge_guarded(path, functools.partial(self._mysql_json_merge, spark, path, latest))
+        else:
+            self._merge_mysql_typed(spark, path, latest, record.source, record.db, record.table)
 
     # --- HBase: per cell -------------------------------------------------------------------
-    def _hbase_merges(self, events: DataFrame, kept: list[DataFrame]) -> dict[str, Callable[[], None]]:
-        """The MERGE of each HBase-sourced table of the batch (the grouped cells kept persisted)."""
-        spark = events.sparkSession
-        cells = events.select(
-            F.col("source.name").alias("source"),
-            F.col("source.db").alias("db"),
-            F.col("source.table").alias("table"),
-            F.unbase64(F.get_json_object("key", "$.row")).alias("row_key"),
-            F.col("source.ts_ms").alias("ts_ms"),
-            F.col("source.pos").alias("event_pos"),
-            F.posexplode("cells").alias("i", "c"),
-        ).select(
-            "source", "db", "table", "row_key", "ts_ms",
-            F.struct(
-                F.unbase64("c.family").alias("family"), F.unbase64("c.qualifier").alias("qualifier"),
-                F.col("c.ts").alias("ts"), F.col("c.type").alias("type"), F.unbase64("c.value").alias("value"),
-                # the cell's index breaks ties between two writes of one cell in the same event
-                F.concat("event_pos", F.array(F.col("i").cast("long"))).alias("pos"),
-            ).alias("cell"),
-        )  # fmt: skip
-        grouped = (
-            cells.groupBy("source", "db", "table", "row_key")
-            .agg(F.collect_list("cell").alias("new_cells"), F.max("ts_ms").alias("batch_ts_ms"))
-            .persist()
-        )
-        kept.append(grouped)
-        merges: dict[str, Callable[[], None]] = {}
-        for t in grouped.select("source", "db", "table").distinct().collect():
-            path = self._checked_path(spark, t["source"], t["db"], t["table"])
-            batch = grouped.where(
-                (F.col("source") == t["source"]) & (F.col("db") == t["db"]) & (F.col("table") == t["table"])
-            ).select("row_key", "new_cells", "batch_ts_ms")
-            merges[path] = functools.partial(self._merge_hbase_table, spark, path, batch)
-        return merges
-
     def _merge_hbase_table(self, spark: SparkSession, path: str, batch: DataFrame) -> None:
         """Read the stored state of the batch's rows, merge in Spark SQL (`state_sql`), and MERGE
         back the rows that changed, each guarded by the state it was merged from: a row another
@@ -276,10 +268,7 @@ class DeltaStateSink(Sink):
         columns = [f.name for f in schema.fields]
         for attempt in range(CONFLICT_RETRIES + 1):
             target = ensure_table(spark, path, schema)
-            stored = target.toDF().select(
-                "row_key", F.col("puts").alias("old_puts"), F.col("tombstones").alias("old_tombstones"),
-                F.col("source_ts_ms").alias("old_source_ts_ms"),
-            )  # fmt: skip
+            stored = stored_for_merge(target.toDF())
             joined = batch.join(stored.join(batch.select("row_key"), "row_key", "left_semi"), "row_key", "left")
             merged = merged_rows(joined, self.opts.kept_versions, self.opts.typed_columns).persist()
             started = time.perf_counter()
@@ -326,34 +315,6 @@ class DeltaStateSink(Sink):
         return batch
 
     # --- MySQL: per row, guarded by position ------------------------------------------------
-    def _mysql_merges(self, events: DataFrame, kept: list[DataFrame]) -> dict[str, Callable[[], None]]:
-        """The MERGE of each MySQL-sourced table of the batch (the newest row per key kept persisted)."""
-        spark = events.sparkSession
-        latest = newest_per_key(
-            events.select(
-                F.col("source.name").alias("source"), F.col("source.db").alias("db"),
-                F.col("source.table").alias("table"), "key", F.col("after"),
-                (F.col("op") == "d").alias("deleted"), F.col("op"), F.col("source.pos").alias("pos"),
-                F.col("source.ts_ms").alias("source_ts_ms"),
-            ),
-            ["source", "db", "table", "key"],
-        ).persist()  # fmt: skip
-        kept.append(latest)
-        merges: dict[str, Callable[[], None]] = {}
-        for t in latest.select("source", "db", "table").distinct().collect():
-            batch = latest.where(
-                (F.col("source") == t["source"]) & (F.col("db") == t["db"]) & (F.col("table") == t["table"])
-            ).drop("source", "db", "table")
-            path = self._checked_path(spark, t["source"], t["db"], t["table"])
-            if self.opts.mysql_layout == "json":
-                json_merge = functools.partial(self._mysql_json_merge, spark, path, batch)
-                merges[path] = functools.partial(self._merge_guarded, path, json_merge)
-            else:
-                merges[path] = functools.partial(
-                    self._merge_mysql_typed, spark, path, batch, t["source"], t["db"], t["table"]
-                )
-        return merges
-
     def _merge_mysql_typed(
         self, spark: SparkSession, path: str, batch: DataFrame, source: str, db: str, table: str
     ) -> None:
@@ -513,35 +474,3 @@ class DeltaStateSink(Sink):
 
 def _quoted(column: str) -> str:
     return "`" + column.replace("`", "``") + "`"
-
-
-_VERIFY_PIECE_BYTES = 2 * 2**20  # compressed Parquet: several times that once decoded
-
-
-def hbase_state_rows(
-    spark: SparkSession, path: str, max_versions: int = 1, start_row: bytes = b"", stop_row: bytes = b""
-) -> Iterator[RowCells]:
-    """The rows of an HBase state table as `cdcflow.verify.hbase` compares them: row-key order, the
-    newest `max_versions` visible cells per column (the state keeps more: retained_versions), rows
-    whose cells are all deleted left out; only keys from `start_row` up to `stop_row` (b"": the end).
-    Spark compares binary keys byte by byte, unsigned, as HBase orders them."""
-    table = spark.read.format("delta").load(path).where("exists")
-    if start_row:
-        table = table.where(F.col("row_key") >= F.lit(bytearray(start_row)))
-    if stop_row:
-        table = table.where(F.col("row_key") < F.lit(bytearray(stop_row)))
-    # toLocalIterator brings one partition at a time through the driver: sorted into pieces of about
-    # _VERIFY_PIECE_BYTES of table files each, so a large table never needs a large driver.
-    size = int(spark.sql(f"DESCRIBE DETAIL delta.`{path}`").first()["sizeInBytes"] or 0)  # type: ignore[index]
-    pieces = max(2, -(-size // _VERIFY_PIECE_BYTES))
-    ordered = table.select("row_key", "puts").repartitionByRange(pieces, "row_key").sortWithinPartitions("row_key")
-    rows = ordered.toLocalIterator()
-    for r in rows:
-        per_column: dict[tuple[bytes, bytes], int] = {}
-        cells = set()
-        for c in r["puts"]:  # newest first within each column
-            col = (bytes(c["family"]), bytes(c["qualifier"]))
-            if per_column.get(col, 0) < max_versions:
-                per_column[col] = per_column.get(col, 0) + 1
-                cells.add((col[0], col[1], int(c["ts"]), bytes(c["value"])))
-        yield bytes(r["row_key"]), frozenset(cells)

@@ -23,7 +23,7 @@ def ensure_table(
     Auto-compaction is on: streaming writes small files every batch, and Delta rewrites them
     into bigger ones after a commit once enough have piled up (no separate OPTIMIZE job).
     """
-    _drop_log_without_commits(spark, path)
+    drop_log_without_commits(spark, path)
     if not DeltaTable.isDeltaTable(spark, path):
         # One commit with the properties, so a table's first version already has them (Change Data
         # Feed from version 0).
@@ -37,7 +37,7 @@ def ensure_table(
 _COMMIT_FILE = re.compile(r"^\d{20}\.(json|checkpoint.*\.parquet)$")
 
 
-def _drop_log_without_commits(spark: SparkSession, path: str) -> None:
+def drop_log_without_commits(spark: SparkSession, path: str) -> None:
     """A process killed while creating a table can leave `_delta_log` with no commit in it: Delta then
     neither creates the table nor reads it (DELTA_TABLE_NOT_FOUND on every retry). Such a log holds no
     data, so it is removed and the table created afresh."""

@@ -1,0 +1,108 @@
+"""A state table's fold record: which change log feeds it and up to which log version it is folded.
+
+Kept beside the state table as `<state path>.cdcflow.json` (not inside it: Delta refuses to create
+a table in a folder that already holds files), written by the sink when it first logs a change of
+the table and again after each fold. It makes a state path self-describing: the current view of
+`<state path>` is the table plus the log's changes after `folded_version`.
+
+The record is written *after* the fold's MERGE commits. A fold killed in between leaves the old
+version in the record, so the next fold (and every view meanwhile) applies those changes again:
+both merges are idempotent (a position guard; HBase's cell rules), so the result is the same.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Literal
+
+from pyspark.sql import SparkSession
+
+RECORD_SUFFIX = ".cdcflow.json"
+Layout = Literal["hbase", "typed", "json"]
+
+
+@dataclass(frozen=True)
+class FoldRecord:
+    log: str  # the change log's path
+    source: str
+    db: str
+    table: str
+    layout: Layout
+    folded_version: int = -1  # log version folded into the state table (-1: nothing yet)
+    kept_versions: int = 1  # HBase: unmasked versions kept per column
+    typed_columns: dict[str, str] = field(default_factory=dict)  # HBase: decoded copies of visible values
+    mysql_columns: list[dict[str, Any]] = field(default_factory=list)  # typed MySQL: the known shape
+    folded_at_ms: int | None = None
+    fold_ms: int | None = None  # how long the last fold took
+    folded_rows: int | None = None  # changes read by the last fold
+
+    def folded(self, version: int, at_ms: int, took_ms: int, rows: int) -> FoldRecord:
+        return replace(self, folded_version=version, folded_at_ms=at_ms, fold_ms=took_ms, folded_rows=rows)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> FoldRecord:
+        doc = json.loads(text)
+        known = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in doc.items() if k in known})
+
+
+def record_path(state_path: str) -> str:
+    return state_path.rstrip("/") + RECORD_SUFFIX
+
+
+def _fs(spark: SparkSession, path: str) -> tuple[Any, Any]:
+    sc = spark.sparkContext
+    assert sc._jvm is not None and sc._jsc is not None
+    jpath = sc._jvm.org.apache.hadoop.fs.Path(path)
+    return jpath, jpath.getFileSystem(sc._jsc.hadoopConfiguration())
+
+
+def read_record(spark: SparkSession, state_path: str) -> FoldRecord | None:
+    """The fold record of a state table, or None (a table written before merge-on-read)."""
+    text = read_text(spark, record_path(state_path))
+    return None if text is None else FoldRecord.from_json(text)
+
+
+def write_record(spark: SparkSession, state_path: str, record: FoldRecord) -> None:
+    write_text(spark, record_path(state_path), record.to_json())
+
+
+def read_text(spark: SparkSession, path: str) -> str | None:
+    """A small file's text through Hadoop's file system (any scheme Spark reads), None if absent."""
+    jpath, fs = _fs(spark, path)
+    if not fs.exists(jpath):
+        return None
+    stream = fs.open(jpath)
+    try:
+        sc = spark.sparkContext
+        assert sc._jvm is not None
+        return str(sc._jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8"))
+    finally:
+        stream.close()
+
+
+def write_text(spark: SparkSession, path: str, text: str) -> None:
+    """Replace a small file at once: written beside it, then renamed over it (a reader sees the old
+    text or the new, never half of it)."""
+    tmp, fs = _fs(spark, path + ".tmp")
+    out = fs.create(tmp, True)
+    try:
+        out.write(bytearray(text.encode()))
+    finally:
+        out.close()
+    sc = spark.sparkContext
+    assert sc._jvm is not None and sc._jsc is not None and sc._gateway is not None
+    jvm = sc._jvm
+    dst = jvm.org.apache.hadoop.fs.Path(path)
+    context = jvm.org.apache.hadoop.fs.FileContext.getFileContext(dst.toUri(), sc._jsc.hadoopConfiguration())
+    options = sc._gateway.new_array(jvm.org.apache.hadoop.fs.Options.Rename, 1)
+    options[0] = jvm.org.apache.hadoop.fs.Options.Rename.OVERWRITE
+    context.rename(tmp, dst, options)
+    # the local file system leaves a checksum file of the temporary name behind
+    crc = jvm.org.apache.hadoop.fs.Path(f"{tmp.getParent()}/.{tmp.getName()}.crc")
+    if fs.exists(crc):
+        fs.delete(crc, False)
