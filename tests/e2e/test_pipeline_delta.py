@@ -8,25 +8,28 @@ import struct
 from pathlib import Path
 from typing import Any
 
+import pytest
 from prometheus_client import REGISTRY
 
 from cdcflow.clients import kafka as k
 from cdcflow.clients.hbase import HBaseClient
 from cdcflow.config import PipelineConfig, SinkConfig
-from cdcflow.config.sinks import DeltaChangelogOptions
+from cdcflow.config.sinks import DeltaChangelogOptions, DeltaStateOptions
 from cdcflow.events.cells import Cell, CellType
 from cdcflow.events.json_codec import SCHEMA_ID
+from cdcflow.pipeline import metrics
 from cdcflow.pipeline.runner import Pipeline
 from cdcflow.pipeline.session import build_session
 from cdcflow.pipeline.sinks.delta.changelog import DeltaChangelogSink, changes
-from cdcflow.pipeline.sinks.delta.state import hbase_state_rows
+from cdcflow.pipeline.sinks.delta.records import read_record
+from cdcflow.pipeline.sinks.delta.state import DeltaStateSink, hbase_state_rows
 from cdcflow.pipeline.sinks.delta.views import current_view
 from cdcflow.verify.hbase import compare_rows, rows_of
 
 from .hbase_capture import PeerSetup
 from .test_hbase_capture import SPLITS, workload
 from .test_pipeline_hbase import captured_table, pipeline_for, wait_for_topic_rows
-from .test_sink_interleavings import events_frame, hbase_event
+from .test_sink_interleavings import events_frame, hbase_event, random_change
 
 
 def test_delta_state_table_equals_the_hbase_source_version_by_version(
@@ -275,3 +278,56 @@ def test_the_change_log_holds_a_replayed_batch_once_and_shows_a_twice_delivered_
     assert shown.count() == 160  # ... and shown once
     assert shown.select("event_key", "region", "pos").distinct().count() == 160
     assert shown.where("pos[0] >= 140 AND pos[0] < 150").select("batch_id").distinct().collect() == [(2,)]
+
+
+class _DiesAfterTheMerge(DeltaStateSink):
+    """A sink whose folds die after their MERGE committed, before the fold record is written."""
+
+    def _merged_before_record(self, path: str) -> None:
+        raise RuntimeError("killed inside the fold")
+
+
+def test_a_fold_killed_between_its_merge_and_its_record_is_redone_with_the_same_result(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue #32: a fold that dies after its MERGE leaves the record behind the state table. The
+    view meanwhile and the next fold apply those changes again: the state equals a clean run's."""
+    spark = build_session("cdcflow-test")
+    rng = random.Random(32)
+    rows = [b"r%02d" % i for i in range(10)]
+    events = [hbase_event("w", "t", random_change(rng, rng.choice(rows)), seq) for seq in range(1, 201)]
+
+    def state(root: Path) -> str:
+        return str(root / "w" / "default" / "t")
+
+    clean = DeltaStateSink("clean", DeltaStateOptions(path=str(tmp_path / "clean")), {})
+    for b in range(4):
+        clean.apply_batch(events_frame(spark, events[b * 50 : (b + 1) * 50]), b)
+    clean.flush()
+    expected = list(hbase_state_rows(spark, state(tmp_path / "clean"), 8))
+
+    dying = _DiesAfterTheMerge("dying", DeltaStateOptions(path=str(tmp_path / "dying")), {})
+    for b in range(2):
+        dying.apply_batch(events_frame(spark, events[b * 50 : (b + 1) * 50]), b)
+    failures = metrics.DELTA_FOLD_FAILURES.labels("dying")._value.get()
+    with caplog.at_level("ERROR", logger="cdcflow.pipeline.sinks.delta.folds"), pytest.raises(RuntimeError):
+        dying.flush()
+    assert "fold failed" in caplog.text and metrics.DELTA_FOLD_FAILURES.labels("dying")._value.get() == failures + 1
+    record = read_record(spark, state(tmp_path / "dying"))
+    assert record is not None and record.folded_version == -1  # the MERGE committed, the record did not
+    assert spark.read.format("delta").load(state(tmp_path / "dying")).count() > 0
+    dying.close()
+
+    restarted = DeltaStateSink("dying", DeltaStateOptions(path=str(tmp_path / "dying")), {})  # a new process
+    for b in range(2, 4):
+        restarted.apply_batch(events_frame(spark, events[b * 50 : (b + 1) * 50]), b)
+    # before any fold: the view applies every logged change, the two batches folded once included
+    assert list(hbase_state_rows(spark, state(tmp_path / "dying"), 8)) == expected
+    restarted.flush()
+    record = read_record(spark, state(tmp_path / "dying"))
+    assert record is not None and record.folded_version >= 3
+    assert list(hbase_state_rows(spark, state(tmp_path / "dying"), 8)) == expected
+    # the folded state table itself, without the view's pending changes: the same rows
+    folded = {bytes(r["row_key"]) for r in spark.read.format("delta").load(state(tmp_path / "dying")).where("exists")
+              .collect()}  # fmt: skip
+    assert folded == {row for row, _cells in expected}

@@ -588,12 +588,23 @@ def format_progress(name: str, doc: dict[str, Any], now_ms: int) -> str:
     lag = f"{(now_ms - ts) / 1000:.1f}s" if ts else "-"
     rate = doc.get("processed_rows_per_second")
     behind = doc.get("offsets_behind")
-    return (
+    line = (
         f"{name:14} batch {doc.get('batch_id', '-')}: {doc.get('rows', 0)} rows "
         f"(total {doc.get('total_rows', 0)}), {rate if rate is not None else '-'} rows/s, "
         f"batch {doc.get('batch_duration_ms') or doc.get('duration_ms') or '-'} ms, lag {lag}, "
         f"behind {behind if behind is not None else '-'}"
     )
+    return "\n".join([line, *(format_fold(path, t, now_ms) for path, t in sorted((doc.get("tables") or {}).items()))])
+
+
+def format_fold(path: str, table: dict[str, Any], now_ms: int) -> str:
+    """A merge-on-read Delta table's freshness: changes not folded yet, the last fold."""
+    last = table.get("last_fold_ms")
+    folded = f"folded {(now_ms - last) / 1000:.0f}s ago in {table.get('fold_seconds')}s" if last else "not folded yet"
+    warn = "  STALE: the state table is older than fold_interval_s + 30 s" if table.get("stale") else ""
+    error = f"  fold failing: {table['fold_error']}" if table.get("fold_error") else ""
+    return (f"{'':16}{path}: {table.get('pending_rows', 0)} pending (oldest {table.get('pending_age_s', 0)}s), "
+            f"{folded}{warn}{error}")  # fmt: skip
 
 
 # --- cdcflow ui -------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ the batches keep appending meanwhile. A failed fold is logged, counted and tried
 changes stay in the log, and the current view still shows them.
 
 The counts are what this process logged. After a restart the tables the log has fed are looked at
-once: any whose fold record is behind the log is due at the next round.
+once: each is folded within `fold_interval_s` (a fold with nothing to do commits nothing).
 """
 
 from __future__ import annotations
@@ -61,8 +61,8 @@ class FoldScheduler:
         now_ms = int(time.time() * 1000)
         with self._lock:
             for path in known_tables:
-                # not known to be behind: a fold finds out (and does nothing when it is not)
-                self._tables.setdefault(path, _Pending(rows=0, oldest_ms=now_ms - int(self.fold_interval_s * 1000)))
+                # perhaps behind: folded within fold_interval_s (a fold that finds nothing to do commits nothing)
+                self._tables.setdefault(path, _Pending(rows=0, oldest_ms=now_ms))
         self.started = True
         self._thread = threading.Thread(target=self._loop, name=f"cdcflow-folds-{self.sink}", daemon=True)
         self._thread.start()
