@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import random
 import statistics
 import tempfile
@@ -193,6 +194,7 @@ def main() -> None:
     parser.add_argument("--tables", default="1,100")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
+    logging.getLogger("cdcflow").setLevel(os.environ.get("CDCFLOW_BENCH_LOG", "WARNING"))
     bootstrap = Stack(default_stack_home()).endpoints("kafka")["bootstrap_servers"]
     spark = build_session("cdcflow-bench-mor")
     spark.sparkContext.setLogLevel("ERROR")

@@ -244,3 +244,24 @@ def test_the_grafana_dashboard_uses_only_documented_metrics() -> None:
     used = {re.sub(r"_(bucket|count|sum)$", "", n) for e in exprs for n in re.findall(r"cdcflow_[a-z_]+", e)}
     assert used and used <= documented, sorted(used - documented)
     assert {n.split("_")[1] for n in used} == {"hbase", "mysql", "pipeline", "verify"}  # every process has a panel
+
+
+def test_a_merge_on_read_sinks_tables_show_their_folds_and_warn_when_stale() -> None:
+    now = 10_000.0
+    tables = {
+        "/d/m/shop/orders": {"pending_rows": 12, "pending_age_s": 4.0, "last_fold_ms": (now - 20) * 1000,
+                             "fold_seconds": 1.5, "stale": False, "fold_error": None},
+        "/d/m/shop/items": {"pending_rows": 900, "pending_age_s": 95.0, "last_fold_ms": None, "fold_seconds": None,
+                            "stale": True, "fold_error": None},
+        "/d/m/shop/lines": {"pending_rows": 3, "pending_age_s": 12.0, "last_fold_ms": None, "fold_seconds": None,
+                            "stale": False, "fold_error": "IOException: disk full"},
+    }  # fmt: skip
+    status = build_status(now, [], {"delta": {"state": "applying", "tables": tables}}, None, {}, [], 120)
+    [sink] = status["sinks"]
+    rows = {t["path"]: t for t in sink["tables"]}
+    assert rows["/d/m/shop/orders"]["folded_ago_s"] == pytest.approx(20.0) and not rows["/d/m/shop/orders"]["stale"]
+    assert rows["/d/m/shop/items"]["stale"] and rows["/d/m/shop/items"]["folded_ago_s"] is None
+    warnings = "\n".join(status["warnings"])
+    assert "the state table /d/m/shop/items is 95.0 s behind its log" in warnings
+    assert "folding /d/m/shop/lines fails (its changes stay in the log): IOException: disk full" in warnings
+    assert "orders" not in warnings

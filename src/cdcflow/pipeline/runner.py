@@ -172,23 +172,27 @@ class Pipeline:
                 log.warning("sink %s: batch %d: %d malformed record(s) went to the dead-letter topic %s",
                             sink.name, batch_id, dead, self.context["dead_letter_topic"])  # fmt: skip
 
+            def prepared(raw: DataFrame) -> DataFrame:
+                parsed = parse(raw)
+                return dedupe(parsed) if sink.wants_deduplicated_events else parsed
+
             stats: Any
             if sink.reads_events_once:
                 # One job: the counts ride along the sink's own action. The rare batch with
                 # malformed records is parsed a second time for its dead letters, after the sink.
                 observed = Observation(f"cdcflow-{sink.name}-{batch_id}-{time.monotonic_ns()}")
-                sink.apply_batch(events_of(dedupe(parse(df)).observe(observed, *counts)), batch_id)
+                sink.apply_batch(events_of(prepared(df).observe(observed, *counts)), batch_id)
                 stats = observed_metrics(observed)
                 if stats is None:  # not reported (never seen): count with a job of their own
                     log.warning("sink %s: batch %d: the observed counts did not arrive; counting again",
                                 sink.name, batch_id)  # fmt: skip
-                    stats = dedupe(parse(df)).agg(*counts).first()
+                    stats = prepared(df).agg(*counts).first()
                 dead = int(stats["dead"] or 0) if stats else 0
                 if dead:
-                    dead_letter(dedupe(parse(df)), dead)
+                    dead_letter(prepared(df), dead)
             else:
                 # Parsed and deduplicated once, kept for the sink's jobs and the dead letters.
-                batch = dedupe(parse(df)).persist()
+                batch = prepared(df).persist()
                 try:
                     stats = batch.agg(*counts).first()
                     dead = int(stats["dead"]) if stats else 0

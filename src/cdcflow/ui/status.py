@@ -217,6 +217,7 @@ def build_status(
             entry["lag_s"] = _age(now, doc["last_source_ts_ms"] / 1000)
         if entry.get("batch_s") is None and doc.get("duration_ms") is not None:
             entry["batch_s"] = doc["duration_ms"] / 1000
+        entry["tables"] = fold_rows(name, doc.get("tables") or {}, now, warnings)
     for name, entry in sinks.items():
         if entry.get("failing"):
             warnings.append(f"sink {name} is FAILING" + (f": {entry['error']}" if entry.get("error") else ""))
@@ -274,3 +275,24 @@ def sparkline(points: list[tuple[float, float]], now: float, window_s: float, wi
     return (f'<svg class="chart" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
             f'role="img" aria-label="max {top:.4g}"><polyline fill="none" stroke="currentColor" stroke-width="1.5" '
             f'points="{coords}"/></svg>')  # fmt: skip
+
+
+def fold_rows(
+    sink: str, tables: Mapping[str, Mapping[str, Any]], now: float, warnings: list[str]
+) -> list[dict[str, Any]]:
+    """A merge-on-read Delta sink's tables as the page shows them (pending changes, last fold), with a
+    warning per table whose state is older than its fold interval + 30 s or whose fold fails."""
+    rows = []
+    for path, t in sorted(tables.items()):
+        last = t.get("last_fold_ms")
+        rows.append({
+            "path": path, "pending": t.get("pending_rows"), "pending_age_s": t.get("pending_age_s"),
+            "folded_ago_s": _age(now, last / 1000) if last else None, "fold_s": t.get("fold_seconds"),
+            "stale": bool(t.get("stale")), "error": t.get("fold_error"),
+        })  # fmt: skip
+        if t.get("fold_error"):
+            warnings.append(f"sink {sink}: folding {path} fails (its changes stay in the log): {t['fold_error']}")
+        elif t.get("stale"):
+            warnings.append(f"sink {sink}: the state table {path} is {t.get('pending_age_s')} s behind its log "
+                            "(older than fold_interval_s + 30 s)")  # fmt: skip
+    return rows

@@ -22,6 +22,10 @@ class Sink(ABC):
     # persisting the batch and takes its counts from that action (Dataset.observe) instead of a
     # job of their own. A sink that reads `events` more than once leaves it False.
     reads_events_once: ClassVar[bool] = False
+    # False when the sink's own reads absorb duplicates (the Delta change log: its readers and folds
+    # see a change once however often it is stored): the runner then skips the dedupe, a shuffle of
+    # the whole batch.
+    wants_deduplicated_events: ClassVar[bool] = True
 
     def __init__(self, name: str, options: SinkOptions, context: dict[str, Any]) -> None:
         self.name = name

@@ -19,8 +19,10 @@ __all__ = ["IDENTITY", "DeltaChangelogSink", "changelog_rows", "changes"]
 
 
 class DeltaChangelogSink(Sink):
-    # One action over the batch (the append): the runner counts through it instead of persisting.
+    # One action over the batch (the append): the runner counts through it instead of persisting,
+    # and skips its dedupe (readers see each change once: `changes()`).
     reads_events_once = True
+    wants_deduplicated_events = False
     _ready = False
 
     def _path(self) -> str:

@@ -1,16 +1,17 @@
 """The change log of a Delta sink: every change of every source table, appended once per batch.
 
-One Delta table per sink, partitioned by source table (`source_name`, `db`, `table`), so a fold or
+One Delta table per sink, partitioned by source table (`connector`, `source_name`, `db`, `table`), so a fold or
 a view reads one table's changes without the others'. Each micro-batch is **one** blind append
 (one Delta commit whatever the number of tables), made idempotent across replays by Delta's
 transaction ids: `txnAppId` = the sink and its query id, `txnVersion` = the batch id; a replayed
 batch is skipped by Delta itself.
 
-A change the capture delivered twice in two different batches (at-least-once capture after a
+A change the capture delivered twice (in one batch, or in two: at-least-once capture after a
 restart, or a checkpoint reset that reads the topics again) is appended twice: a duplicate check
-against the stored rows is what made the old changelog cost a MERGE per batch (decision 0014).
-Readers see each change once: `changes()` keeps one row per change identity (the earliest batch's),
-and the folds are idempotent (a change applied twice leaves the state as applied once).
+against the stored rows is what made the old changelog cost a MERGE per batch, and even the
+in-batch dedupe costs a shuffle of the whole batch (decision 0014). Readers see each change once:
+`changes()` keeps one row per change identity (the earliest batch's), and the folds are idempotent
+(a change applied twice leaves the state as applied once).
 
 Why not a MERGE per batch: decisions 0013 and 0014 (a MERGE's fixed cost is more than the raw
 copy's whole batch, and the old design paid it once per source table).
@@ -18,6 +19,7 @@ copy's whole batch, and the old design paid it once per source table).
 
 from __future__ import annotations
 
+import json
 import logging
 
 from delta.tables import DeltaTable
@@ -25,13 +27,14 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
+from cdcflow.pipeline.sinks.delta.records import read_text
 from cdcflow.pipeline.sinks.delta.tables import drop_log_without_commits
 
 log = logging.getLogger(__name__)
 
 # The columns that identify one change: a row with the same values is the same change.
 IDENTITY = ("event_key", "region", "pos", "db", "table", "connector", "source_name", "cluster_id")
-PARTITIONS = ("source_name", "db", "table")
+PARTITIONS = ("connector", "source_name", "db", "table")
 
 
 def changelog_rows(events: DataFrame, batch_id: int) -> DataFrame:
@@ -77,6 +80,34 @@ def append(rows: DataFrame, path: str, app_id: str, batch_id: int) -> None:
         .option("mergeSchema", "true")
         .save(path)
     )  # fmt: skip
+
+
+def committed_tables(
+    spark: SparkSession, path: str, app_id: str, batch_id: int, after_version: int
+) -> tuple[int, dict[tuple[str, str, str, str], int]] | None:
+    """The log version that committed (app_id, batch_id) after `after_version`, and the rows it added
+    per source table (connector, source, db, table), from the commit file itself (Delta's protocol:
+    one JSON action per line; `add` actions carry partition values and row counts); None when no
+    newer commit holds it (Delta skipped the append: the batch was committed before)."""
+    version = after_version + 1
+    while True:
+        text = read_text(spark, f"{path.rstrip('/')}/_delta_log/{version:020d}.json")
+        if text is None:
+            return None
+        actions = [json.loads(line) for line in text.splitlines() if line.strip()]
+        if any(a.get("txn", {}).get("appId") == app_id and a["txn"].get("version") == batch_id for a in actions):
+            tables: dict[tuple[str, str, str, str], int] = {}
+            for a in actions:
+                add = a.get("add")
+                if not add:
+                    continue
+                values = add.get("partitionValues") or {}
+                key = (values.get("connector") or "", values.get("source_name") or "", values.get("db") or "",
+                       values.get("table") or "")  # fmt: skip
+                rows = json.loads(add.get("stats") or "{}").get("numRecords", 1)
+                tables[key] = tables.get(key, 0) + int(rows)
+            return version, tables
+        version += 1
 
 
 def latest_version(spark: SparkSession, path: str) -> int:

@@ -82,6 +82,7 @@ MYSQL_STATE = StructType(
 UNFIT_MARK = "cdcflow: the row does not fit the typed table's known shape"
 # How often a batch runs a table's MERGE again after another writer committed first.
 CONFLICT_RETRIES = 8
+FOLD_POOL = "cdcflow-folds"
 # Tables of one batch merged at the same time (HBase- and MySQL-sourced alike).
 MERGE_THREADS = 4
 
@@ -108,6 +109,7 @@ class DeltaStateSink(Sink):
         self._records: dict[str, FoldRecord] = {}  # state path → its fold record, as last written
         self._records_lock = threading.Lock()
         self._log_ready = False
+        self._log_version = -1  # the newest log version this sink knows of
         self._spark: SparkSession | None = None
         self.folds = FoldScheduler(name, self._fold, options.fold_rows, options.fold_interval_s, MERGE_THREADS)
 
@@ -128,24 +130,39 @@ class DeltaStateSink(Sink):
         return path
 
     # --- the append path: one commit per batch ---------------------------------------------
+    # One action over the batch (the append): the runner counts through it instead of persisting,
+    # and skips its dedupe (folds and views apply a change stored twice once).
+    reads_events_once = True
+    wants_deduplicated_events = False
+
     def apply_batch(self, events: DataFrame, batch_id: int) -> None:
         spark = events.sparkSession
         self._spark = spark
-        counts = events.groupBy(
-            F.col("source.connector").alias("connector"), F.col("source.name").alias("source"),
-            F.col("source.db").alias("db"), F.col("source.table").alias("table"),
-        ).count().collect()  # fmt: skip
         rows = change_log.changelog_rows(events, batch_id)
         if not self._log_ready:
             change_log.ensure_log(spark, self.log_path, rows.schema)
+            self._log_version = change_log.latest_version(spark, self.log_path)
             self._log_ready = True
             self.folds.start(self._registered_tables(spark))
-        logged: dict[str, int] = {}
-        for t in counts:  # a table is registered before the first log commit holding its changes
-            path = self._registered(spark, t["connector"], t["source"], t["db"], t["table"])
-            logged[path] = logged.get(path, 0) + int(t["count"])
+        app_id = f"cdcflow-{self.name}-{self.query_id}"
         started = time.perf_counter()
-        change_log.append(rows, self.log_path, f"cdcflow-{self.name}-{self.query_id}", batch_id)
+        change_log.append(rows, self.log_path, app_id, batch_id)
+        committed = change_log.committed_tables(spark, self.log_path, app_id, batch_id, self._log_version)
+        if committed is None:
+            # Delta skipped the append: a batch replayed after a crash, committed before. The crash may
+            # have come before its tables were registered, so they are (from the batch itself).
+            self._log_version = change_log.latest_version(spark, self.log_path)
+            tables = {
+                (r["connector"], r["source_name"], r["db"], r["table"]): int(r["count"])
+                for r in rows.groupBy(*change_log.PARTITIONS).count().collect()
+            }
+            log.info("sink %s: batch %d was logged before (a replay); %d table(s)", self.name, batch_id, len(tables))
+        else:
+            self._log_version, tables = committed
+        logged: dict[str, int] = {}
+        for (connector, source, db, table), count in tables.items():  # registered once logged
+            path = self._registered(spark, connector, source, db, table)
+            logged[path] = logged.get(path, 0) + count
         log.info("sink %s: batch %d: %d changes of %d table(s) logged in %.2f s", self.name, batch_id,
                  sum(logged.values()), len(logged), time.perf_counter() - started)  # fmt: skip
         self.folds.logged(logged)
@@ -166,8 +183,9 @@ class DeltaStateSink(Sink):
         return current_view(spark, self.table_path(source, db, table))
 
     def _registered(self, spark: SparkSession, connector: str, source: str, db: str, table: str) -> str:
-        """The table's state path, its fold record written first if it has none (so every view of
-        the path finds the log before the log holds the table's changes)."""
+        """The table's state path, its fold record written if it has none. Right after the first log
+        commit holding the table's changes: until then a view of the path finds no record (a table
+        that does not exist yet); a crash in between replays the batch, which registers it."""
         path = self._checked_path(spark, source, db, table)
         if path in self._records:
             return path
@@ -213,6 +231,11 @@ class DeltaStateSink(Sink):
         record is written only after the MERGE committed (a kill in between redoes the same fold)."""
         spark = self._spark
         assert spark is not None
+        # The fold's jobs share the cores with the batches' in a pool of their own (FAIR scheduling,
+        # session.py), so a long fold slows the appends instead of stopping them.
+        spark.sparkContext.setLocalProperty("spark.scheduler.pool", FOLD_POOL)
+        # (Delta's merge.materializeSource=none, which saves a copy of the MERGE's source, fails here:
+        # DELTA_MERGE_SOURCE_CACHED_DURING_EXECUTION once the batches' thread caches meanwhile.)
         with self._records_lock:
             record = self._records.get(path)
         record = record or read_record(spark, path)
