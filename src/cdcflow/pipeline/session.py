@@ -52,6 +52,8 @@ SESSION_CONF = {
     # JDBC sinks bind DATE/TIMESTAMP through java.sql types, which use the JVM's zone.
     "spark.driver.extraJavaOptions": "-Duser.timezone=UTC",
     "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
+    # Jobs of several threads (the Delta sinks' folds beside the batches) share the cores fairly.
+    "spark.scheduler.mode": "FAIR",
 }
 
 
@@ -69,8 +71,6 @@ def build_session(
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         builder = builder.config("spark.jars", jars).config("spark.ui.enabled", "false")
         builder = builder.config("spark.sql.shuffle.partitions", str(shuffle_partitions))
-        # Jobs of several threads (the Delta sinks' folds beside the batches) share the cores fairly.
-        builder = builder.config("spark.scheduler.mode", "FAIR")
         # Delta reads its log with 50 tasks by default: on a few local cores that scheduling is most
         # of a small MERGE (measured: 5-6 s → 1.8-2.5 s per MERGE warm, 16 s → 7 s cold).
         builder = builder.config("spark.databricks.delta.snapshotPartitions", str(shuffle_partitions))
