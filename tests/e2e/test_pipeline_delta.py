@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import random
 import struct
+import time
 from pathlib import Path
 from typing import Any
 
@@ -331,3 +332,33 @@ def test_a_fold_killed_between_its_merge_and_its_record_is_redone_with_the_same_
     folded = {bytes(r["row_key"]) for r in spark.read.format("delta").load(state(tmp_path / "dying")).where("exists")
               .collect()}  # fmt: skip
     assert folded == {row for row, _cells in expected}
+
+
+def operations(spark: Any, path: Path) -> list[str]:
+    return [r["operation"] for r in spark.sql(f"DESCRIBE HISTORY delta.`{path}`").collect()]
+
+
+def test_the_change_log_is_compacted_by_the_fold_thread_and_reads_stay_exact(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue #32: the log gets small files every batch; the sink OPTIMIZEs it every
+    `log_optimize_every` versions in its fold thread, while batches go on, and nothing changes for readers."""
+    spark = build_session("cdcflow-test")
+    rng = random.Random(33)
+    rows = [b"r%02d" % i for i in range(10)]
+    events = [hbase_event("w", "t", random_change(rng, rng.choice(rows)), seq) for seq in range(1, 161)]
+    reference = DeltaStateSink("ref", DeltaStateOptions(path=str(tmp_path / "ref"), log_optimize_every=0), {})
+    sink = DeltaStateSink("opt", DeltaStateOptions(path=str(tmp_path / "opt"), log_optimize_every=3), {})
+    with caplog.at_level("INFO", logger="cdcflow.pipeline.sinks.delta.state"):
+        for b in range(8):
+            for s in (reference, sink):
+                s.apply_batch(events_frame(spark, events[b * 20 : (b + 1) * 20]), b)
+            time.sleep(1.2)  # the fold thread looks every second
+        assert "OPTIMIZE" in operations(spark, tmp_path / "opt" / "_changes")
+        assert "change log" in caplog.text and "compacted" in caplog.text
+        for s in (reference, sink):
+            s.flush()
+    assert "OPTIMIZE" not in operations(spark, tmp_path / "ref" / "_changes")
+    expected = list(hbase_state_rows(spark, str(tmp_path / "ref" / "w" / "default" / "t"), 8))
+    assert expected and list(hbase_state_rows(spark, str(tmp_path / "opt" / "w" / "default" / "t"), 8)) == expected
+    assert spark.read.format("delta").load(str(tmp_path / "opt" / "_changes")).count() == len(events)

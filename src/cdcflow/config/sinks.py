@@ -74,6 +74,9 @@ class DeltaStateOptions(_Mapped):
     log_path: str | None = None  # null: <path>/_changes
     fold_rows: int = Field(default=200_000, ge=1)
     fold_interval_s: float = Field(default=60.0, gt=0)
+    # The log gets small files every batch: OPTIMIZE it (in the fold thread) every this many log
+    # versions; 0: never (then run OPTIMIZE on your own schedule).
+    log_optimize_every: int = Field(default=100, ge=0)
 
     @field_validator("typed_columns")
     @classmethod

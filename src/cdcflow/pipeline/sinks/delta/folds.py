@@ -41,10 +41,17 @@ class _Pending:
 
 class FoldScheduler:
     def __init__(
-        self, sink: str, fold: Callable[[str], int], fold_rows: int, fold_interval_s: float, threads: int
+        self,
+        sink: str,
+        fold: Callable[[str], int],
+        fold_rows: int,
+        fold_interval_s: float,
+        threads: int,
+        housekeeping: Callable[[], None] | None = None,
     ) -> None:
         self.sink = sink
         self._fold = fold
+        self._housekeeping = housekeeping
         self.fold_rows = fold_rows
         self.fold_interval_s = fold_interval_s
         self.threads = threads
@@ -148,11 +155,13 @@ class FoldScheduler:
             now = time.time()
             with self._lock:
                 due = [path for path, p in self._tables.items() if self._is_due(p, now)]
-            if due:
-                try:
+            try:
+                if due:
                     self._run(due)
-                except Exception:  # never let the thread die: the next round tries again
-                    log.exception("sink %s: fold round failed", self.sink)
+                if self._housekeeping is not None:
+                    self._housekeeping()
+            except Exception:  # never let the thread die: the next round tries again
+                log.exception("sink %s: fold round failed", self.sink)
 
     def fold_all(self) -> None:
         """Fold every table with changes pending (or not known to have none), now; raise if one fails."""

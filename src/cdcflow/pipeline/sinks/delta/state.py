@@ -111,7 +111,10 @@ class DeltaStateSink(Sink):
         self._log_ready = False
         self._log_version = -1  # the newest log version this sink knows of
         self._spark: SparkSession | None = None
-        self.folds = FoldScheduler(name, self._fold, options.fold_rows, options.fold_interval_s, MERGE_THREADS)
+        self._optimized_version = -1  # the log version after which the log was last compacted
+        self.folds = FoldScheduler(
+            name, self._fold, options.fold_rows, options.fold_interval_s, MERGE_THREADS, self._optimize_log_if_due
+        )
 
     def table_path(self, source: str, db: str, table: str) -> str:
         mapped = mapped_table(self.opts.table_map, db, table, source)
@@ -142,6 +145,7 @@ class DeltaStateSink(Sink):
         if not self._log_ready:
             change_log.ensure_log(spark, self.log_path, rows.schema)
             self._log_version = change_log.latest_version(spark, self.log_path)
+            self._optimized_version = self._log_version
             self._log_ready = True
             self.folds.start(self._registered_tables(spark))
         app_id = f"cdcflow-{self.name}-{self.query_id}"
@@ -269,6 +273,21 @@ class DeltaStateSink(Sink):
         log.info("sink %s: %s: folded %d changes up to log version %d in %.1f s", self.name, path, changes,
                  version, took_ms / 1000)  # fmt: skip
         return changes
+
+    def _optimize_log_if_due(self) -> None:
+        """Compact the log's small files (one or more per table per batch) every `log_optimize_every`
+        versions, in the fold thread. OPTIMIZE commits no data change: the appends, which only add
+        files, never conflict with it, and the folds' Change Data Feed reads skip it."""
+        every, spark = self.opts.log_optimize_every, self._spark
+        if not every or spark is None or self._log_version - self._optimized_version < every:
+            return
+        version = self._log_version
+        spark.sparkContext.setLocalProperty("spark.scheduler.pool", FOLD_POOL)
+        started = time.perf_counter()
+        spark.sql(f"OPTIMIZE delta.`{self.log_path}`").collect()
+        self._optimized_version = version
+        log.info("sink %s: change log %s compacted (OPTIMIZE, up to version %d) in %.1f s", self.name, self.log_path,
+                 version, time.perf_counter() - started)  # fmt: skip
 
     def _merged_before_record(self, path: str) -> None:
         """Between a fold's MERGE and its record (tests die here: the next fold must redo it)."""
