@@ -115,8 +115,8 @@ class FoldScheduler:
             with self._lock:
                 p = self._tables[path]
                 p.rows += taken.rows
-                p.oldest_ms = min(x for x in (p.oldest_ms, taken.oldest_ms) if x is not None) if (
-                    p.oldest_ms or taken.oldest_ms) else None  # fmt: skip
+                known = [t for t in (p.oldest_ms, taken.oldest_ms) if t is not None]
+                p.oldest_ms = min(known) if known else None
                 p.error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:500]
                 p.retry_at = time.time() + RETRY_AFTER_S
                 p.folding = False

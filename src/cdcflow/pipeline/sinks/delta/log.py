@@ -27,6 +27,7 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
+from cdcflow.pipeline.envelope import newest_per_key
 from cdcflow.pipeline.sinks.delta.records import read_text
 from cdcflow.pipeline.sinks.delta.tables import drop_log_without_commits
 
@@ -135,6 +136,13 @@ def table_changes(
     return feed.where(where & (F.col("_change_type") == "insert")).drop(
         "_change_type", "_commit_version", "_commit_timestamp"
     )
+
+
+def newest_row_changes(changes: DataFrame) -> DataFrame:
+    """A MySQL table's logged changes reduced to the newest per key (by position), in the columns the
+    fold's MERGE and the view read: key, after, deleted, op, pos, source_ts_ms."""
+    rows = changes.select("key", "after", (F.col("op") == "d").alias("deleted"), "op", "pos", "source_ts_ms")
+    return newest_per_key(rows, ["key"])
 
 
 def changes(spark: SparkSession, path: str) -> DataFrame:

@@ -27,6 +27,7 @@ replayed later cannot bring it back.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import threading
@@ -43,7 +44,6 @@ from cdcflow.clients.kafka.client import KafkaEndpoint
 from cdcflow.config.sinks import DeltaStateOptions, SinkOptions
 from cdcflow.errors import ConfigError, RetryableError, TerminalError
 from cdcflow.pipeline import metrics
-from cdcflow.pipeline.envelope import newest_per_key
 from cdcflow.pipeline.sinks.base import Sink
 from cdcflow.pipeline.sinks.delta import log as change_log
 from cdcflow.pipeline.sinks.delta import mysql_typed as mt
@@ -83,7 +83,7 @@ UNFIT_MARK = "cdcflow: the row does not fit the typed table's known shape"
 # How often a batch runs a table's MERGE again after another writer committed first.
 CONFLICT_RETRIES = 8
 FOLD_POOL = "cdcflow-folds"
-# Tables of one batch merged at the same time (HBase- and MySQL-sourced alike).
+# Tables folded at the same time (HBase- and MySQL-sourced alike).
 MERGE_THREADS = 4
 
 
@@ -266,7 +266,7 @@ class DeltaStateSink(Sink):
         shape = self._shape_doc(record.source, record.db, record.table) if record.layout == "typed" else []
         done = record.folded(version, int(time.time() * 1000), took_ms, changes)
         if shape:
-            done = FoldRecord(**{**vars(done), "mysql_columns": shape})
+            done = dataclasses.replace(done, mysql_columns=shape)
         write_record(spark, path, done)
         with self._records_lock:
             self._records[path] = done
@@ -293,12 +293,7 @@ class DeltaStateSink(Sink):
         """Between a fold's MERGE and its record (tests die here: the next fold must redo it)."""
 
     def _fold_mysql(self, spark: SparkSession, path: str, record: FoldRecord, pending: DataFrame) -> None:
-        latest = newest_per_key(
-            pending.select(
-                "key", "after", (F.col("op") == "d").alias("deleted"), "op", "pos", "source_ts_ms",
-            ),
-            ["key"],
-        )  # fmt: skip
+        latest = change_log.newest_row_changes(pending)
         if record.layout == "json":
             self._merge_guarded(path, functools.partial(self._mysql_json_merge, spark, path, latest))
         else:

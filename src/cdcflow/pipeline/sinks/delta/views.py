@@ -19,7 +19,6 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from cdcflow.events.cells import RowCells
-from cdcflow.pipeline.envelope import newest_per_key
 from cdcflow.pipeline.sinks.delta import log as change_log
 from cdcflow.pipeline.sinks.delta import mysql_typed as mt
 from cdcflow.pipeline.sinks.delta.hbase_state import cells_by_row, hbase_state_schema, merged_rows, stored_for_merge
@@ -71,9 +70,7 @@ def _hbase_view(spark: SparkSession, state: DataFrame | None, pending: DataFrame
 
 
 def _mysql_view(state: DataFrame | None, pending: DataFrame, record: FoldRecord) -> DataFrame:
-    latest = newest_per_key(
-        pending.select("key", "after", (F.col("op") == "d").alias("deleted"), "op", "pos", "source_ts_ms"), ["key"]
-    )
+    latest = change_log.newest_row_changes(pending)
     if record.layout == "json":
         rows, pos, keys = latest, "pos", ["key"]
     else:
