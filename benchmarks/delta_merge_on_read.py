@@ -111,11 +111,17 @@ ENVELOPE = (
 )
 
 
-def docs_merge_seconds(spark: SparkSession, bootstrap: str, pattern: str, max_offsets: int, workdir: Path) -> float:
-    """Delta's documented foreachBatch upsert, written the way a user would (plus the position guard)."""
+DOCS_TABLE = "id bigint, qty int, price decimal(12,2), name string, pos array<bigint>"
+
+
+def docs_merge_seconds(
+    spark: SparkSession, bootstrap: str, pattern: str, max_offsets: int, workdir: Path, create: bool = True
+) -> float:
+    """Delta's documented foreachBatch upsert, written the way a user would (plus the position guard);
+    into <workdir>/docs-merge (created empty, or there already with `create=False`)."""
     path = str(workdir / "docs-merge")
-    spark.sql(f"CREATE TABLE delta.`{path}` (id bigint, qty int, price decimal(12,2), name string, pos array<bigint>)"
-              " USING delta")  # fmt: skip
+    if create:
+        spark.sql(f"CREATE TABLE delta.`{path}` ({DOCS_TABLE}) USING delta")
 
     def upsert(batch: DataFrame, _batch_id: int) -> None:
         e = batch.select(F.from_json(F.col("value").cast("string"), ENVELOPE).alias("e")).select("e.*")
@@ -148,13 +154,14 @@ def docs_merge_seconds(spark: SparkSession, bootstrap: str, pattern: str, max_of
 
 
 def cdcflow_seconds(
-    bootstrap: str, pattern: str, prefix: str, max_offsets: int, workdir: Path
+    bootstrap: str, pattern: str, prefix: str, max_offsets: int, workdir: Path, **options: Any
 ) -> tuple[float, float, int]:
     """(whole run incl. the final fold, the append path up to the last applied batch, batches)."""
     cfg = PipelineConfig(
         topics=pattern, dead_letter_topic=f"{prefix}-dead", max_offsets_per_trigger=max_offsets,
         sinks=(SinkConfig(name="delta", type="delta",
-                          options={"path": str(workdir / "cdcflow"), "schema_history_topic": f"{prefix}-history"}),),
+                          options={"path": str(workdir / "cdcflow"), "schema_history_topic": f"{prefix}-history",
+                                   **options}),),
     )  # fmt: skip
     checkpoints = workdir / "cdcflow-checkpoints"
     started = time.time()

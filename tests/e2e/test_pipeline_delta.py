@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 import random
+import signal
 import struct
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from prometheus_client import REGISTRY
+from pyspark.sql import functions as F
 
 from cdcflow.clients import kafka as k
 from cdcflow.clients.hbase import HBaseClient
@@ -22,9 +29,10 @@ from cdcflow.pipeline import metrics
 from cdcflow.pipeline.runner import Pipeline
 from cdcflow.pipeline.session import build_session
 from cdcflow.pipeline.sinks.delta.changelog import DeltaChangelogSink, changes
-from cdcflow.pipeline.sinks.delta.records import read_record
+from cdcflow.pipeline.sinks.delta.records import deletes_path, read_record
 from cdcflow.pipeline.sinks.delta.state import DeltaStateSink, hbase_state_rows
 from cdcflow.pipeline.sinks.delta.views import current_view
+from cdcflow.testing import soak_size
 from cdcflow.verify.hbase import compare_rows, rows_of
 
 from .hbase_capture import PeerSetup
@@ -105,7 +113,7 @@ def history_record(db: str, table: str, columns: list[tuple[str, str]], key: str
     return b"db1", json.dumps({"kind": "table", "source": "db1", "db": db, "table": table, "columns": cols}).encode()
 
 
-def test_mysql_rows_apply_by_position_and_deletes_keep_tombstones(
+def test_mysql_rows_apply_by_position_deletes_delete_and_tables_have_names(
     kafka: dict[str, Any], hbase: dict[str, Any], tmp_path: Path, peer_setup: PeerSetup
 ) -> None:
     bootstrap = kafka["bootstrap_servers"]
@@ -126,10 +134,13 @@ def test_mysql_rows_apply_by_position_and_deletes_keep_tombstones(
     stale = [first[0], first[1], first[2], mysql_event("shop", "orders", "u", 3, [1, 999, 0], {"id": 3, "qty": 0})]
     k.produce_sync(bootstrap, topic, [(b"k", v) for v in stale])
     typed_root, json_root = tmp_path / "state", tmp_path / "json-state"
+    prefix = f"{peer_setup.name}_"
     cfg, context, checkpoints = pipeline_for(
         peer_setup, kafka, hbase, tmp_path / "checkpoints",
-        SinkConfig(name="state", type="delta", options={"path": str(typed_root), "schema_history_topic": history}),
-        SinkConfig(name="json_state", type="delta", options={"path": str(json_root), "mysql_layout": "json"}),
+        SinkConfig(name="state", type="delta", options={"path": str(typed_root), "schema_history_topic": history,
+                                                        "catalog_database_prefix": prefix}),
+        SinkConfig(name="json_state", type="delta", options={"path": str(json_root), "mysql_layout": "json",
+                                                             "register_in_catalog": False}),
         max_offsets_per_trigger=3,
     )  # fmt: skip
     pipeline = Pipeline(cfg, context, checkpoints)
@@ -137,26 +148,43 @@ def test_mysql_rows_apply_by_position_and_deletes_keep_tombstones(
     spark = pipeline.spark
     assert spark is not None
 
-    # Typed: the source's columns; a delete keeps its key and position, nothing else.
+    # Typed: the source's columns; the deleted row is gone, its key's delete position kept beside.
     path = str(typed_root / "db1" / "shop" / "orders")
     rows = {r["id"]: r.asDict() for r in spark.read.format("delta").load(path).collect()}
     assert {i: (r["qty"], r["_cdcflow_deleted"], r["_cdcflow_op"], r["_cdcflow_pos"]) for i, r in rows.items()} == {
-        1: (3, False, "u", [1, 120, 1]), 2: (None, True, "d", [2, 4, 0]), 3: (7, False, "c", [2, 9, 0])}  # fmt: skip
-    # Change Data Feed is on: downstream jobs read the folds' changes (this run folded once, at its end).
-    feed = spark.read.format("delta").option("readChangeFeed", "true").option("startingVersion", 0).load(path)
-    assert {r["_change_type"] for r in feed.collect()} == {"insert"}
-    # The current view is the folded table less its tombstones.
+        1: (3, False, "u", [1, 120, 1]), 3: (7, False, "c", [2, 9, 0])}  # fmt: skip
+    deleted = spark.read.format("delta").load(deletes_path(path)).collect()
+    assert [(json.loads(r["key"]), r["pos"]) for r in deleted] == [({"id": 2}, [2, 4, 0])]
     view = {r["id"]: r["qty"] for r in current_view(spark, path).collect()}
     assert view == {1: 3, 3: 7}
+    # By name in the session's catalog: the view and the state table beside it.
+    assert {r["id"]: r["qty"] for r in spark.table(f"{prefix}shop.orders").collect()} == view
+    assert spark.table(f"{prefix}shop.orders_state").count() == 2
 
     # The JSON layout, kept as an option: key and row image as JSON text.
-    rows = {
-        json.loads(r["key"])["id"]: r
-        for r in spark.read.format("delta").load(str(json_root / "db1" / "shop" / "orders")).collect()
-    }
+    json_path = str(json_root / "db1" / "shop" / "orders")
+    rows = {json.loads(r["key"])["id"]: r for r in spark.read.format("delta").load(json_path).collect()}
     assert json.loads(rows[1]["after"]) == {"id": 1, "qty": 3} and rows[1]["pos"] == [1, 120, 1]
-    assert rows[2]["deleted"] and rows[2]["after"] is None and rows[2]["pos"] == [2, 4, 0]
-    assert json.loads(rows[3]["after"]) == {"id": 3, "qty": 7}  # [1, 999] sorts before [2, 9]
+    assert json.loads(rows[3]["after"]) == {"id": 3, "qty": 7} and set(rows) == {1, 3}  # [1, 999] sorts before [2, 9]
+    assert not spark.catalog.tableExists("orders", "shop")  # register_in_catalog: false
+
+    # A later run: row 1 deleted, row 2's old create and row 3's old update replayed. The view shows it
+    # before the fold (by name as well), and the fold's Change Data Feed reports the delete as a delete.
+    newest = spark.sql(f"DESCRIBE HISTORY delta.`{path}` LIMIT 1").first()
+    assert newest is not None
+    later = [mysql_event("shop", "orders", "d", 1, [3, 1, 0], None), first[1], stale[3]]
+    k.produce_sync(bootstrap, topic, [(b"k", v) for v in later])
+    second = Pipeline(cfg, context, checkpoints)
+    sink = next(s for s in second.sinks if s.name == "state")
+    folded: list[list[Any]] = []
+    fold_all = sink.flush
+    sink.flush = lambda: folded.append(spark.table(f"{prefix}shop.orders").collect()) or fold_all()  # type: ignore[method-assign,func-returns-value]
+    assert second.run(available_now=True) == {"state": "done", "json_state": "done"}
+    assert {r["id"]: r["qty"] for r in folded[0]} == {3: 7}  # the view before the final fold
+    assert {r["id"]: r["qty"] for r in spark.read.format("delta").load(path).collect()} == {3: 7}
+    assert {r["id"]: r["qty"] for r in spark.table(f"{prefix}shop.orders").collect()} == {3: 7}
+    feed = spark.read.format("delta").option("readChangeFeed", "true").option("startingVersion", newest["version"] + 1)
+    assert [(r["_change_type"], r["id"]) for r in feed.load(path).collect()] == [("delete", 1)]
 
 
 def typed_mysql_pipeline(
@@ -357,8 +385,149 @@ def test_the_change_log_is_compacted_by_the_fold_thread_and_reads_stay_exact(
         assert "OPTIMIZE" in operations(spark, tmp_path / "opt" / "_changes")
         assert "change log" in caplog.text and "compacted" in caplog.text
         for s in (reference, sink):
-            s.flush()
+            s.flush()  # waits for the fold thread's round in progress
+        assert "vacuumed (files unreferenced for over 168 hours)" in caplog.text
     assert "OPTIMIZE" not in operations(spark, tmp_path / "ref" / "_changes")
     expected = list(hbase_state_rows(spark, str(tmp_path / "ref" / "w" / "default" / "t"), 8))
     assert expected and list(hbase_state_rows(spark, str(tmp_path / "opt" / "w" / "default" / "t"), 8)) == expected
     assert spark.read.format("delta").load(str(tmp_path / "opt" / "_changes")).count() == len(events)
+
+
+def test_a_pipeline_killed_inside_a_fold_is_completed_exactly_by_the_next_run(
+    kafka: dict[str, Any], tmp_path: Path, peer_setup: PeerSetup
+) -> None:
+    """Issue #32: `cdcflow pipeline run` (its own process group: driver, JVM, Python workers) is
+    SIGKILLed while a fold runs (its "folding" log line seen, its "folded" line never written); the
+    next `--available-now` run leaves the state table and the view equal to the source's rows."""
+    bootstrap = kafka["bootstrap_servers"]
+    topic, history = f"{peer_setup.name}.shop.items", f"{peer_setup.name}-history"
+    k.create_topic(bootstrap, topic, partitions=2)
+    k.create_topic(bootstrap, history, partitions=1)
+    k.produce_sync(bootstrap, history, [history_record("shop", "items", [("id", "INT"), ("qty", "INT")])])
+    rng = random.Random(3232)
+    expected: dict[int, int] = {}
+    events = []
+    for seq in range(1, 24_001):  # 16,000 creates, then updates and deletes at random keys
+        key, op = (seq - 1, "c") if seq <= 16_000 else (rng.randrange(16_000), rng.choice("uuud"))
+        after = None if op == "d" else {"id": key, "qty": seq}
+        if after is None:
+            expected.pop(key, None)
+        else:
+            expected[key] = seq
+        events.append((b'{"id":%d}' % key, mysql_event("shop", "items", op, key, [1, seq, 0], after)))
+    k.produce_sync(bootstrap, topic, events)
+    state_root = tmp_path / "state"
+    config = tmp_path / "cdcflow.yaml"
+    config.write_text(json.dumps({
+        **yaml.safe_load(peer_setup.config_path.read_text()),
+        "pipeline": {
+            "topics": f"{peer_setup.name}\\.shop\\..*", "dead_letter_topic": f"{peer_setup.name}-dead-letter",
+            "checkpoint_dir": str(tmp_path / "checkpoints"), "trigger_seconds": 1, "max_offsets_per_trigger": 3000,
+            "spark_conf": hive_metastore(tmp_path),
+            "sinks": [{"name": "state", "type": "delta", "options": {
+                "path": str(state_root), "schema_history_topic": history, "fold_rows": 9000}}],
+        },
+    }))  # fmt: skip
+    log_path = tmp_path / "pipeline.log"
+
+    def run(*extra: str) -> subprocess.Popen[bytes]:
+        with open(log_path, "ab") as out:
+            return subprocess.Popen(
+                [sys.executable, "-m", "cdcflow.cli.main", "pipeline", "run", "--config", str(config), *extra],
+                stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            )  # fmt: skip
+
+    path = str(state_root / "db1" / "shop" / "items")
+    proc = run()
+    try:
+        deadline = time.monotonic() + 300
+        while "folding" not in log_path.read_text():
+            assert proc.poll() is None, log_path.read_text()[-3000:]
+            assert time.monotonic() < deadline, "no fold started"
+            time.sleep(0.02)
+        os.killpg(proc.pid, signal.SIGKILL)  # driver, its JVM and Python workers at once
+        proc.wait()
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    killed_log = log_path.read_text()
+    assert f"{path}: folding" in killed_log and f"{path}: folded" not in killed_log, "the kill missed the fold"
+    record = read_record(build_session("cdcflow-test"), path)
+    assert record is not None and record.folded_version == -1
+
+    final = run("--available-now")
+    assert final.wait(timeout=600) == 0, log_path.read_text()[-5000:]
+    assert f"{path}: folded" in log_path.read_text()
+    spark = build_session("cdcflow-test")
+    assert {r["id"]: r["qty"] for r in spark.read.format("delta").load(path).collect()} == expected
+    assert {r["id"]: r["qty"] for r in current_view(spark, path).collect()} == expected
+    # The names are in the Hive metastore: another job with that metastore reads the view by name.
+    reader = (
+        "import json, sys\n"
+        "from cdcflow.pipeline.session import build_session\n"
+        "spark = build_session('cdcflow-test-reader', conf=json.loads(sys.argv[1]))\n"
+        "print(json.dumps({r['id']: r['qty'] for r in spark.table('shop.items').collect()}))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", reader, json.dumps(hive_metastore(tmp_path))], capture_output=True,
+                         text=True, timeout=300, check=True).stdout  # fmt: skip
+    assert {int(i): q for i, q in json.loads(out.strip().splitlines()[-1]).items()} == expected
+
+
+def hive_metastore(root: Path) -> dict[str, str]:
+    """Spark settings for Spark's built-in Hive metastore (Derby) under `root`."""
+    return {
+        "spark.sql.catalogImplementation": "hive",
+        "spark.sql.warehouse.dir": str(root / "warehouse"),
+        "spark.hadoop.javax.jdo.option.ConnectionURL": f"jdbc:derby:;databaseName={root / 'metastore'};create=true",
+    }
+
+
+MANY_TABLES = soak_size(12, 100)  # 100 in make soak: each table's folds cost ~1-2 s of fixed work here
+
+
+def test_a_hundred_tables_in_one_sink_fold_and_read_exactly(tmp_path: Path) -> None:
+    """Issue #32: one sink, 100 MySQL tables (12 in make test), changes spread over all of them in
+    every batch, folds running beside the batches, then the first batch delivered again (older
+    creates of rows deleted since): every state table after the final fold, and every view, equal
+    the source's rows."""
+    spark = build_session("cdcflow-test")
+    rng = random.Random(100)
+    tables = [f"t{i:03d}" for i in range(MANY_TABLES)]
+    expected: dict[str, dict[int, int]] = {t: {} for t in tables}
+    batches: list[list[bytes]] = []
+    for b in range(4):
+        values = []
+        for seq in range(b * 1000 + 1, (b + 1) * 1000 + 1):
+            table, key, op = rng.choice(tables), rng.randrange(15), rng.choice("cuud")
+            after = None if op == "d" else {"id": key, "qty": seq}
+            if after is None:
+                expected[table].pop(key, None)
+            else:
+                expected[table][key] = seq
+            values.append(mysql_event("shop", table, op, key, [1, seq, 0], after))
+        batches.append(values)
+    root = tmp_path / "state"
+    fold_rows = 3000 // MANY_TABLES  # most tables become due in the third batch
+    sink = DeltaStateSink("many", DeltaStateOptions(path=str(root), mysql_layout="json", fold_rows=fold_rows), {})
+    for b, values in enumerate([*batches, batches[0]]):
+        sink.apply_batch(events_frame(spark, values), b)
+    deadline = time.monotonic() + 300
+    while not any(t["last_fold_ms"] for t in sink.status()["tables"].values()):  # folds run beside the batches
+        assert time.monotonic() < deadline, "no fold ran in the background"
+        time.sleep(0.5)
+    sink.flush()
+    sink.close()
+
+    def rows(frames: list[Any]) -> dict[str, dict[int, int]]:
+        found: dict[str, dict[int, int]] = {t: {} for t in tables}
+        for start in range(0, len(frames), 10):  # a plan of ten tables at a time stays small
+            for r in functools.reduce(lambda a, b: a.unionByName(b), frames[start : start + 10]).collect():
+                found[r["table"]][json.loads(r["key"])["id"]] = json.loads(r["after"])["qty"]
+        return found
+
+    paths = {t: str(root / "db1" / "shop" / t) for t in tables}
+    state = [spark.read.format("delta").load(p).select(F.lit(t).alias("table"), "key", "after")
+             for t, p in paths.items()]  # fmt: skip
+    assert rows(state) == expected
+    views = [current_view(spark, p).select(F.lit(t).alias("table"), "key", "after") for t, p in paths.items()]
+    assert rows(views) == expected

@@ -14,7 +14,8 @@ from cdcflow.config import PipelineConfig, SinkConfig
 from cdcflow.config.sinks import DeltaStateOptions, HBaseSinkOptions
 from cdcflow.errors import ConfigError
 from cdcflow.pipeline.runner import TOPICS_FILE, _first_line, check_topic_patterns
-from cdcflow.pipeline.sinks.delta.state import DeltaStateSink
+from cdcflow.pipeline.session import DELTA_CATALOG, DELTA_EXTENSION, session_conf, spark_submit_command
+from cdcflow.pipeline.sinks.delta.state import DeltaStateSink, vacuum_is_safe
 from cdcflow.pipeline.sinks.registry import make_sink
 
 
@@ -302,3 +303,34 @@ def test_the_hbase_sink_writes_a_row_s_changes_as_one_and_the_later_put_wins_a_t
     assert [(op.qualifier, op.delete) for op in delete.ops] == [(b"b", CellType.DELETE_COLUMN)]
     assert other.row == b"r2"
     assert [(m.row, [op.value for op in m.ops]) for m in second] == [(b"r1", [b"again"])]
+
+
+def test_the_change_log_is_vacuumed_only_while_no_unfolded_change_is_near_its_retention() -> None:
+    hour = 3_600_000
+    now = 1_000 * 24 * hour
+    assert vacuum_is_safe(now, None)  # nothing pending anywhere
+    assert vacuum_is_safe(now, now - 5 * hour)
+    assert vacuum_is_safe(now, now - 143 * hour)
+    # a table not folded for six days: its changes' files are kept (no VACUUM until it is folded)
+    assert not vacuum_is_safe(now, now - 144 * hour)
+    assert not vacuum_is_safe(now, now - 240 * hour)
+
+
+def test_cdcflow_sets_delta_s_session_catalog_only_when_the_user_named_none() -> None:
+    assert session_conf({})["spark.sql.catalog.spark_catalog"] == DELTA_CATALOG
+    theirs = {"spark.sql.catalog.spark_catalog": "io.unitycatalog.spark.UCSingleCatalog"}
+    assert session_conf(theirs)["spark.sql.catalog.spark_catalog"] == theirs["spark.sql.catalog.spark_catalog"]
+    assert "spark.sql.catalog.spark_catalog" not in session_conf({}, {"spark.sql.catalog.spark_catalog"})
+    extensions = session_conf({"spark.sql.extensions": "org.example.TheirExtension"})["spark.sql.extensions"]
+    assert extensions == f"org.example.TheirExtension,{DELTA_EXTENSION}"
+
+
+def test_spark_submit_keeps_a_session_catalog_given_after_the_double_dash() -> None:
+    cfg = PipelineConfig(spark_conf={"spark.sql.catalogImplementation": "hive"})
+    ours = spark_submit_command(cfg, {}, "local[2]", (), "app.py")
+    assert f"spark.sql.catalog.spark_catalog={DELTA_CATALOG}" in ours
+    assert "spark.sql.catalogImplementation=hive" in ours
+    given = ("--conf", "spark.sql.catalog.spark_catalog=org.example.Catalog")
+    theirs = spark_submit_command(cfg, {}, "local[2]", given, "app.py")
+    assert not any(a.startswith("spark.sql.catalog.spark_catalog=org.apache") for a in theirs)
+    assert theirs[-3:] == [*given, "app.py"]

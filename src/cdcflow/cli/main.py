@@ -798,7 +798,7 @@ def verify_hbase_delta_cmd(
 
     cfg = wiring.load(config_path)
     _check_schedule(every, grace)
-    spark = build_session("cdcflow-verify", cfg.pipeline.master)
+    spark = build_session("cdcflow-verify", cfg.pipeline.master, conf=cfg.pipeline.spark_conf)
     spark.sparkContext.setLogLevel("ERROR")
     src = connect(wiring.source_zk(cfg), cfg.hbase.znode_parent)
 

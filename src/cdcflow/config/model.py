@@ -279,6 +279,10 @@ class PipelineConfig(_Strict):
     trigger_seconds: float = Field(default=5.0, gt=0)
     master: str | None = "local[2]"  # null: taken from spark-submit (see `cdcflow pipeline submit`)
     retry_backoff_max_s: float = Field(default=60.0, gt=0)
+    # Extra settings of the pipeline's Spark session, e.g. {"spark.sql.catalogImplementation": "hive"}
+    # (the Delta sinks then register their tables and views in that metastore). A spark_catalog given
+    # here (or with spark-submit --conf) is kept: cdcflow sets Delta's only when none is.
+    spark_conf: dict[str, str] = {}
     sinks: tuple[SinkConfig, ...] = ()
 
     @field_validator("topics")

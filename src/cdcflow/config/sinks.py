@@ -77,6 +77,10 @@ class DeltaStateOptions(_Mapped):
     # The log gets small files every batch: OPTIMIZE it (in the fold thread) every this many log
     # versions; 0: never (then run OPTIMIZE on your own schedule).
     log_optimize_every: int = Field(default=100, ge=0)
+    # Each table's current view as <prefix><db>.<table> and its state table as <prefix><db>.<table>_state
+    # in the Spark session's catalog (a Hive metastore keeps them for other jobs: pipeline.spark_conf).
+    register_in_catalog: bool = True
+    catalog_database_prefix: str = Field(default="", pattern=r"^[A-Za-z0-9_]*$")
 
     @field_validator("typed_columns")
     @classmethod

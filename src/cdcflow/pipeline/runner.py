@@ -286,7 +286,7 @@ class Pipeline:
         ]
         check_topic_patterns(self.cfg, self.checkpoint_root, {r.name: r.topics for r in runners})
         jars = sorted({j for s in self.sinks for j in s.jars()})
-        self.spark = build_session("cdcflow-pipeline", self.cfg.master, sink_jars=jars)
+        self.spark = build_session("cdcflow-pipeline", self.cfg.master, sink_jars=jars, conf=self.cfg.spark_conf)
         self.spark.sparkContext.setLogLevel("WARN")
         for r in runners:  # carry totals across restarts of the pipeline
             path = self.checkpoint_root / r.name / PROGRESS_FILE

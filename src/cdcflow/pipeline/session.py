@@ -6,11 +6,12 @@ import logging
 import os
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pyspark
+from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
 from cdcflow.config import PipelineConfig
@@ -44,10 +45,14 @@ def extra_jars() -> list[Path]:
     return out
 
 
+DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
+# Delta needs a session catalog that knows Delta: its own, unless the user configured one (a
+# catalog such as Unity's that delegates to Delta's); cdcflow never replaces a user's.
+SESSION_CATALOG = "spark.sql.catalog.spark_catalog"
+DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
 # Every cdcflow Spark application needs these (spark-submit passes them with --conf).
 SESSION_CONF = {
-    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
-    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+    "spark.sql.extensions": DELTA_EXTENSION,
     "spark.sql.session.timeZone": "UTC",
     # JDBC sinks bind DATE/TIMESTAMP through java.sql types, which use the JVM's zone.
     "spark.driver.extraJavaOptions": "-Duser.timezone=UTC",
@@ -57,11 +62,29 @@ SESSION_CONF = {
 }
 
 
+def session_conf(user_conf: Mapping[str, str], user_set: Collection[str] = ()) -> dict[str, str]:
+    """cdcflow's required settings merged with the user's (`user_conf`; `user_set`: keys the user gave
+    elsewhere, e.g. spark-submit --conf): the user's win, Delta's extension is added to theirs, and
+    Delta's catalog is the session catalog only when the user named none."""
+    conf = {**SESSION_CONF, **user_conf}
+    extensions = [e.strip() for e in conf["spark.sql.extensions"].split(",") if e.strip()]
+    if DELTA_EXTENSION not in extensions:
+        conf["spark.sql.extensions"] = ",".join([*extensions, DELTA_EXTENSION])
+    if SESSION_CATALOG not in user_conf and SESSION_CATALOG not in user_set:
+        conf[SESSION_CATALOG] = DELTA_CATALOG
+    return conf
+
+
 def build_session(
-    app_name: str, master: str | None = "local[2]", shuffle_partitions: int = 2, sink_jars: Sequence[str] = ()
+    app_name: str,
+    master: str | None = "local[2]",
+    shuffle_partitions: int = 2,
+    sink_jars: Sequence[str] = (),
+    conf: Mapping[str, str] | None = None,
 ) -> SparkSession:
     """A session for the pipeline. With `master=None` it runs under spark-submit, which already
-    gave the master, the jars and any cluster settings; only cdcflow's required settings are added."""
+    gave the master, the jars and any cluster settings; only cdcflow's required settings are added
+    (a session catalog spark-submit was given is kept). `conf`: the user's extra settings."""
     builder = SparkSession.builder.appName(app_name)
     if master:
         jars = ",".join([*(str(j) for j in extra_jars()), *sink_jars])
@@ -74,7 +97,11 @@ def build_session(
         # Delta reads its log with 50 tasks by default: on a few local cores that scheduling is most
         # of a small MERGE (measured: 5-6 s → 1.8-2.5 s per MERGE warm, 16 s → 7 s cold).
         builder = builder.config("spark.databricks.delta.snapshotPartitions", str(shuffle_partitions))
-    for key, value in SESSION_CONF.items():
+    given: set[str] = set()
+    if not master:  # spark-submit's --conf settings: in the JVM's configuration once the gateway is up
+        SparkContext._ensure_initialized()
+        given = {key for key, _ in pyspark.SparkConf().getAll()}
+    for key, value in session_conf(conf or {}, given).items():
         builder = builder.config(key, value)
     spark = builder.config("spark.ui.showConsoleProgress", "false").getOrCreate()
     add_missing_jars(spark, sink_jars)
@@ -119,7 +146,10 @@ def spark_submit_command(
     jars = ",".join([*(str(j) for j in extra_jars()), *sink_jars])
     cmd = [str(Path(pyspark.__file__).parent / "bin" / "spark-submit"), "--name", "cdcflow-pipeline"]
     cmd += ["--master", master or cfg.master or "local[2]", "--jars", jars]
-    for key, value in SESSION_CONF.items():
-        cmd += ["--conf", f"{key}={value}"]
+    given = {arg.split("=", 1)[0] for arg in spark_args if "=" in arg}  # --conf k=v (or --conf=k=v)
+    given |= {arg.split("=", 2)[1] for arg in spark_args if arg.startswith("--conf=")}
+    for key, value in session_conf(cfg.spark_conf, given).items():
+        if key not in given:
+            cmd += ["--conf", f"{key}={value}"]
     cmd += ["--conf", f"spark.pyspark.python={sys.executable}", *spark_args, app]
     return cmd

@@ -83,62 +83,62 @@ def hbase_state_schema(typed_columns: dict[str, str]) -> StructType:
     return StructType(fields)
 
 
-def merged_rows(joined: DataFrame, retained_versions: int, typed_columns: dict[str, str]) -> DataFrame:
-    """(row_key, new_cells, batch_ts_ms, old_puts, old_tombstones, old_source_ts_ms) → every state
-    column, `changed`, and the stored state each row was merged from (the MERGE's guard).
+def merge_steps(retained_versions: int, typed_columns: dict[str, str]) -> list[list[str]]:
+    """`merged_rows` as SQL projections, each over the one before (the views nest them in SQL text).
 
-    Each step is its own projection that refers to the one before by column name, so the merge is
-    computed once per row (Spark does not inline an expensive expression into several places)."""
-    merged = joined.select(
-        "*", F.expr(merged_state_sql("old_puts", "old_tombstones", "new_cells", retained_versions)).alias("_m")
-    )
-    state = merged.select(
-        "row_key", "old_puts", "old_tombstones", F.col("_m.puts").alias("puts"),
-        F.col("_m.tombstones").alias("tombstones"),
-        F.greatest("old_source_ts_ms", "batch_ts_ms").alias("source_ts_ms"),
-    )  # fmt: skip
-    state = state.select(
-        "*",
-        (F.size("puts") > 0).alias("exists"),
-        F.expr(visible_cells_sql("puts")).alias("cells"),
-        F.expr("old_puts IS NULL OR NOT (puts <=> old_puts AND tombstones <=> old_tombstones)").alias("changed"),
-    )
+    Each step refers to the one before by column name, so the merge is computed once per row (Spark
+    does not inline an expensive expression into several places)."""
+    merged = merged_state_sql("old_puts", "old_tombstones", "new_cells", retained_versions)
     typed = [
-        F.expr(decode_value_sql(f"try_element_at(cells, '{_sql_string(column)}').value", encoding)).alias(
-            typed_column_name(column)
-        )
+        f"{decode_value_sql(f'try_element_at(cells, {_sql_literal(column)}).value', encoding)} AS "
+        f"`{typed_column_name(column)}`"
         for column, encoding in typed_columns.items()
     ]
-    return state.select("*", *typed)
+    return [
+        ["row_key", "old_puts", "old_tombstones", "old_source_ts_ms", "batch_ts_ms", f"{merged} AS _m"],
+        ["row_key", "old_puts", "old_tombstones", "_m.puts AS puts", "_m.tombstones AS tombstones",
+         "greatest(old_source_ts_ms, batch_ts_ms) AS source_ts_ms"],
+        ["*", "size(puts) > 0 AS `exists`", f"{visible_cells_sql('puts')} AS cells",
+         "old_puts IS NULL OR NOT (puts <=> old_puts AND tombstones <=> old_tombstones) AS changed"],
+        ["*", *typed],
+    ]  # fmt: skip
 
 
-def _sql_string(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("'", "\\'")
+def merged_rows(joined: DataFrame, retained_versions: int, typed_columns: dict[str, str]) -> DataFrame:
+    """(row_key, new_cells, batch_ts_ms, old_puts, old_tombstones, old_source_ts_ms) → every state
+    column, `changed`, and the stored state each row was merged from (the MERGE's guard)."""
+    for step in merge_steps(retained_versions, typed_columns):
+        joined = joined.selectExpr(*step)
+    return joined
+
+
+def _sql_literal(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+# A table's logged changes (the change log's columns) as (row_key, new_cells, batch_ts_ms): every cell
+# of every change of a row, each with the change's position plus the cell's index (which breaks ties
+# between two writes of one cell in the same change). Two projections, then a grouping by row.
+CELL_STEPS = [
+    ["unbase64(get_json_object(key, '$.row')) AS row_key", "source_ts_ms AS ts_ms", "pos AS event_pos",
+     "posexplode(cells) AS (i, c)"],
+    ["row_key", "ts_ms", "named_struct('family', unbase64(c.family), 'qualifier', unbase64(c.qualifier), "
+     "'ts', c.ts, 'type', c.type, 'value', unbase64(c.value), 'pos', concat(event_pos, array(CAST(i AS BIGINT)))) "
+     "AS cell"],
+]  # fmt: skip
+CELLS_BY_ROW = ["row_key", "collect_list(cell) AS new_cells", "max(ts_ms) AS batch_ts_ms"]
 
 
 def cells_by_row(log_rows: DataFrame) -> DataFrame:
-    """A table's logged changes (the change log's columns) as (row_key, new_cells, batch_ts_ms): every
-    cell of every change of a row, each with the change's position plus the cell's index (which
-    breaks ties between two writes of one cell in the same change)."""
-    cells = log_rows.select(
-        F.unbase64(F.get_json_object("key", "$.row")).alias("row_key"),
-        F.col("source_ts_ms").alias("ts_ms"),
-        F.col("pos").alias("event_pos"),
-        F.posexplode("cells").alias("i", "c"),
-    ).select(
-        "row_key", "ts_ms",
-        F.struct(
-            F.unbase64("c.family").alias("family"), F.unbase64("c.qualifier").alias("qualifier"),
-            F.col("c.ts").alias("ts"), F.col("c.type").alias("type"), F.unbase64("c.value").alias("value"),
-            F.concat("event_pos", F.array(F.col("i").cast("long"))).alias("pos"),
-        ).alias("cell"),
-    )  # fmt: skip
-    return cells.groupBy("row_key").agg(F.collect_list("cell").alias("new_cells"), F.max("ts_ms").alias("batch_ts_ms"))
+    """A table's logged changes as (row_key, new_cells, batch_ts_ms) (`CELL_STEPS`)."""
+    for step in CELL_STEPS:
+        log_rows = log_rows.selectExpr(*step)
+    return log_rows.groupBy("row_key").agg(*(F.expr(e) for e in CELLS_BY_ROW[1:]))
+
+
+# A state table's columns as `merged_rows` reads the stored side of a row.
+STORED_FOR_MERGE = ["row_key", "puts AS old_puts", "tombstones AS old_tombstones", "source_ts_ms AS old_source_ts_ms"]
 
 
 def stored_for_merge(state: DataFrame) -> DataFrame:
-    """A state table's columns as `merged_rows` reads the stored side of a row."""
-    return state.select(
-        "row_key", F.col("puts").alias("old_puts"), F.col("tombstones").alias("old_tombstones"),
-        F.col("source_ts_ms").alias("old_source_ts_ms"),
-    )  # fmt: skip
+    return state.selectExpr(*STORED_FOR_MERGE)

@@ -111,6 +111,16 @@ def committed_tables(
         version += 1
 
 
+def commit_time_ms(spark: SparkSession, path: str, version: int) -> int | None:
+    """When a log version was committed (its commit file's time), None when it is not there (not
+    committed yet, or its commit file already cleaned up)."""
+    sc = spark.sparkContext
+    assert sc._jvm is not None and sc._jsc is not None
+    commit = sc._jvm.org.apache.hadoop.fs.Path(f"{path.rstrip('/')}/_delta_log/{max(version, 0):020d}.json")
+    fs = commit.getFileSystem(sc._jsc.hadoopConfiguration())
+    return int(fs.getFileStatus(commit).getModificationTime()) if fs.exists(commit) else None
+
+
 def latest_version(spark: SparkSession, path: str) -> int:
     """The log's newest committed version (-1 when it has none)."""
     if not DeltaTable.isDeltaTable(spark, path):
@@ -143,6 +153,14 @@ def newest_row_changes(changes: DataFrame) -> DataFrame:
     fold's MERGE and the view read: key, after, deleted, op, pos, source_ts_ms."""
     rows = changes.select("key", "after", (F.col("op") == "d").alias("deleted"), "op", "pos", "source_ts_ms")
     return newest_per_key(rows, ["key"])
+
+
+def after_deletes(latest: DataFrame, deleted_keys: DataFrame) -> DataFrame:
+    """The newest changes per key less those older than their key's recorded delete (a replayed
+    change must not bring a deleted row back). Strictly older: the delete itself, folded again after
+    a kill, still applies."""
+    gone = deleted_keys.select(F.col("key").alias("_gone_key"), F.col("pos").alias("_gone_pos"))
+    return latest.join(gone, (F.col("key") == F.col("_gone_key")) & (F.col("_gone_pos") > F.col("pos")), "left_anti")
 
 
 def changes(spark: SparkSession, path: str) -> DataFrame:

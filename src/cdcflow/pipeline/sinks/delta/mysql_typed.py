@@ -22,8 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pyspark.sql import Column, DataFrame
-from pyspark.sql import functions as F
+from pyspark.sql import DataFrame
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -124,54 +123,78 @@ def _parsed(type_name: str) -> DataType:
     return _SPARK_TYPES[type_name]
 
 
-def convert(raw: Column, type_name: str) -> Column:
-    """An event value (JSON text) as `type_name`; null when it does not fit (the caller counts
-    those) and for MySQL's zero dates, which no Delta type holds."""
+def convert_sql(raw: str, type_name: str) -> str:
+    """An event value (JSON text, the SQL expression `raw`) as `type_name`; null when it does not fit
+    (the caller counts those) and for MySQL's zero dates, which no Delta type holds."""
     if type_name == "string":
         return raw
     if type_name == "binary":
-        return F.try_to_binary(raw, F.lit("base64"))
-    if type_name in ("date", "timestamp", "timestamp_ntz"):
-        return F.when(raw.rlike(ZERO_DATE_PATTERN), F.lit(None)).otherwise(raw.try_cast(type_name))
-    return raw.try_cast(type_name)
+        return f"try_to_binary({raw}, 'base64')"
+    if type_name in _DATES:
+        return f"CASE WHEN {_zero_date(raw)} THEN NULL ELSE try_cast({raw} AS {type_name}) END"
+    return f"try_cast({raw} AS {type_name})"
 
 
-def misfit(raw: Column, converted: Column, type_name: str) -> Column:
+_DATES = ("date", "timestamp", "timestamp_ntz")
+
+
+def _zero_date(raw: str) -> str:
+    return f"{raw} RLIKE {sql_string(ZERO_DATE_PATTERN)}"
+
+
+def misfit_sql(raw: str, converted: str, type_name: str) -> str:
     """True where a value is present but did not convert (zero dates excepted: null by design)."""
-    zero = raw.rlike(ZERO_DATE_PATTERN) if type_name in ("date", "timestamp", "timestamp_ntz") else F.lit(False)
-    return raw.isNotNull() & converted.isNull() & ~zero
+    zero = _zero_date(raw) if type_name in _DATES else "false"
+    return f"({raw} IS NOT NULL AND {converted} IS NULL AND NOT ({zero}))"
+
+
+def typed_columns_sql(columns: Sequence[MySqlColumn]) -> list[str]:
+    """The typed table's columns as SQL over a relation of the newest event per key (key, op, pos,
+    source_ts_ms) and `_values`, the event's values as map<string,string> (`VALUES_SQL`). A delete
+    keeps its key columns (from the event's key) and nulls the others. The fold and the views
+    (`views.py`, SQL a catalog can store) both build rows from these."""
+    keys = set(key_columns(columns))
+    out = []
+    for c in columns:
+        type_name = delta_type(c.sql_type)
+        out.append(f"{convert_sql(_raw(c.name, c.name in keys), type_name)} AS {quoted(c.name)}")
+    return [*out, f"op = 'd' AS {DELETED}", f"op AS {OP}", f"pos AS {POS}", f"source_ts_ms AS {SOURCE_TS}"]
+
+
+# The event's values parsed once, in a projection of their own: every column reads this map (Spark
+# keeps an expensive expression that several others use in one place).
+VALUES_SQL = "from_json(coalesce(after, key), 'map<string,string>') AS _values"
 
 
 def typed_rows(latest: DataFrame, columns: Sequence[MySqlColumn]) -> DataFrame:
     """The newest event per key (columns key, after, op, pos, source_ts_ms) as rows of the typed
-    table, plus `_misfits`: the names of the columns whose value did not convert. A delete keeps
-    its key columns (from the event's key) and nulls the others."""
-    # The event's values parsed once, in a projection of their own: every column below reads this
-    # map (Spark keeps an expensive expression that several others use in one place), and the
-    # misfit list avoids higher-order functions, which run interpreted and would parse again.
-    parsed = latest.select(
-        "*", F.from_json(F.coalesce(F.col("after"), F.col("key")), "map<string,string>").alias("_values")
-    )
-    values = F.col("_values")
+    table, plus `_misfits` (the names of the columns whose value did not convert) and
+    `_event_columns` (the columns the event carries). The misfit list avoids higher-order
+    functions, which run interpreted and would parse again."""
     keys = set(key_columns(columns))
-    out, bad = [], []
+    bad = []
     for c in columns:
-        type_name = delta_type(c.sql_type)
-        raw = values[c.name]
-        if c.name not in keys:
-            raw = F.when(F.col("op") != "d", raw)
-        value = convert(raw, type_name)
-        out.append(value.alias(c.name))
-        bad.append(F.when(misfit(raw, value, type_name), F.lit(c.name)))
-    return parsed.select(
-        *out,
-        (F.col("op") == "d").alias(DELETED),
-        F.col("op").alias(OP),
-        F.col("pos").alias(POS),
-        F.col("source_ts_ms").alias(SOURCE_TS),
-        F.array_compact(F.array(*bad)).alias("_misfits"),
-        F.map_keys(values).alias("_event_columns"),
-    )
+        type_name, raw = delta_type(c.sql_type), _raw(c.name, c.name in keys)
+        bad.append(f"CASE WHEN {misfit_sql(raw, convert_sql(raw, type_name), type_name)} THEN {sql_string(c.name)} END")
+    misfits = f"array_compact(array({', '.join(bad)}))" if bad else "array()"
+    return latest.selectExpr("*", VALUES_SQL).selectExpr(
+        *typed_columns_sql(columns), f"CAST({misfits} AS array<string>) AS _misfits",
+        "map_keys(_values) AS _event_columns",
+    )  # fmt: skip
+
+
+def _raw(name: str, key: bool) -> str:
+    value = f"try_element_at(_values, {sql_string(name)})"
+    return value if key else f"CASE WHEN op != 'd' THEN {value} END"
+
+
+def quoted(column: str) -> str:
+    return "`" + column.replace("`", "``") + "`"
+
+
+def sql_string(text: str) -> str:
+    """A SQL string literal of `text`."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def type_changes(current: StructType, wanted: StructType) -> tuple[list[str], list[str]]:

@@ -19,6 +19,7 @@ from typing import Any, Literal
 from pyspark.sql import SparkSession
 
 RECORD_SUFFIX = ".cdcflow.json"
+DELETES_SUFFIX = ".cdcflow_deletes"
 Layout = Literal["hbase", "typed", "json"]
 
 
@@ -52,6 +53,14 @@ class FoldRecord:
 
 def record_path(state_path: str) -> str:
     return state_path.rstrip("/") + RECORD_SUFFIX
+
+
+def deletes_path(state_path: str) -> str:
+    """A MySQL state table's deleted keys (a Delta table beside it: key, pos, source_ts_ms; appended
+    to, a key may have several rows). A fold deletes the row from the state table (its Change Data
+    Feed reports a delete) and appends the key's delete position here, so an older change replayed
+    later cannot bring the row back."""
+    return state_path.rstrip("/") + DELETES_SUFFIX
 
 
 def _fs(spark: SparkSession, path: str) -> tuple[Any, Any]:

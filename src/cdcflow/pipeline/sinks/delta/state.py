@@ -21,8 +21,11 @@ MySQL-sourced tables are per row, guarded by position: typed (`mysql_typed.py`) 
     boolean, pos array<bigint>, op string, source_ts_ms bigint
 
 The newest change per key wins, and MERGE updates a row only when the incoming position is greater
-than the stored one; deletes keep the row (a tombstone) with their position, so an older create
-replayed later cannot bring it back.
+than the stored one. A delete removes the row (Change Data Feed reports a delete) and keeps the
+key's position in the table's deletes (`records.deletes_path`): a fold and a view drop every change
+older than its key's delete, so an older create replayed later cannot bring the row back. (Tables
+folded before this kept deleted rows as tombstones, `deleted` true: those still guard and are left
+out of the views.)
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ from cdcflow.config.sinks import DeltaStateOptions, SinkOptions
 from cdcflow.errors import ConfigError, RetryableError, TerminalError
 from cdcflow.pipeline import metrics
 from cdcflow.pipeline.sinks.base import Sink
+from cdcflow.pipeline.sinks.delta import catalog
 from cdcflow.pipeline.sinks.delta import log as change_log
 from cdcflow.pipeline.sinks.delta import mysql_typed as mt
 from cdcflow.pipeline.sinks.delta.folds import FoldScheduler
@@ -54,7 +58,15 @@ from cdcflow.pipeline.sinks.delta.hbase_state import (
     merged_rows,
     stored_for_merge,
 )
-from cdcflow.pipeline.sinks.delta.records import FoldRecord, Layout, read_record, read_text, write_record, write_text
+from cdcflow.pipeline.sinks.delta.records import (
+    FoldRecord,
+    Layout,
+    deletes_path,
+    read_record,
+    read_text,
+    write_record,
+    write_text,
+)
 from cdcflow.pipeline.sinks.delta.tables import commit_conflict, ensure_table, refuse_old_layout
 from cdcflow.pipeline.sinks.delta.views import current_view, hbase_state_rows
 from cdcflow.pipeline.sinks.mysql_history import MySqlColumn, latest_table_record, mysql_columns
@@ -76,6 +88,10 @@ MYSQL_STATE = StructType(
         StructField("source_ts_ms", LongType()),
     ]
 )
+DELETED_KEYS = StructType(
+    [StructField("key", StringType(), False), StructField("pos", ArrayType(LongType())),
+     StructField("source_ts_ms", LongType())]
+)  # fmt: skip
 
 
 # Raised inside a typed MySQL table's MERGE by a row that does not fit the table's known shape.
@@ -83,6 +99,7 @@ UNFIT_MARK = "cdcflow: the row does not fit the typed table's known shape"
 # How often a batch runs a table's MERGE again after another writer committed first.
 CONFLICT_RETRIES = 8
 FOLD_POOL = "cdcflow-folds"
+RETENTION_HOURS = 168  # Delta's default deletedFileRetentionDuration, which the log keeps
 # Tables folded at the same time (HBase- and MySQL-sourced alike).
 MERGE_THREADS = 4
 
@@ -108,12 +125,15 @@ class DeltaStateSink(Sink):
         self._mysql_shapes: dict[tuple[str, str, str], list[MySqlColumn]] = {}
         self._records: dict[str, FoldRecord] = {}  # state path → its fold record, as last written
         self._records_lock = threading.Lock()
+        self._catalog_lock = threading.Lock()
+        self._unnamed: set[str] = set()  # state paths registered since the last housekeeping
+        self._named: set[str] = set()  # state paths whose view and state table this process named
         self._log_ready = False
         self._log_version = -1  # the newest log version this sink knows of
         self._spark: SparkSession | None = None
         self._optimized_version = -1  # the log version after which the log was last compacted
         self.folds = FoldScheduler(
-            name, self._fold, options.fold_rows, options.fold_interval_s, MERGE_THREADS, self._optimize_log_if_due
+            name, self._fold, options.fold_rows, options.fold_interval_s, MERGE_THREADS, self._housekeeping
         )
 
     def table_path(self, source: str, db: str, table: str) -> str:
@@ -208,7 +228,25 @@ class DeltaStateSink(Sink):
             self._write_table_index(spark, path)
         with self._records_lock:
             self._records[path] = record
+            self._unnamed.add(path)  # named by the fold thread (a catalog call per new table is slow)
         return path
+
+    def _register_names(self, spark: SparkSession, path: str, record: FoldRecord) -> None:
+        """The table's view and state table by name in the session's catalog (after each fold: the
+        view names the folded version). A catalog that fails costs the names, never the data."""
+        if not self.opts.register_in_catalog:
+            return
+        try:
+            with self._catalog_lock:
+                # Once both names are ours (the state table exists), later folds only replace the view.
+                prefix, known = self.opts.catalog_database_prefix, path in self._named
+                named = catalog.register(spark, path, prefix, record.db, record.table, known)
+                if named and DeltaTable.isDeltaTable(spark, path):
+                    self._named.add(path)
+        except Exception as exc:
+            log.warning("sink %s: %s: could not register %s.%s in the Spark catalog (%s); it stays readable by "
+                        "path (cdcflow.pipeline.sinks.delta.views.current_view)", self.name, path, record.db,
+                        record.table, exc)  # fmt: skip
 
     def _shape_doc(self, source: str, db: str, table: str) -> list[dict[str, Any]]:
         return [vars(c) for c in self._mysql_columns(source, db, table, refresh=False)]
@@ -253,12 +291,15 @@ class DeltaStateSink(Sink):
             spark, self.log_path, record.source, record.db, record.table, record.folded_version, version
         ).persist()
         try:
-            changes = pending.count()
+            counted = pending.agg(F.count("*").alias("n"), F.count_if(F.col("op") == "d").alias("d")).first()
+            changes, deletes = (int(counted["n"]), int(counted["d"])) if counted else (0, 0)
             if changes:
+                log.info("sink %s: %s: folding %d changes (log versions %d to %d)", self.name, path, changes,
+                         record.folded_version + 1, version)  # fmt: skip
                 if record.layout == "hbase":
                     self._merge_hbase_table(spark, path, cells_by_row(pending))
                 else:
-                    self._fold_mysql(spark, path, record, pending)
+                    self._fold_mysql(spark, path, record, pending, deletes)
         finally:
             pending.unpersist()
         self._merged_before_record(path)
@@ -270,14 +311,27 @@ class DeltaStateSink(Sink):
         write_record(spark, path, done)
         with self._records_lock:
             self._records[path] = done
+        self._register_names(spark, path, done)
         log.info("sink %s: %s: folded %d changes up to log version %d in %.1f s", self.name, path, changes,
                  version, took_ms / 1000)  # fmt: skip
         return changes
 
+    def _housekeeping(self) -> None:
+        """The fold thread's round after its folds: names for new tables, then the log's compaction."""
+        spark = self._spark
+        with self._records_lock:
+            unnamed = [(p, self._records[p]) for p in self._unnamed]
+            self._unnamed.clear()
+        for path, record in unnamed:
+            if spark is not None:
+                self._register_names(spark, path, record)
+        self._optimize_log_if_due()
+
     def _optimize_log_if_due(self) -> None:
         """Compact the log's small files (one or more per table per batch) every `log_optimize_every`
-        versions, in the fold thread. OPTIMIZE commits no data change: the appends, which only add
-        files, never conflict with it, and the folds' Change Data Feed reads skip it."""
+        versions, in the fold thread, then VACUUM what compaction left behind. OPTIMIZE commits no
+        data change: the appends, which only add files, never conflict with it, and the folds' Change
+        Data Feed reads skip it."""
         every, spark = self.opts.log_optimize_every, self._spark
         if not every or spark is None or self._log_version - self._optimized_version < every:
             return
@@ -288,16 +342,57 @@ class DeltaStateSink(Sink):
         self._optimized_version = version
         log.info("sink %s: change log %s compacted (OPTIMIZE, up to version %d) in %.1f s", self.name, self.log_path,
                  version, time.perf_counter() - started)  # fmt: skip
+        self._vacuum_log(spark)
+
+    def _vacuum_log(self, spark: SparkSession) -> None:
+        """Delete the log files compaction replaced, but never one a fold still needs: the folds read
+        the files the commits after their table's folded version added (Change Data Feed), which
+        OPTIMIZE unreferenced. VACUUM keeps files for the log's retention (Delta's week; Delta 4
+        ignores a RETAIN shorter or longer than it, and changing the property would be a metadata
+        commit that fails the appends in flight), so it runs only while every table's oldest
+        unfolded commit is younger than that, with a day of margin."""
+        needed = [r.folded_version + 1 for p in self._registered_tables(spark) if (r := read_record(spark, p))]
+        oldest_ms = change_log.commit_time_ms(spark, self.log_path, min(needed, default=self._log_version))
+        if not vacuum_is_safe(int(time.time() * 1000), oldest_ms):
+            log.warning("sink %s: change log %s not vacuumed: a table has changes not folded since %s (older than "
+                        "the log's retention less a day)", self.name, self.log_path, oldest_ms)  # fmt: skip
+            return
+        started = time.perf_counter()
+        spark.sql(f"VACUUM delta.`{self.log_path}`").collect()
+        log.info("sink %s: change log %s vacuumed (files unreferenced for over %d hours) in %.1f s", self.name,
+                 self.log_path, RETENTION_HOURS, time.perf_counter() - started)  # fmt: skip
 
     def _merged_before_record(self, path: str) -> None:
         """Between a fold's MERGE and its record (tests die here: the next fold must redo it)."""
 
-    def _fold_mysql(self, spark: SparkSession, path: str, record: FoldRecord, pending: DataFrame) -> None:
+    def _fold_mysql(self, spark: SparkSession, path: str, record: FoldRecord, pending: DataFrame, deletes: int) -> None:
+        """MERGE the newest change per key into the state table (deletes delete), then append the
+        deletes' keys. Changes older than a recorded delete of their key are dropped first. A kill
+        in between redoes both: the state MERGE finds the rows already gone."""
         latest = change_log.newest_row_changes(pending)
-        if record.layout == "json":
-            self._merge_guarded(path, functools.partial(self._mysql_json_merge, spark, path, latest))
-        else:
-            self._merge_mysql_typed(spark, path, latest, record.source, record.db, record.table)
+        deleted_keys = deletes_path(path)
+        if DeltaTable.isDeltaTable(spark, deleted_keys):
+            latest = change_log.after_deletes(latest, spark.read.format("delta").load(deleted_keys))
+        if deletes:
+            latest = latest.persist()
+        try:
+            if record.layout == "json":
+                self._merge_guarded(path, functools.partial(self._mysql_json_merge, spark, path, latest))
+            else:
+                self._merge_mysql_typed(spark, path, latest, record.source, record.db, record.table)
+            if deletes:
+                self._record_deletes(spark, deleted_keys, latest)
+        finally:
+            if deletes:
+                latest.unpersist()
+
+    def _record_deletes(self, spark: SparkSession, path: str, latest: DataFrame) -> None:
+        """Append the fold's deletes (blind: no conflict with anyone, no read). A key deleted twice,
+        or a fold redone after a kill, leaves several rows per key: readers ask whether *any* delete
+        of the key is newer than a change, so the extra rows change nothing."""
+        ensure_table(spark, path, DELETED_KEYS)
+        rows = latest.where("deleted").select("key", "pos", "source_ts_ms")
+        rows.write.format("delta").mode("append").save(path)
 
     # --- HBase: per cell -------------------------------------------------------------------
     def _merge_hbase_table(self, spark: SparkSession, path: str, batch: DataFrame) -> None:
@@ -393,8 +488,9 @@ class DeltaStateSink(Sink):
         (
             target.alias("t")
             .merge(batch.alias("s"), "t.key = s.key")
+            .whenMatchedDelete(condition="s.deleted AND s.pos > t.pos")
             .whenMatchedUpdateAll(condition="s.pos > t.pos")
-            .whenNotMatchedInsertAll()
+            .whenNotMatchedInsertAll(condition="NOT s.deleted")
             .execute()
         )
 
@@ -459,8 +555,9 @@ class DeltaStateSink(Sink):
             (
                 DeltaTable.forPath(spark, path).alias("t")
                 .merge(source_rows.alias("s"), on)
+                .whenMatchedDelete(condition=f"s.{mt.DELETED} AND s.{mt.POS} > t.{mt.POS}")
                 .whenMatchedUpdateAll(condition=f"s.{mt.POS} > t.{mt.POS}")
-                .whenNotMatchedInsertAll()
+                .whenNotMatchedInsertAll(condition=f"NOT s.{mt.DELETED}")
                 .execute()
             )  # fmt: skip
 
@@ -511,6 +608,12 @@ class DeltaStateSink(Sink):
         columns = mysql_columns(record["columns"])
         self._mysql_shapes[(source, db, table)] = columns
         return columns
+
+
+def vacuum_is_safe(now_ms: int, oldest_needed_ms: int | None) -> bool:
+    """Whether VACUUM at the log's retention keeps every file a fold still needs: the oldest commit
+    some table has not folded yet is younger than the retention, less a day of margin."""
+    return oldest_needed_ms is None or now_ms - oldest_needed_ms < (RETENTION_HOURS - 24) * 3_600_000
 
 
 def _quoted(column: str) -> str:

@@ -1,87 +1,154 @@
 """Exact reads of merge-on-read state: a table's state plus the logged changes not folded yet.
 
 `current_view(spark, state_path)` is the table as of the last batch the sink applied: the state
-table as of its last fold, with every change the log holds after that fold applied the way the fold
-would apply it (the same rules: `hbase_state.merged_rows` for HBase, the newest position per key for
-MySQL). It needs nothing but the state path: the fold record beside the table names the log and the
-version folded.
+table as of its last fold, with every change the log holds from that fold's version on applied the
+way the fold applies it (the same rules: `hbase_state.merge_steps` for HBase; for MySQL the newest
+position per key, changes older than their key's recorded delete dropped). It needs nothing but the
+state path: the fold record beside the table names the log and the version folded.
 
-The record is read before the state table, so a fold that commits in between makes the view apply
-some changes a second time, which leaves the same result (both merges are idempotent).
+The view is SQL text (`view_sql`), so a catalog can store it (`catalog.register`): it reads the log's
+Change Data Feed from the folded version *on* (inclusive: that version always exists, and a version
+applied twice leaves the same result, both merges being idempotent), up to whatever the log holds
+when it is queried. The record is read before the state table, so a fold that commits in between
+makes the view apply some changes a second time, which also leaves the same result.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from delta.tables import DeltaTable
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from cdcflow.events.cells import RowCells
-from cdcflow.pipeline.sinks.delta import log as change_log
 from cdcflow.pipeline.sinks.delta import mysql_typed as mt
-from cdcflow.pipeline.sinks.delta.hbase_state import cells_by_row, hbase_state_schema, merged_rows, stored_for_merge
-from cdcflow.pipeline.sinks.delta.records import FoldRecord, read_record
+from cdcflow.pipeline.sinks.delta.hbase_state import (
+    CELL_STEPS,
+    CELLS_BY_ROW,
+    STORED_FOR_MERGE,
+    hbase_state_schema,
+    merge_steps,
+)
+from cdcflow.pipeline.sinks.delta.records import FoldRecord, deletes_path, read_record
 from cdcflow.pipeline.sinks.mysql_history import MySqlColumn
+
+_JSON_COLUMNS = ["key", "after", "deleted", "op", "pos", "source_ts_ms"]
 
 
 def current_view(spark: SparkSession, state_path: str, include_deleted: bool = False) -> DataFrame:
-    """The table's rows as of the sink's last applied batch; deleted rows (tombstones) only with
+    """The table's rows as of the sink's last applied batch; deleted rows (tombstones of tables
+    folded before deletes were deletes, HBase rows whose every cell is deleted) only with
     `include_deleted`. A table written before merge-on-read (no fold record) is read as it is."""
+    return spark.sql(view_sql(spark, state_path, include_deleted))
+
+
+def view_sql(spark: SparkSession, state_path: str, include_deleted: bool = False) -> str:
+    """`current_view` as a SQL query over paths (Delta paths and `table_changes_by_path`)."""
     record = read_record(spark, state_path)
-    exists = DeltaTable.isDeltaTable(spark, state_path)
+    state = _state_columns(spark, state_path)
     if record is None:
-        if not exists:
+        if state is None:
             raise FileNotFoundError(f"{state_path}: neither a Delta table nor a state table cdcflow registered")
-        return _without_deleted(spark.read.format("delta").load(state_path), include_deleted)
-    version = change_log.latest_version(spark, record.log)
-    pending = change_log.table_changes(
-        spark, record.log, record.source, record.db, record.table, record.folded_version, version
-    )
-    state = spark.read.format("delta").load(state_path) if exists else None
+        return _without_deleted(f"SELECT * FROM {delta_path(state_path)}", state.fieldNames(), include_deleted)
     if record.layout == "hbase":
-        view = _hbase_view(spark, state, pending, record)
-    else:
-        view = _mysql_view(state, pending, record)
-    return _without_deleted(view, include_deleted)
+        return _hbase_view(state_path, state, record, include_deleted)
+    return _mysql_view(spark, state_path, state, record, include_deleted)
 
 
-def _without_deleted(rows: DataFrame, include_deleted: bool) -> DataFrame:
+def delta_path(path: str) -> str:
+    return "delta.`" + path.replace("`", "``") + "`"
+
+
+def _state_columns(spark: SparkSession, state_path: str) -> StructType | None:
+    if not DeltaTable.isDeltaTable(spark, state_path):
+        return None
+    return spark.read.format("delta").load(state_path).schema
+
+
+def _pending_sql(record: FoldRecord) -> str:
+    """The table's log rows from its folded version on (Change Data Feed: only those commits' files)."""
+    start = max(record.folded_version, 0)
+    where = " AND ".join(
+        f"{mt.quoted(c)} = {mt.sql_string(v)}"
+        for c, v in (("source_name", record.source), ("db", record.db), ("table", record.table))
+    )
+    return (
+        f"SELECT * FROM table_changes_by_path({mt.sql_string(record.log)}, {start}) "
+        f"WHERE _change_type = 'insert' AND {where}"
+    )
+
+
+def _steps(relation: str, steps: Sequence[Sequence[str]]) -> str:
+    """Projections applied one over the other to `relation` (a query), as one query."""
+    query = relation
+    for step in steps:
+        query = f"SELECT {', '.join(step)} FROM ({query})"
+    return query
+
+
+def _empty(schema: StructType) -> str:
+    columns = ", ".join(f"CAST(NULL AS {f.dataType.simpleString()}) AS {mt.quoted(f.name)}" for f in schema.fields)
+    return f"SELECT {columns} WHERE false"
+
+
+def _without_deleted(query: str, columns: Sequence[str], include_deleted: bool) -> str:
     if include_deleted:
-        return rows
-    if "exists" in rows.columns:
-        return rows.where("exists")
-    if mt.DELETED in rows.columns:
-        return rows.where(~F.col(mt.DELETED))
-    return rows.where(~F.col("deleted")) if "deleted" in rows.columns else rows
+        return query
+    for flag in ("exists", mt.DELETED, "deleted"):
+        if flag in columns:
+            kept = "coalesce(`exists`, false)" if flag == "exists" else f"NOT coalesce({mt.quoted(flag)}, false)"
+            return f"SELECT * FROM ({query}) WHERE {kept}"
+    return query
 
 
-def _hbase_view(spark: SparkSession, state: DataFrame | None, pending: DataFrame, record: FoldRecord) -> DataFrame:
+def _hbase_view(state_path: str, state: StructType | None, record: FoldRecord, include_deleted: bool) -> str:
     schema = hbase_state_schema(record.typed_columns)
-    if state is None:
-        state = spark.createDataFrame([], schema)
-    grouped = cells_by_row(pending)
-    changed = merged_rows(
-        grouped.join(stored_for_merge(state), "row_key", "left"), record.kept_versions, record.typed_columns
-    ).select(*(F.col(f.name) for f in schema.fields))
-    untouched = state.join(grouped.select("row_key"), "row_key", "left_anti")
-    return untouched.unionByName(changed, allowMissingColumns=True)
+    columns = ", ".join(mt.quoted(f.name) for f in schema.fields)
+    stored = f"SELECT {columns} FROM {delta_path(state_path)}" if state is not None else _empty(schema)
+    grouped = f"SELECT {', '.join(CELLS_BY_ROW)} FROM ({_steps(_pending_sql(record), CELL_STEPS)}) GROUP BY row_key"
+    joined = (
+        f"SELECT g.row_key, g.new_cells, g.batch_ts_ms, s.old_puts, s.old_tombstones, s.old_source_ts_ms "
+        f"FROM ({grouped}) g LEFT JOIN ({_steps(stored, [STORED_FOR_MERGE])}) s ON g.row_key = s.row_key"
+    )
+    changed = _steps(joined, [*merge_steps(record.kept_versions, record.typed_columns), [columns]])
+    untouched = f"SELECT {columns} FROM ({stored}) s LEFT ANTI JOIN ({grouped}) g ON s.row_key = g.row_key"
+    return _without_deleted(f"{untouched} UNION ALL {changed}", ["exists"], include_deleted)
 
 
-def _mysql_view(state: DataFrame | None, pending: DataFrame, record: FoldRecord) -> DataFrame:
-    latest = change_log.newest_row_changes(pending)
+def _mysql_view(
+    spark: SparkSession, state_path: str, state: StructType | None, record: FoldRecord, include_deleted: bool
+) -> str:
+    newest_per_key = (
+        "SELECT key, after, op = 'd' AS deleted, op, pos, source_ts_ms FROM (SELECT *, row_number() OVER "
+        f"(PARTITION BY key ORDER BY pos DESC) AS _n FROM ({_pending_sql(record)})) WHERE _n = 1"
+    )
+    deletes = deletes_path(state_path)
+    if DeltaTable.isDeltaTable(spark, deletes):
+        newest_per_key = (
+            f"SELECT * FROM ({newest_per_key}) l WHERE NOT EXISTS (SELECT 1 FROM {delta_path(deletes)} d "
+            "WHERE d.key = l.key AND d.pos > l.pos)"
+        )
     if record.layout == "json":
-        rows, pos, keys = latest, "pos", ["key"]
+        names, pos, keys, rows = _JSON_COLUMNS, "pos", ["key"], newest_per_key
     else:
-        columns = [MySqlColumn(**c) for c in record.mysql_columns]
-        rows = mt.typed_rows(latest, columns).drop("_misfits", "_event_columns")
-        pos, keys = mt.POS, mt.key_columns(columns)
+        shape = [MySqlColumn(**c) for c in record.mysql_columns]
+        names = [*(c.name for c in shape), mt.DELETED, mt.OP, mt.POS, mt.SOURCE_TS]
+        pos, keys = mt.POS, mt.key_columns(shape)
+        rows = _steps(newest_per_key, [["*", mt.VALUES_SQL], mt.typed_columns_sql(shape)])
+    columns = ", ".join(mt.quoted(n) for n in names)
     if state is None:
-        return rows
-    both = state.unionByName(rows, allowMissingColumns=True)
-    newest = Window.partitionBy(*keys).orderBy(F.col(pos).desc())
-    return both.withColumn("_n", F.row_number().over(newest)).where("_n = 1").drop("_n")
+        return _without_deleted(f"SELECT {columns} FROM ({rows})", names, include_deleted)
+    have = {n.lower() for n in state.fieldNames()}
+    from_state = ", ".join(mt.quoted(n) if n.lower() in have else f"NULL AS {mt.quoted(n)}" for n in names)
+    both = f"SELECT {from_state} FROM {delta_path(state_path)} UNION ALL SELECT {columns} FROM ({rows})"
+    partition = ", ".join(mt.quoted(k) for k in keys)
+    newest = (
+        f"SELECT {columns} FROM (SELECT *, row_number() OVER (PARTITION BY {partition} ORDER BY {mt.quoted(pos)} "
+        f"DESC) AS _n FROM ({both})) WHERE _n = 1"
+    )
+    return _without_deleted(newest, names, include_deleted)
 
 
 _VERIFY_PIECE_BYTES = 2 * 2**20  # compressed Parquet: several times that once decoded
