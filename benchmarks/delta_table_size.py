@@ -10,13 +10,13 @@ Spark session (local[2]), by
 1. the raw Kafka → Parquet copy of the update records (the floor);
 2. the docs' foreachBatch MERGE (`delta_merge_on_read.docs_merge_seconds`);
 3. cdcflow `pipeline run --available-now` with a `delta` sink: the append path, then the final fold
-   of the updates into the N-row table (both timed);
-4. with `--deletion-vectors`, cdcflow again on a state table with deletion vectors on.
+   of the updates into the N-row table (both timed), on a state table with deletion vectors (the
+   sink's default since session 19) and, with `--both`, again on one without (copy-on-write).
 
 Each result is checked: every updated key holds its newest values, and the table still has N rows.
 
 Usage: .venv/bin/python benchmarks/delta_table_size.py [--sizes 50000,5000000] [--updates 100000]
-           [--max-offsets 20000] [--deletion-vectors]
+           [--max-offsets 20000] [--both]
 """
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ def main() -> None:
     parser.add_argument("--sizes", default="50000,5000000")
     parser.add_argument("--updates", type=int, default=100_000)
     parser.add_argument("--max-offsets", type=int, default=20_000)
-    parser.add_argument("--deletion-vectors", action="store_true")
+    parser.add_argument("--both", action="store_true", help="also without deletion vectors")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     bootstrap = Stack(default_stack_home()).endpoints("kafka")["bootstrap_servers"]
@@ -127,7 +127,7 @@ def main() -> None:
         expected = produce_updates(bootstrap, prefix, rows, args.updates)
         pattern = f"{prefix}\\.{DB}\\..*"
         got: dict[str, float] = {}
-        variants = [False, True] if args.deletion_vectors else [False]
+        variants = [True, False] if args.both else [True]
         with tempfile.TemporaryDirectory(prefix="cdcflow-size-") as tmp:
             work = Path(tmp)
             got["raw"] = raw_kafka_to_parquet_seconds(spark, bootstrap, pattern, args.max_offsets, work / "raw")
@@ -137,9 +137,11 @@ def main() -> None:
             for dv in variants:
                 run = work / ("dv" if dv else "cow")
                 path = write_cdcflow_state(spark, run, rows, dv)
-                total, append, _batches = cdcflow_seconds(bootstrap, pattern, prefix, args.max_offsets, run)
+                total, append, _batches = cdcflow_seconds(
+                    bootstrap, pattern, prefix, args.max_offsets, run, deletion_vectors=dv, register_in_catalog=False
+                )
                 check(spark.read.format("delta").load(path), rows, expected, "cdcflow")
-                label = "cdcflow+dv" if dv else "cdcflow"
+                label = "cdcflow" if dv else "cdcflow without DVs"
                 got[f"{label} total"], got[f"{label} append"], got[f"{label} fold"] = total, append, total - append
         results[rows] = got
         print(f"rows={rows:,}: " + "; ".join(f"{key} {value:.1f} s" for key, value in got.items()), flush=True)

@@ -80,6 +80,9 @@ class DeltaStateOptions(_Mapped):
     # Each table's current view as <prefix><db>.<table> and its state table as <prefix><db>.<table>_state
     # in the Spark session's catalog (a Hive metastore keeps them for other jobs: pipeline.spark_conf).
     register_in_catalog: bool = True
+    # New state tables get deletion vectors (folds cost what the changes touch, not the table's
+    # size); their readers need Delta reader version 3 (Delta Lake 2.3+, Databricks, Trino, ...).
+    deletion_vectors: bool = True
     catalog_database_prefix: str = Field(default="", pattern=r"^[A-Za-z0-9_]*$")
 
     @field_validator("typed_columns")

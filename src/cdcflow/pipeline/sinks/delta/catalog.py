@@ -43,12 +43,12 @@ def register(spark: SparkSession, state_path: str, prefix: str, db: str, table: 
     if not spark.catalog.databaseExists(prefix + db):
         spark.sql(f"CREATE DATABASE IF NOT EXISTS {quoted(prefix + db)}")
     if DeltaTable.isDeltaTable(spark, state_path):
-        if not spark.catalog.tableExists(table + STATE_SUFFIX, prefix + db):
+        if not spark.catalog.tableExists(state):
             spark.sql(f"CREATE TABLE IF NOT EXISTS {state} USING delta LOCATION {sql_string(state_path)}")
         elif not _same_location(spark, state, state_path):
             log.warning("%s already names another table; %s is not registered under it", state, state_path)
             return False
-    if spark.catalog.tableExists(table, prefix + db):
+    if spark.catalog.tableExists(view):
         owner = _property(spark, view, STATE_PATH_PROPERTY)
         if owner != state_path:
             log.warning("%s already names %s; the current view of %s is not registered under it", view,
