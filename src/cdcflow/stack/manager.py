@@ -15,6 +15,7 @@ from cdcflow.stack import ports, process, state_file
 from cdcflow.stack.hbase import HBaseService
 from cdcflow.stack.kafka import KafkaService
 from cdcflow.stack.mariadb import MariaDBService
+from cdcflow.stack.mysql import MySQLService
 from cdcflow.stack.phoenix import PhoenixService
 from cdcflow.stack.service import Service
 from cdcflow.stack.spark import SparkService
@@ -27,6 +28,7 @@ def make_service(name: str) -> Service:
         "kafka": KafkaService,
         "hbase": HBaseService,
         "mariadb": MariaDBService,
+        "mysql": MySQLService,
         "phoenix": PhoenixService,
         "spark": SparkService,
     }

@@ -32,6 +32,7 @@ MARIADB_ANNOTATE_ROWS, MARIADB_BINLOG_CHECKPOINT, MARIADB_GTID, MARIADB_GTID_LIS
 MARIADB_START_ENCRYPTION = 164
 MARIADB_COMPRESSED = frozenset(range(165, 172))  # QUERY_COMPRESSED .. DELETE_ROWS_COMPRESSED
 HEARTBEAT_MARIADB = 27
+_MYSQL_ONLY = frozenset({29, 33, 34, 35})  # ROWS_QUERY, GTID, ANONYMOUS_GTID, PREVIOUS_GTIDS (mysql_events.py)
 
 ROWS_KIND = {
     WRITE_ROWS_V1: "insert", WRITE_ROWS_V2: "insert",
@@ -326,6 +327,12 @@ class BinlogDecoder:
             return UnsupportedEvent(header, "MariaDB compressed binlog events (log_bin_compress=ON)")
         if t == TRANSACTION_PAYLOAD:
             return UnsupportedEvent(header, "MySQL binlog transaction compression")
+        if t in _MYSQL_ONLY:
+            # MySQL's own events live beside this module (mysql_events imports the base classes
+            # from here, hence the import at the call).
+            from cdcflow.sources.mysql.binlog import mysql_events
+
+            return mysql_events.decode(header, body)
         return OtherEvent(header)
 
     # -- individual events -----------------------------------------------------------------------------
@@ -379,11 +386,14 @@ class BinlogDecoder:
         return GtidListEvent(header, tuple(gtids))
 
     def _table_id(self, body: bytes, event_type: int) -> tuple[int, int]:
+        """The table id and the offset after it and the 2-byte flags. (A v2 rows event's post-header
+        also holds its extra-data length, which MySQL counts in the FORMAT_DESCRIPTION's post-header
+        length: 10; the caller reads that field itself.)"""
         post = self._post_header_len(event_type, 8)
         id_len = 4 if post == 6 else 6
         if len(body) < id_len + 2:
             raise BinlogDecodeError("event too short for a table id")
-        return int.from_bytes(body[:id_len], "little"), post
+        return int.from_bytes(body[:id_len], "little"), id_len + 2
 
     def _table_map(self, header: EventHeader, body: bytes) -> TableMapEvent:
         table_id, p = self._table_id(body, TABLE_MAP)
@@ -598,7 +608,10 @@ class BinlogDecoder:
         if header.type in (WRITE_ROWS_V2, UPDATE_ROWS_V2, DELETE_ROWS_V2):
             if p + 2 > len(body):
                 raise BinlogDecodeError("rows event too short for its extra data length")
-            p += int.from_bytes(body[p : p + 2], "little")
+            extra = int.from_bytes(body[p : p + 2], "little")  # counts its own two bytes
+            if extra < 2:
+                raise BinlogDecodeError(f"rows event with an extra data length of {extra}")
+            p += extra
         if table_id not in self._tables:
             if table_id in self._broken:
                 raise BinlogDecodeError(
