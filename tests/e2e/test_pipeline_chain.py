@@ -1,4 +1,5 @@
 """The whole chain under a randomized 100k-mutation workload, with the pipeline driver SIGKILLed.
+The first kill lands inside a Delta fold (issue #32: its "folding" line logged, its "folded" never).
 
 HBase (3 tables) → cdcflow peer → Kafka → `cdcflow pipeline run` (a separate process group:
 driver, its JVM and Python workers) → an HBase copy, Delta current-state tables and a Delta
@@ -11,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -27,6 +29,7 @@ from cdcflow.demo.hbase_workload import TYPED_COLUMNS, HBaseWorkload
 from cdcflow.pipeline.progress import read_progress
 from cdcflow.pipeline.session import build_session
 from cdcflow.pipeline.sinks.delta.state import hbase_state_rows
+from cdcflow.pipeline.sinks.delta.views import current_view
 from cdcflow.testing import soak_size
 from cdcflow.verify.hbase import compare_rows, rows_of, verify_hbase
 
@@ -41,6 +44,28 @@ STEP_PAUSE_S = soak_size(100, 250) / 1000
 
 def _end_offsets(bootstrap: str, topics: list[str]) -> int:
     return sum(sum(k.end_offsets(bootstrap, t).values()) for t in topics)
+
+
+def hive_metastore(root: Path) -> dict[str, str]:
+    """Spark settings for Spark's built-in Hive metastore (Derby) under `root`."""
+    return {
+        "spark.sql.catalogImplementation": "hive",
+        "spark.sql.warehouse.dir": str(root / "warehouse"),
+        "spark.hadoop.javax.jdo.option.ConnectionURL": f"jdbc:derby:;databaseName={root / 'metastore'};create=true",
+    }
+
+
+def wait_for_a_fold(proc: subprocess.Popen[bytes], log_path: Path, after: int) -> str:
+    """The state path of the first fold the pipeline logs as started after byte `after` of its log."""
+    deadline = time.monotonic() + 300
+    while True:
+        text = log_path.read_bytes()[after:].decode(errors="replace")
+        m = re.search(r"sink state: (\S+): folding \d+ changes", text)
+        if m:
+            return m.group(1)
+        assert proc.poll() is None, f"pipeline exited early:\n{text[-3000:]}"
+        assert time.monotonic() < deadline, "no fold started"
+        time.sleep(0.02)
 
 
 def test_randomized_workload_survives_three_driver_kills(
@@ -63,10 +88,12 @@ def test_randomized_workload_survives_three_driver_kills(
         "trigger_seconds": 2,
         "max_offsets_per_trigger": 10_000,
         "retry_backoff_max_s": 5,
+        "spark_conf": hive_metastore(tmp_path),  # the Delta sink's table names outlive the process
         "sinks": [
             {"name": "hbase_copy", "type": "hbase"},
             {"name": "state", "type": "delta",
-             "options": {"path": str(state_root), "max_versions": 1000, "typed_columns": TYPED_COLUMNS}},
+             "options": {"path": str(state_root), "max_versions": 1000, "typed_columns": TYPED_COLUMNS,
+                         "fold_rows": 1000}},  # folds while the pipeline runs: the first kill lands in one
             {"name": "changelog", "type": "delta_changelog", "options": {"path": str(changelog)}},
         ],
     }  # fmt: skip
@@ -96,12 +123,19 @@ def test_randomized_workload_survives_three_driver_kills(
     procs: list[subprocess.Popen[bytes]] = []
     try:
         for kill in range(KILLS):
+            started = log_path.stat().st_size if log_path.exists() else 0
             proc = start_pipeline()
             procs.append(proc)
-            time.sleep(rng.uniform(18, 30))  # Spark starts in ~15 s: the kill lands mid-batch
+            if kill == 0:  # the first kill lands inside a Delta fold (issue #32)
+                folding = wait_for_a_fold(proc, log_path, started)
+            else:
+                time.sleep(rng.uniform(18, 30))  # Spark starts in ~15 s: the kill lands mid-batch
             assert proc.poll() is None, f"pipeline exited early; see {log_path}:\n{log_path.read_text()[-3000:]}"
             os.killpg(proc.pid, signal.SIGKILL)  # driver, its JVM and Python workers at once
             proc.wait()
+            if kill == 0:
+                killed = log_path.read_bytes()[started:].decode(errors="replace")
+                assert f"{folding}: folded" not in killed[killed.index(f"{folding}: folding") :], "the kill missed"
             print(f"kill {kill + 1}: after {workload.mutations} mutations, progress {read_progress(checkpoints)}")
         writer.join(timeout=600)
         assert not writer_error, writer_error
@@ -147,6 +181,18 @@ def test_randomized_workload_survives_three_driver_kills(
     assert len(logged) == len(set(logged)), "a change is in the changelog twice"
     assert set(logged) == identities
     assert len(identities) >= MUTATIONS
+
+    # The state tables by name, read by another process through the Hive metastore the pipeline used.
+    reader = (
+        "import json, sys\n"
+        "from cdcflow.pipeline.session import build_session\n"
+        "spark = build_session('cdcflow-test-reader', conf=json.loads(sys.argv[1]))\n"
+        "print(json.dumps({t: spark.table(f'default.{t}').count() for t in sys.argv[2:]}))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", reader, json.dumps(hive_metastore(tmp_path)), *tables],
+                         capture_output=True, text=True, timeout=300, check=True).stdout  # fmt: skip
+    by_name = json.loads(out.strip().splitlines()[-1])
+    assert by_name == {t: current_view(spark, str(state_root / "it" / "default" / t)).count() for t in tables}
 
     progress = read_progress(checkpoints)
     assert {"hbase_copy", "state", "changelog"} <= progress.keys()

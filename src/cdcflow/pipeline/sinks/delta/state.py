@@ -99,6 +99,7 @@ UNFIT_MARK = "cdcflow: the row does not fit the typed table's known shape"
 # How often a batch runs a table's MERGE again after another writer committed first.
 CONFLICT_RETRIES = 8
 FOLD_POOL = "cdcflow-folds"
+VACUUM_EVERY_OPTIMIZES = 10
 RETENTION_HOURS = 168  # Delta's default deletedFileRetentionDuration, which the log keeps
 # Tables folded at the same time (HBase- and MySQL-sourced alike).
 MERGE_THREADS = 4
@@ -132,6 +133,7 @@ class DeltaStateSink(Sink):
         self._log_version = -1  # the newest log version this sink knows of
         self._spark: SparkSession | None = None
         self._optimized_version = -1  # the log version after which the log was last compacted
+        self._optimizations = 0  # compactions by this sink object (VACUUM follows every tenth)
         self.folds = FoldScheduler(
             name, self._fold, options.fold_rows, options.fold_interval_s, MERGE_THREADS, self._housekeeping
         )
@@ -349,7 +351,10 @@ class DeltaStateSink(Sink):
         self._optimized_version = version
         log.info("sink %s: change log %s compacted (OPTIMIZE, up to version %d) in %.1f s", self.name, self.log_path,
                  version, time.perf_counter() - started)  # fmt: skip
-        self._vacuum_log(spark)
+        # VACUUM lists every file of the log: after the first compaction of a run, then every tenth.
+        if self._optimizations % VACUUM_EVERY_OPTIMIZES == 0:
+            self._vacuum_log(spark)
+        self._optimizations += 1
 
     def _vacuum_log(self, spark: SparkSession) -> None:
         """Delete the log files compaction replaced, but never one a fold still needs: the folds read
