@@ -27,6 +27,24 @@ def _binary(name: str) -> str | None:
     )
 
 
+def local_endpoints(port: int, sock: Path) -> dict[str, Any]:
+    """What clients of a local MariaDB or MySQL server of the stack use."""
+    return {
+        "host": "127.0.0.1",
+        "port": port,
+        "unix_socket": str(sock),
+        "user": ADMIN_USER,
+        "password": ADMIN_PASSWORD,
+        "repl_user": REPL_USER,
+        "repl_password": REPL_PASSWORD,
+    }
+
+
+def root_endpoint(endpoints: dict[str, Any]) -> MySqlEndpoint:
+    """root on the server's socket (no password: the datadir was initialized for the stack)."""
+    return MySqlEndpoint("localhost", 0, "root", "", unix_socket=endpoints["unix_socket"])
+
+
 class MariaDBService(Service):
     name = "mariadb"
     port_names = ("sql",)
@@ -95,18 +113,10 @@ class MariaDBService(Service):
         mariadbd = _binary("mariadbd")
         assert mariadbd is not None
         pid = process.spawn([mariadbd, f"--defaults-file={cnf}"], log, cwd=home)
-        return pid, {
-            "host": "127.0.0.1",
-            "port": ports["sql"],
-            "unix_socket": str(sock),
-            "user": ADMIN_USER,
-            "password": ADMIN_PASSWORD,
-            "repl_user": REPL_USER,
-            "repl_password": REPL_PASSWORD,
-        }
+        return pid, local_endpoints(ports["sql"], sock)
 
     def _root(self, endpoints: dict[str, Any]) -> MySqlEndpoint:
-        return MySqlEndpoint("localhost", 0, "root", "", unix_socket=endpoints["unix_socket"])
+        return root_endpoint(endpoints)
 
     def check(self, endpoints: dict[str, Any]) -> str:
         rows = query(

@@ -28,7 +28,7 @@ from cdcflow.config.paths import cache_dir
 from cdcflow.errors import StackError
 from cdcflow.jars import maven, versions
 from cdcflow.stack import process
-from cdcflow.stack.mariadb import ADMIN_PASSWORD, ADMIN_USER, REPL_PASSWORD, REPL_USER
+from cdcflow.stack.mariadb import local_endpoints, root_endpoint
 from cdcflow.stack.service import Service
 
 TARBALL = "mysql-Linux-amd64.tar.gz"
@@ -150,18 +150,10 @@ class MySQLService(Service):
             if proc.returncode != 0:
                 raise StackError(f"mysqld --initialize-insecure failed:\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
         pid = process.spawn([str(self._mysqld()), f"--defaults-file={cnf}"], log, cwd=home)
-        return pid, {
-            "host": "127.0.0.1",
-            "port": ports["sql"],
-            "unix_socket": str(sock),
-            "user": ADMIN_USER,
-            "password": ADMIN_PASSWORD,
-            "repl_user": REPL_USER,
-            "repl_password": REPL_PASSWORD,
-        }
+        return pid, local_endpoints(ports["sql"], sock)
 
     def _root(self, endpoints: dict[str, Any]) -> MySqlEndpoint:
-        return MySqlEndpoint("localhost", 0, "root", "", unix_socket=endpoints["unix_socket"])
+        return root_endpoint(endpoints)
 
     def check(self, endpoints: dict[str, Any]) -> str:
         rows = query(
