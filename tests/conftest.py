@@ -43,6 +43,18 @@ def mariadb(services: ServiceHarness) -> dict[str, Any]:
     return services.endpoints("mariadb")
 
 
+@pytest.fixture(scope="session")
+def mysql(services: ServiceHarness) -> dict[str, Any]:
+    """Oracle MySQL 8.0 (issue #33), beside MariaDB."""
+    return services.endpoints("mysql")
+
+
+@pytest.fixture(params=["mariadb", "mysql"])
+def mysql_server(request: pytest.FixtureRequest, services: ServiceHarness) -> dict[str, Any]:
+    """Each capture test that takes this runs against both servers the MySQL source reads."""
+    return {**services.endpoints(request.param), "flavor": request.param}
+
+
 @pytest.fixture
 def hbase_client(hbase: dict[str, Any]) -> Iterator[HBaseClient]:
     c = connect(hbase["zk_quorum"], hbase["znode_parent"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,16 +82,20 @@ def execute(ep: MySqlEndpoint, *statements: str) -> None:
 
 # -- the replication stream -------------------------------------------------------------------------------
 
-COM_BINLOG_DUMP, COM_REGISTER_SLAVE = 0x12, 0x15
+COM_BINLOG_DUMP, COM_REGISTER_SLAVE, COM_BINLOG_DUMP_GTID = 0x12, 0x15, 0x1E
+_BINLOG_THROUGH_GTID = 0x04  # COM_BINLOG_DUMP_GTID flag: start after the GTID set sent
 # Errors that mean "the position asked for is gone or invalid": retrying the same request cannot help.
 _TERMINAL_STREAM_ERRORS = {1236: "the requested binlog position or GTID is not available on the server"}
 
 
 @dataclass(frozen=True)
 class StreamStart:
-    """Where a binlog stream starts: a MariaDB GTID state (preferred), else a file and position."""
+    """Where a binlog stream starts: a MariaDB GTID state or a MySQL GTID set (preferred), else a file and
+    position."""
 
     gtid_state: str | None = None  # "0-1-100,1-2-7": the last transaction already processed, per domain
+    # MySQL: every transaction already processed, in MySQL's binary GTID set form (GtidSet.encode)
+    mysql_gtids: bytes | None = None
     file: str | None = None
     pos: int = 4
 
@@ -131,7 +136,9 @@ class BinlogStream:
                 cur.execute("SET @master_binlog_checksum = @@global.binlog_checksum")
                 cur.execute("SET @mariadb_slave_capability = 4")
                 cur.execute("SET @master_heartbeat_period = %s", (int(self.heartbeat_s * 1e9),))
-                if start.gtid_state is not None:
+                if start.mysql_gtids is not None:  # names this replica in SHOW REPLICAS and the server's log
+                    cur.execute("SET @slave_uuid = %s", (str(uuid.UUID(int=self.server_id)),))
+                elif start.gtid_state is not None:
                     cur.execute("SET @slave_connect_state = %s", (start.gtid_state,))
                     cur.execute("SET @slave_gtid_strict_mode = 1")
                     cur.execute("SET @slave_gtid_ignore_duplicates = 0")
@@ -144,6 +151,11 @@ class BinlogStream:
             raw: Any = conn  # the replication commands are below PyMySQL's public API
             raw._execute_command(COM_REGISTER_SLAVE, register)
             raw._read_ok_packet()
+            if start.mysql_gtids is not None:  # MySQL: every transaction not in the set, from the oldest file on
+                data = start.mysql_gtids
+                dump = struct.pack("<HIIQI", _BINLOG_THROUGH_GTID, self.server_id, 0, 4, len(data)) + data
+                raw._execute_command(COM_BINLOG_DUMP_GTID, dump)
+                return
             if start.gtid_state is not None:
                 dump = struct.pack("<IHI", 4, 0, self.server_id)  # empty file name: position from the GTID state
             else:

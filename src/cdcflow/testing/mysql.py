@@ -69,7 +69,7 @@ class CaptureThread:
         return self
 
     def wait_for_checkpoint(self, gtid_pos: str, timeout_s: float = 60.0) -> None:
-        """Until the capture's acknowledged checkpoint reaches `gtid_pos` (the server's @@gtid_binlog_pos)."""
+        """Until the capture's acknowledged checkpoint reaches `gtid_pos` (`server_position`)."""
         import time
 
         deadline = time.monotonic() + timeout_s
@@ -90,6 +90,23 @@ class CaptureThread:
         if self.error is not None:
             raise self.error
         return self.capture.stats
+
+
+def server_position(ep: MySqlEndpoint) -> str:
+    """Where the server's binlog ends, as a caught-up capture's checkpoint names it: MariaDB's
+    @@gtid_binlog_pos, MySQL's @@gtid_executed (normalized as cdcflow writes GTID sets)."""
+    from cdcflow.clients.mysql import query
+    from cdcflow.sources.mysql.binlog.gtid_set import GtidSet
+
+    version, binlog_pos, executed = query(ep, "SELECT @@version, @@gtid_binlog_pos, NULL" if _is_mariadb(ep)
+                                          else "SELECT @@version, NULL, @@gtid_executed")[0]  # fmt: skip
+    return str(binlog_pos) if binlog_pos is not None else str(GtidSet.parse(str(executed)))
+
+
+def _is_mariadb(ep: MySqlEndpoint) -> bool:
+    from cdcflow.clients.mysql import query
+
+    return "mariadb" in str(query(ep, "SELECT @@version")[0][0]).lower()
 
 
 def read_all(bootstrap: str, topics: list[str], expected: int, timeout_s: float = 60.0) -> list[bytes]:

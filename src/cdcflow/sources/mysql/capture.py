@@ -58,6 +58,8 @@ from cdcflow.sources.mysql.binlog.events import (
     XaPrepareEvent,
     XidEvent,
 )
+from cdcflow.sources.mysql.binlog.gtid_set import GtidSet
+from cdcflow.sources.mysql.binlog.mysql_events import MySqlGtidEvent, TransactionPayloadEvent
 from cdcflow.sources.mysql.changes import TxnContext, key_columns, row_changes, row_records
 from cdcflow.sources.mysql.checkpoint import AckFrontier, Checkpoint, PendingTxn
 from cdcflow.sources.mysql.preflight import ServerInfo, preflight
@@ -169,6 +171,9 @@ class MySqlCapture:
         return Checkpoint.from_bytes(raw) if raw else None
 
     def _initial_checkpoint(self, server: ServerInfo) -> Checkpoint:
+        if server.mysql:  # MySQL: the transactions to skip; `earliest` = those whose binlogs are gone
+            state = server.gtid_purged if self.cfg.start == "earliest" else server.gtid_executed
+            return Checkpoint(gtid_state=str(GtidSet.parse(state)), file="", pos=4, server_id=server.server_id)
         if self.cfg.start == "earliest":
             return Checkpoint(gtid_state="", file="", pos=4)
         return Checkpoint(gtid_state=server.gtid_binlog_pos, file="", pos=4)
@@ -218,8 +223,11 @@ class MySqlCapture:
         """Refuse to resume on a binlog history other than the checkpoint's: positions would go backwards
         and every sink would ignore the changes that follow."""
         assert self.server is not None
-        problems = history_behind(checkpoint.gtid_state or "", self.server.gtid_binlog_pos)
-        if not problems and checkpoint.file and checkpoint.server_id == self.server.server_id:
+        if self.server.mysql:
+            problems = _mysql_history_problems(checkpoint.gtid_state or "", self.server)
+        else:
+            problems = history_behind(checkpoint.gtid_state or "", self.server.gtid_binlog_pos)
+        if not problems and self.server.mariadb and checkpoint.file and checkpoint.server_id == self.server.server_id:
             # The same server: its binlog at the checkpoint's file/position must be where the checkpoint says.
             rows = query(self.ep, "SELECT BINLOG_GTID_POS(%s, %s)", (checkpoint.file, checkpoint.pos))
             there = rows[0][0] if rows else None
@@ -261,12 +269,15 @@ class MySqlCapture:
             self.progress.update(copy.deepcopy(start.snapshot))
             self.snapshot.prepare(self.cfg.snapshot.tables, TableFilter(self.cfg.include, self.cfg.exclude))
         frontier = AckFrontier()
-        stream.open(StreamStart(gtid_state=start.gtid_state or ""))
+        if self.server.mysql:
+            stream.open(StreamStart(mysql_gtids=GtidSet.parse(start.gtid_state or "").encode()))
+        else:
+            stream.open(StreamStart(gtid_state=start.gtid_state or ""))
         self.streaming.set()
         self.stream_open = True
         decoder = BinlogDecoder(collations=self.server.collations, table_filter=self.filter)
         decoder.checksum = stream.checksum
-        position = TransactionState(start, frontier)
+        position = TransactionState(start, frontier, mysql=self.server.mysql)
         last_flush = time.monotonic()
         self._since_poll = 0
         try:
@@ -280,7 +291,10 @@ class MySqlCapture:
                 except BinlogDecodeError as exc:
                     self._undecodable(raw, exc, decoder, position)
                     continue
-                self._on_event(ev, position)
+                if isinstance(ev, TransactionPayloadEvent):
+                    self._on_payload(ev, decoder, position)
+                else:
+                    self._on_event(ev, position)
                 now = time.monotonic()
                 if now - last_flush >= self.cfg.checkpoint_interval_ms / 1000:
                     self._checkpoint(frontier)
@@ -300,6 +314,24 @@ class MySqlCapture:
                 self._group.clear()
                 self._group = None
 
+    def _on_payload(self, payload: TransactionPayloadEvent, decoder: BinlogDecoder,
+                    position: TransactionState) -> None:  # fmt: skip
+        """MySQL's compressed transaction: its events, decompressed one at a time, as if they came one by one."""
+        try:
+            for raw in payload.events():
+                try:
+                    ev = decoder.decode(raw, inner=True)
+                except BinlogDecodeError as exc:
+                    self._undecodable(raw, exc, decoder, position)
+                    continue
+                self._on_event(ev, position)
+        except BinlogDecodeError as exc:  # the payload itself (zstd frame, sizes) is broken
+            raise UndecodableEvent(
+                f"cannot decode the compressed transaction ending at {position.file}:"
+                f"{payload.header.log_pos} (GTID {position.ctx.gtid if position.ctx else '?'}): "
+                f"{exc}. Stopped; nothing after it was published or checkpointed."
+            ) from None
+
     def _on_event(self, ev: BinlogEvent, position: TransactionState) -> None:
         h = ev.header
         if isinstance(ev, RowsEvent):
@@ -313,11 +345,14 @@ class MySqlCapture:
         elif isinstance(ev, TableMapEvent):
             if ev.schema is not None and position.open is not None:
                 self._maybe_publish_schema(ev, *position.open)
-        elif isinstance(ev, GtidEvent):
+        elif isinstance(ev, GtidEvent | MySqlGtidEvent):
             if position.open is not None:
                 raise TerminalError(f"binlog at {position.file}:{h.start_pos}: GTID {ev.gtid} starts a group "
                                     f"while {position.ctx.id if position.ctx else '?'} is still open")  # fmt: skip
-            position.begin(ev)
+            if isinstance(ev, GtidEvent):
+                position.begin(ev)
+            else:
+                position.begin_mysql(ev)
             self._group = self._new_buffer() if position.holds_rows else None
         elif isinstance(ev, XidEvent):
             if position.open is not None:
@@ -345,6 +380,10 @@ class MySqlCapture:
         if role is QueryRole.OUTSIDE or role is QueryRole.STATEMENT or opened is None:
             return
         ctx, txn = opened
+        if role is QueryRole.XA_START:  # MySQL: the rows of a prepared XA transaction wait for its completion
+            if self._group is None:
+                self._group = self._new_buffer()
+            return
         if role is QueryRole.SAVEPOINT:
             if self._group is None:  # rows before a savepoint cannot be undone by ROLLBACK TO: hold from here
                 self._group = self._new_buffer()
@@ -621,6 +660,20 @@ class MySqlCapture:
         log.error("dead-lettering the undecodable %s: %s", where, exc)
         self._send(self.cfg.dead_letter_topic, self.cfg.name.encode(), orjson.dumps(record), txn)
         self.stats.dead_letters += 1
+
+
+def _mysql_history_problems(checkpoint_state: str, server: ServerInfo) -> list[str]:
+    """MySQL: the server must hold every transaction the checkpoint passed (else its history is another one),
+    and still have the binlogs of every transaction the checkpoint did not pass (else they are lost)."""
+    ours, executed = GtidSet.parse(checkpoint_state), GtidSet.parse(server.gtid_executed)
+    purged = GtidSet.parse(server.gtid_purged)
+    problems = []
+    if not ours.issubset(executed):
+        problems.append(f"the checkpoint passed {ours}, the server has executed only {executed}")
+    if not purged.issubset(ours):
+        problems.append(f"the server purged the binlogs of {purged}, some of which the capture never read "
+                        f"(it passed {ours})")  # fmt: skip
+    return problems
 
 
 class BinlogHistoryChanged(TerminalError):

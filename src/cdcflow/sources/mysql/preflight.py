@@ -1,4 +1,6 @@
-"""Checks a MySQL/MariaDB server before capture starts; every problem is reported at once, clearly."""
+"""Checks a MariaDB or Oracle MySQL server before capture starts; every problem is reported at once, clearly.
+
+Tested servers: MariaDB 10.11 and MySQL 8.0.31 (docs/mysql.md, "Servers")."""
 
 from __future__ import annotations
 
@@ -16,6 +18,12 @@ class ServerInfo:
     server_id: int
     gtid_binlog_pos: str  # MariaDB: the newest GTID per domain in the binlog ("" if none)
     collations: dict[int, str]
+    gtid_executed: str = ""  # MySQL: every transaction the server has (GTID set text)
+    gtid_purged: str = ""  # MySQL: those whose binlog files are gone
+
+    @property
+    def mysql(self) -> bool:
+        return not self.mariadb
 
 
 def _variables(ep: MySqlEndpoint, names: list[str]) -> dict[str, str]:
@@ -29,11 +37,12 @@ def preflight(ep: MySqlEndpoint, replica_server_id: int) -> ServerInfo:
     """Raise ConfigError listing every setting that would make capture wrong; else describe the server."""
     v = _variables(ep, [
         "version", "log_bin", "binlog_format", "binlog_row_image", "binlog_row_metadata", "server_id",
-        "log_bin_compress", "binlog_transaction_compression", "gtid_binlog_pos",
+        "log_bin_compress", "gtid_binlog_pos", "gtid_mode", "enforce_gtid_consistency", "gtid_executed",
+        "gtid_purged", "binlog_row_value_options", "version_comment",
     ])  # fmt: skip
     problems = []
     version = v.get("version", "?")
-    mariadb = "mariadb" in version.lower()
+    mariadb = "mariadb" in version.lower() or "mariadb" in v.get("version_comment", "").lower()
     if v.get("log_bin", "OFF").upper() not in ("ON", "1"):
         problems.append("the binary log is off: start the server with log_bin")
     for name, wanted in (("binlog_format", "ROW"), ("binlog_row_image", "FULL"), ("binlog_row_metadata", "FULL")):
@@ -44,10 +53,8 @@ def preflight(ep: MySqlEndpoint, replica_server_id: int) -> ServerInfo:
             problems.append(f"{name}={got}, needs {name}={wanted} (set it in the server's config file and restart)")
     if v.get("log_bin_compress", "OFF").upper() in ("ON", "1"):
         problems.append("log_bin_compress=ON: compressed binlog events are not supported; turn it off")
-    if v.get("binlog_transaction_compression", "OFF").upper() in ("ON", "1"):
-        problems.append("binlog_transaction_compression=ON: compressed transactions are not supported; turn it off")
     if not mariadb:
-        problems.append(f"server {version} is MySQL: cdcflow is tested against MariaDB 10.11 only so far")
+        problems.extend(_mysql_problems(version, v))
     server_id = int(v.get("server_id", "0") or 0)
     if server_id == replica_server_id:
         problems.append(f"mysql.server_id={replica_server_id} equals the server's own server_id; choose another")
@@ -60,4 +67,24 @@ def preflight(ep: MySqlEndpoint, replica_server_id: int) -> ServerInfo:
         int(i): str(cs)
         for i, cs in query(ep, "SELECT ID, CHARACTER_SET_NAME FROM information_schema.COLLATIONS WHERE ID IS NOT NULL")
     }
-    return ServerInfo(version, mariadb, server_id, v.get("gtid_binlog_pos", ""), collations)
+    return ServerInfo(version, mariadb, server_id, v.get("gtid_binlog_pos", ""), collations,
+                      gtid_executed=v.get("gtid_executed", ""), gtid_purged=v.get("gtid_purged", ""))  # fmt: skip
+
+
+def _mysql_problems(version: str, v: dict[str, str]) -> list[str]:
+    """What an Oracle MySQL server (or RDS / Aurora MySQL) needs beyond the row settings both servers need."""
+    problems = []
+    m = re.match(r"(\d+)\.(\d+)\.(\d+)", version)
+    if m is None or (int(m[1]), int(m[2]), int(m[3])) < (8, 0, 14):
+        problems.append(f"MySQL {version} is older than 8.0.14 (no binlog_row_metadata); cdcflow reads MySQL 8.0")
+    elif (int(m[1]), int(m[2])) > (8, 0):
+        problems.append(f"MySQL {version}: cdcflow is tested with MySQL 8.0 (8.0.31); 8.1 and later are not tested "
+                        "(8.3 tagged GTIDs are refused when they appear)")  # fmt: skip
+    if v.get("gtid_mode", "OFF").upper() != "ON":
+        problems.append(f"gtid_mode={v.get('gtid_mode', 'OFF')}, needs gtid_mode=ON: change positions must survive a "
+                        "failover, and only GTIDs name a transaction the same way on every server")  # fmt: skip
+    if v.get("enforce_gtid_consistency", "OFF").upper() not in ("ON", "1"):
+        problems.append("enforce_gtid_consistency is not ON (gtid_mode=ON needs it)")
+    if "PARTIAL_JSON" in v.get("binlog_row_value_options", "").upper():
+        problems.append("binlog_row_value_options=PARTIAL_JSON: partial JSON updates are not read yet; set it to ''")
+    return problems

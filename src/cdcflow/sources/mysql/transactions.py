@@ -5,7 +5,8 @@ Pure (no I/O), in the manner of h11's `_state.py`: everything that moves the str
 XA transactions, the group end that releases a checkpoint to the ack frontier) changes here and
 nowhere else. The capture loop reads, decodes, feeds the decoded event here, and publishes what it
 is told to. What MariaDB 10.11 writes for savepoints, mixed-engine rollbacks and XA (checked with
-SHOW BINLOG EVENTS) is in docs/decisions/0006-mysql-groups-savepoints-xa.md.
+SHOW BINLOG EVENTS) is in docs/decisions/0006-mysql-groups-savepoints-xa.md; what MySQL 8.0
+writes, and how the same state machine reads it, in docs/decisions/0015-mysql8-groups-positions.md.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from typing import Any
 
 from cdcflow.errors import TerminalError
 from cdcflow.sources.mysql.binlog.events import EventHeader, GtidEvent
+from cdcflow.sources.mysql.binlog.gtid_set import ExecutedGtids, GtidSet
+from cdcflow.sources.mysql.binlog.mysql_events import MySqlGtidEvent
 from cdcflow.sources.mysql.changes import TxnContext
 from cdcflow.sources.mysql.checkpoint import AckFrontier, Checkpoint, PendingTxn
 
@@ -27,6 +30,8 @@ _ROLLBACK = re.compile(r"^ROLLBACK(?:\s+WORK)?\s*$", re.IGNORECASE)
 _XA_STATEMENT = re.compile(r"^XA\s+(START|BEGIN|END)\b", re.IGNORECASE)
 _XA_COMMIT = re.compile(r"^XA\s+COMMIT\b", re.IGNORECASE)
 _XA_ROLLBACK = re.compile(r"^XA\s+ROLLBACK\b", re.IGNORECASE)
+_XA_START = re.compile(r"^XA\s+(?:START|BEGIN)\s+(.+?)(?:\s+(?:JOIN|RESUME))?\s*$", re.IGNORECASE | re.DOTALL)
+_XA_COMPLETION = re.compile(r"^XA\s+(?:COMMIT|ROLLBACK)\s+(.+?)\s*$", re.IGNORECASE | re.DOTALL)
 
 
 class GroupKind(enum.Enum):
@@ -43,7 +48,8 @@ class QueryRole(enum.Enum):
     """What a Query event means for the open event group."""
 
     OUTSIDE = "outside"  # no group open: nothing to do
-    STATEMENT = "statement"  # BEGIN, XA START/END, RELEASE SAVEPOINT ...: nothing to do
+    STATEMENT = "statement"  # BEGIN, XA END, RELEASE SAVEPOINT ...: nothing to do
+    XA_START = "xa_start"  # MySQL: the group is the first half of an XA transaction; hold its rows from here
     SAVEPOINT = "savepoint"  # remember where the group's rows stand
     ROLLBACK_TO = "rollback_to"  # the rows since that savepoint did not happen
     COMMIT = "commit"  # ends the group: its rows happened
@@ -97,9 +103,13 @@ def history_behind(checkpoint_state: str, server_state: str) -> list[str]:
 class TransactionState:
     """The stream position and the open event group, from a start checkpoint on."""
 
-    def __init__(self, start: Checkpoint, frontier: AckFrontier) -> None:
+    def __init__(self, start: Checkpoint, frontier: AckFrontier, mysql: bool = False) -> None:
         self.frontier = frontier
-        self.gtid_state = parse_gtid_state(start.gtid_state or "")
+        # MariaDB: the last GTID per domain. MySQL: every GTID passed, as a set (`gtid_state` holds its text).
+        self.mysql = mysql
+        self.gtid_state = {} if mysql else parse_gtid_state(start.gtid_state or "")
+        self.executed = ExecutedGtids(GtidSet.parse(start.gtid_state or "")) if mysql else None
+        self._first_statement = False  # MySQL: the group's first Query event says what kind of group it is
         self.file = start.file
         self.txn: PendingTxn | None = None
         self.ctx: TxnContext | None = None
@@ -154,10 +164,54 @@ class TransactionState:
         self._gtid = (ev.domain_id, ev.gtid)
         return self.ctx
 
+    def begin_mysql(self, ev: MySqlGtidEvent) -> TxnContext:
+        """A MySQL transaction starts. Its position is the size of the executed GTID set once it is added
+        (ExecutedGtids); MySQL marks neither DDL nor XA in the GTID event, so the group's first statement
+        decides its kind (`query_role`)."""
+        assert self.executed is not None, "a MySQL GTID event on a MariaDB stream"
+        if ev.anonymous:
+            raise TerminalError(f"binlog at {self.file}:{ev.header.start_pos}: a transaction without a GTID "
+                                "(gtid_mode is not ON); cdcflow reads MySQL with gtid_mode=ON only")  # fmt: skip
+        if not self.executed.add(ev.sid, ev.gno):
+            raise TerminalError(
+                f"binlog at {self.file}:{ev.header.start_pos}: GTID {ev.gtid} was already passed; the binlog history "
+                "changed (RESET MASTER, or a failover to a server with another history)"
+            )
+        self.txn = self.frontier.begin()
+        self.ctx = TxnContext(id=ev.gtid, gtid=ev.gtid, file=self.file, seq=self.executed.count)
+        self.kind = GroupKind.STREAMED  # InnoDB: MySQL logs committed transactions only (decision 0015)
+        self.xid = None
+        self.savepoints = {}
+        self.streamed_rows = 0
+        self._first_statement = True
+        self._gtid = (0, ev.gtid)
+        return self.ctx
+
+    def _mysql_first_statement(self, stmt: str) -> QueryRole | None:
+        """The kind of a MySQL group from its first Query event: BEGIN (rows follow), XA START (the prepared
+        half of an XA transaction), XA COMMIT / XA ROLLBACK (the second half), or a statement of its own (DDL)."""
+        self._first_statement = False
+        if stmt.upper() == "BEGIN":
+            return QueryRole.STATEMENT
+        m = _XA_START.match(stmt)
+        if m:
+            self.kind, self.xid = GroupKind.XA_PREPARE, m[1]
+            return QueryRole.XA_START
+        m = _XA_COMPLETION.match(stmt)
+        if m:
+            self.kind, self.xid = GroupKind.XA_COMPLETION, m[1]
+            return None  # the completion rules below apply
+        self.kind = GroupKind.STANDALONE
+        return QueryRole.DDL
+
     def query_role(self, query: str) -> QueryRole:
         if self.open is None:
             return QueryRole.OUTSIDE
         stmt = query.strip()
+        if self._first_statement:
+            role = self._mysql_first_statement(stmt)
+            if role is not None:
+                return role
         if self.kind is GroupKind.XA_COMPLETION:
             if _XA_COMMIT.match(stmt):
                 return QueryRole.XA_COMMIT
@@ -194,9 +248,13 @@ class TransactionState:
         acknowledged."""
         if self.txn is None:
             raise TerminalError(f"end of a group at {self.file}:{header.log_pos} with no open group")
-        self.gtid_state[self._gtid[0]] = self._gtid[1]
+        if self.executed is not None:
+            state = str(self.executed)
+        else:
+            self.gtid_state[self._gtid[0]] = self._gtid[1]
+            state = format_gtid_state(self.gtid_state)
         checkpoint = Checkpoint(
-            gtid_state=format_gtid_state(self.gtid_state), file=self.file, pos=header.log_pos,
+            gtid_state=state, file=self.file, pos=header.log_pos,
             server_id=header.server_id, ts_ms=header.timestamp * 1000,
             snapshot=copy.deepcopy(snapshot_progress) if snapshot_progress else {},
             xa_prepared=copy.deepcopy(self.xa_prepared),
@@ -204,5 +262,6 @@ class TransactionState:
         self.frontier.commit(self.txn, checkpoint)
         self.txn, self.ctx = None, None
         self.kind, self.xid, self.savepoints = GroupKind.STREAMED, None, {}
+        self._first_statement = False
         self.committed += 1
         return checkpoint

@@ -244,6 +244,28 @@ def _decimal_reader(precision: int, scale: int) -> Reader:
     return read_decimal
 
 
+def decimal_text(data: bytes, precision: int, scale: int) -> str:
+    """A binary DECIMAL on its own (inside MySQL's binary JSON) as its exact text."""
+    text, _ = _decimal_reader(precision, scale)(data, 0)
+    return str(text)
+
+
+def _json_reader(meta: int, where: str) -> Reader:
+    """MySQL's binary JSON, as the JSON text MySQL prints (mysql_json.py)."""
+    from cdcflow.sources.mysql.binlog.mysql_json import to_text
+
+    raw = _length_prefixed(meta, where)
+
+    def read_json(buf: bytes, off: int) -> tuple[object, int]:
+        data, off = raw(buf, off)
+        try:
+            return to_text(data), off
+        except BinlogDecodeError as exc:
+            raise BinlogDecodeError(f"{where}: {exc}") from None
+
+    return read_json
+
+
 def _frac_reader_size(fsp: int) -> int:
     if not 0 <= fsp <= 6:
         raise BinlogDecodeError(f"fractional seconds precision {fsp} is not 0..6")
@@ -471,7 +493,9 @@ def make_reader(col: Column, codec_for: Callable[[int], str | None]) -> Reader:
             raise BinlogDecodeError(f"{where}: length prefix of {meta} bytes")
         return _text_or_binary(_length_prefixed(meta, where), None, where)  # WKB with SRID, base64
     if t == JSON:
-        raise BinlogDecodeError(f"{where}: MySQL's binary JSON is not supported yet (MariaDB's JSON is)")
+        if not 1 <= meta <= 4:
+            raise BinlogDecodeError(f"{where}: length prefix of {meta} bytes")
+        return _json_reader(meta, where)
     if t in (VARCHAR_COMPRESSED, BLOB_COMPRESSED):
         raise BinlogDecodeError(f"{where}: MariaDB compressed columns are not supported")
     raise BinlogDecodeError(f"{where}: column type {t} is not supported")

@@ -27,12 +27,14 @@ QUERY, ROTATE, FORMAT_DESCRIPTION, XID, TABLE_MAP, HEARTBEAT = 2, 4, 15, 16, 19,
 WRITE_ROWS_V1, UPDATE_ROWS_V1, DELETE_ROWS_V1 = 23, 24, 25
 WRITE_ROWS_V2, UPDATE_ROWS_V2, DELETE_ROWS_V2 = 30, 31, 32
 XA_PREPARE = 38  # ends the first half of an XA transaction (XA PREPARE)
+PARTIAL_UPDATE_ROWS = 39  # MySQL 8: rows events whose JSON columns hold diffs
 TRANSACTION_PAYLOAD = 40  # MySQL 8 binlog transaction compression
 MARIADB_ANNOTATE_ROWS, MARIADB_BINLOG_CHECKPOINT, MARIADB_GTID, MARIADB_GTID_LIST = 160, 161, 162, 163
 MARIADB_START_ENCRYPTION = 164
 MARIADB_COMPRESSED = frozenset(range(165, 172))  # QUERY_COMPRESSED .. DELETE_ROWS_COMPRESSED
 HEARTBEAT_MARIADB = 27
-_MYSQL_ONLY = frozenset({29, 33, 34, 35})  # ROWS_QUERY, GTID, ANONYMOUS_GTID, PREVIOUS_GTIDS (mysql_events.py)
+# ROWS_QUERY, GTID, ANONYMOUS_GTID, PREVIOUS_GTIDS, TRANSACTION_PAYLOAD (mysql_events.py)
+_MYSQL_ONLY = frozenset({29, 33, 34, 35, 40})
 
 ROWS_KIND = {
     WRITE_ROWS_V1: "insert", WRITE_ROWS_V2: "insert",
@@ -284,7 +286,8 @@ class BinlogDecoder:
     _table_cache: dict[bytes, TableSchema | None] = field(default_factory=dict)
     _broken: dict[int, str] = field(default_factory=dict)
 
-    def decode(self, data: bytes) -> BinlogEvent:
+    def decode(self, data: bytes, inner: bool = False) -> BinlogEvent:
+        """One event's bytes → the event. `inner`: an event from inside a TRANSACTION_PAYLOAD (no checksum)."""
         if len(data) < HEADER_LEN:
             raise BinlogDecodeError(f"event of {len(data)} bytes is shorter than its header")
         header = EventHeader(*HEADER.unpack_from(data))
@@ -293,7 +296,7 @@ class BinlogDecoder:
         if header.type == FORMAT_DESCRIPTION:
             return self._format_description(header, data)
         body_end = len(data)
-        if self.checksum and header.type != HEARTBEAT:
+        if self.checksum and header.type != HEARTBEAT and not inner:
             if len(data) < HEADER_LEN + 4:
                 raise BinlogDecodeError("event too short for its checksum")
             body_end -= 4
@@ -325,8 +328,8 @@ class BinlogDecoder:
             return HeartbeatEvent(header)
         if t in MARIADB_COMPRESSED:
             return UnsupportedEvent(header, "MariaDB compressed binlog events (log_bin_compress=ON)")
-        if t == TRANSACTION_PAYLOAD:
-            return UnsupportedEvent(header, "MySQL binlog transaction compression")
+        if t == PARTIAL_UPDATE_ROWS:
+            return UnsupportedEvent(header, "MySQL partial JSON updates (binlog_row_value_options=PARTIAL_JSON)")
         if t in _MYSQL_ONLY:
             # MySQL's own events live beside this module (mysql_events imports the base classes
             # from here, hence the import at the call).

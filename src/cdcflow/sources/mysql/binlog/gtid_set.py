@@ -154,3 +154,41 @@ def _sid(text: str) -> str:
     if not _UUID_TEXT.match(text):
         raise ValueError(f"{text!r} is not a server UUID")
     return str(uuid.UUID(text))
+
+
+class ExecutedGtids:
+    """The growing set of transactions a capture has passed, with its size kept as it grows.
+
+    The size is what orders MySQL change events (`source.pos`): every transaction a server writes
+    adds one GTID, so the count after it grows by one per transaction in commit order, and it is
+    the same on every server that executed the same transactions (a replica promoted after a
+    failover continues it), unlike a GTID's own number, which restarts at 1 for each server UUID.
+    Adding to the newest interval of a UUID, the usual case, costs O(1).
+    """
+
+    def __init__(self, start: GtidSet | None = None) -> None:
+        self._spans: dict[str, list[list[int]]] = {}
+        self.count = 0
+        for sid, spans in (start.intervals if start else {}).items():
+            self._spans[sid] = [[s, e] for s, e in spans]
+            self.count += sum(e - s + 1 for s, e in spans)
+
+    def add(self, sid: str, gno: int) -> bool:
+        """Record `sid:gno`; False (and nothing changes) if it is already in the set."""
+        spans = self._spans.setdefault(sid, [])
+        if spans and spans[-1][1] + 1 == gno:
+            spans[-1][1] = gno
+        elif spans and spans[-1][1] < gno:
+            spans.append([gno, gno])
+        elif any(s <= gno <= e for s, e in spans):
+            return False
+        else:  # filling a gap (a replica's out-of-order history): rebuild this UUID's intervals
+            self._spans[sid] = [[a, b] for a, b in _normalized([*((a, b) for a, b in spans), (gno, gno)])]
+        self.count += 1
+        return True
+
+    def to_set(self) -> GtidSet:
+        return GtidSet.of({sid: [(s, e) for s, e in spans] for sid, spans in self._spans.items()})
+
+    def __str__(self) -> str:
+        return str(self.to_set())
