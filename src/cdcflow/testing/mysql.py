@@ -98,9 +98,9 @@ def server_position(ep: MySqlEndpoint) -> str:
     from cdcflow.clients.mysql import query
     from cdcflow.sources.mysql.binlog.gtid_set import GtidSet
 
-    version, binlog_pos, executed = query(ep, "SELECT @@version, @@gtid_binlog_pos, NULL" if _is_mariadb(ep)
-                                          else "SELECT @@version, NULL, @@gtid_executed")[0]  # fmt: skip
-    return str(binlog_pos) if binlog_pos is not None else str(GtidSet.parse(str(executed)))
+    if _is_mariadb(ep):
+        return str(query(ep, "SELECT @@gtid_binlog_pos")[0][0])
+    return str(GtidSet.parse(str(query(ep, "SELECT @@gtid_executed")[0][0])))
 
 
 def _is_mariadb(ep: MySqlEndpoint) -> bool:
