@@ -15,13 +15,13 @@ from cdcflow.testing.mysql import CaptureThread, admin_endpoint, read_all, sourc
 from cdcflow.verify.mysql import compare_tables, rebuild, source_rows
 
 
-def test_add_drop_and_modify_column_mid_stream(mariadb: dict[str, Any], kafka: dict[str, Any]) -> None:
+def test_add_drop_and_modify_column_mid_stream(mysql_server: dict[str, Any], kafka: dict[str, Any]) -> None:
     bootstrap = kafka["bootstrap_servers"]
-    admin = admin_endpoint(mariadb)
+    admin = admin_endpoint(mysql_server)
     db = unique_name("ddl")
     execute(admin, f"CREATE DATABASE {db}")
     cfg = source_config(unique_name("ddlsrc"), [db])
-    capture = CaptureThread(cfg, mariadb, bootstrap).start()
+    capture = CaptureThread(cfg, mysql_server, bootstrap).start()
     t = f"{db}.t"
     try:
         execute(

@@ -20,18 +20,18 @@ from cdcflow.testing.mysql import CaptureThread, admin_endpoint, read_all, sourc
 
 
 def test_a_20_mb_row_is_published_as_marker_and_parts_and_capture_goes_on(
-    mariadb: dict[str, Any], kafka: dict[str, Any]
+    mysql_server: dict[str, Any], kafka: dict[str, Any]
 ) -> None:
     bootstrap = kafka["bootstrap_servers"]
-    admin = admin_endpoint(mariadb)
+    admin = admin_endpoint(mysql_server)
     db = unique_name("big")
     execute(admin, f"CREATE DATABASE {db}", f"CREATE TABLE {db}.blobs (id INT PRIMARY KEY, body LONGBLOB, note TEXT)",
             f"CREATE TABLE {db}.small (id INT PRIMARY KEY, v VARCHAR(10))")  # fmt: skip
     cfg = source_config(unique_name("bigsrc"), [db], oversize_topic=unique_name("oversize"))
     payload = os.urandom(20 * 2**20)
-    capture = CaptureThread(cfg, mariadb, bootstrap).start()
+    capture = CaptureThread(cfg, mysql_server, bootstrap).start()
     try:
-        conn = connect(admin_endpoint(mariadb, database=db), autocommit=True)
+        conn = connect(admin_endpoint(mysql_server, database=db), autocommit=True)
         with conn.cursor() as cur:
             cur.execute("INSERT INTO blobs VALUES (1, %s, 'twenty megabytes')", (payload,))
         conn.close()

@@ -66,14 +66,14 @@ def sql_mode_relaxed() -> str:
 
 
 def test_every_column_type_matches_select(
-    mariadb: dict[str, Any], kafka: dict[str, Any], sql_mode_relaxed: str
+    mysql_server: dict[str, Any], kafka: dict[str, Any], sql_mode_relaxed: str
 ) -> None:
     bootstrap = kafka["bootstrap_servers"]
     db = unique_name("types")
-    admin = admin_endpoint(mariadb)
+    admin = admin_endpoint(mysql_server)
     execute(admin, f"CREATE DATABASE {db}", f"CREATE TABLE {db}.all_types ({COLUMNS}) DEFAULT CHARSET=utf8mb4")
     cfg = source_config(unique_name("src"), [db])
-    capture = CaptureThread(cfg, mariadb, bootstrap).start()
+    capture = CaptureThread(cfg, mysql_server, bootstrap).start()
     try:
         execute(admin, sql_mode_relaxed, "SET time_zone = '+00:00'",
                 *(f"INSERT INTO {db}.all_types VALUES {row}" for row in ROWS))  # fmt: skip
@@ -139,7 +139,7 @@ COMPILED_ROWS = [
 
 
 def test_the_compiled_row_decoder_reads_the_real_binlog_as_select_shows_it(
-    mariadb: dict[str, Any], kafka: dict[str, Any], sql_mode_relaxed: str
+    mysql_server: dict[str, Any], kafka: dict[str, Any], sql_mode_relaxed: str
 ) -> None:
     """A table whose every column the compiled decoder (cdcflow_native.mysql_rows) covers: its rows, written by
     MariaDB and read from the real binlog by it, equal SELECT * (the test above holds the Python readers to it)."""
@@ -158,11 +158,11 @@ def test_the_compiled_row_decoder_reads_the_real_binlog_as_select_shows_it(
 
     bootstrap = kafka["bootstrap_servers"]
     db = unique_name("compiled")
-    admin = admin_endpoint(mariadb)
+    admin = admin_endpoint(mysql_server)
     execute(admin, f"CREATE DATABASE {db}", f"CREATE TABLE {db}.t ({COMPILED_COLUMNS}) DEFAULT CHARSET=utf8mb4")
     cfg = source_config(unique_name("src"), [db])
     with mock.patch.object(binlog_events, "_native_rows", counting):
-        capture = CaptureThread(cfg, mariadb, bootstrap).start()
+        capture = CaptureThread(cfg, mysql_server, bootstrap).start()
         try:
             execute(admin, sql_mode_relaxed, "SET time_zone = '+00:00'",
                     *(f"INSERT INTO {db}.t VALUES {row}" for row in COMPILED_ROWS),

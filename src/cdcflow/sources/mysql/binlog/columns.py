@@ -43,6 +43,7 @@ METADATA_SIZE = {
 # Columns the optional metadata counts as numeric (SIGNEDNESS bits) and as character (charsets).
 NUMERIC_TYPES = frozenset({TINY, SHORT, INT24, LONG, LONGLONG, NEWDECIMAL, FLOAT, DOUBLE, YEAR})
 CHARACTER_TYPES = frozenset({STRING, VAR_STRING, VARCHAR, BLOB, GEOMETRY})  # GEOMETRY: MariaDB counts it
+MYSQL_CHARACTER_TYPES = CHARACTER_TYPES - {GEOMETRY}  # MySQL 8.0 does not (seen in its TABLE_MAP events)
 BINARY_COLLATION = 63
 
 # MySQL charset name -> Python codec. Anything else is refused with a clear error at TABLE_MAP time.

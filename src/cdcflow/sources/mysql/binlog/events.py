@@ -281,6 +281,7 @@ class BinlogDecoder:
     table_filter: Callable[[str, str], bool] = lambda _db, _table: True
     verify_checksum: bool = True
     checksum: bool = False  # set by FORMAT_DESCRIPTION
+    mariadb: bool = True  # set by FORMAT_DESCRIPTION: MySQL and MariaDB count character columns differently
     _post_header: bytes = b""
     _tables: dict[int, TableSchema | None] = field(default_factory=dict)
     _table_cache: dict[bytes, TableSchema | None] = field(default_factory=dict)
@@ -357,6 +358,7 @@ class BinlogDecoder:
             raise BinlogDecodeError("CRC32 mismatch in FORMAT_DESCRIPTION event")
         self._post_header = body[57:-5]
         self.checksum = alg == 1
+        self.mariadb = "mariadb" in server_version.lower()
         return FormatDescriptionEvent(header, version, server_version, self.checksum)
 
     def _post_header_len(self, event_type: int, default: int) -> int:
@@ -533,7 +535,8 @@ class BinlogDecoder:
     def _optional_metadata(self, body: bytes, p: int, types: list[int], where: str) -> dict[str, object]:
         ncols = len(types)
         numeric = [i for i, t in enumerate(types) if t in ct.NUMERIC_TYPES]
-        character = [i for i, t in enumerate(types) if t in ct.CHARACTER_TYPES]
+        character_types = ct.CHARACTER_TYPES if self.mariadb else ct.MYSQL_CHARACTER_TYPES
+        character = [i for i, t in enumerate(types) if t in character_types]
         enum_set = [i for i, t in enumerate(types) if t in (ct.ENUM, ct.SET)]
         out: dict[str, object] = {}
         collations: list[int | None] = [None] * ncols
