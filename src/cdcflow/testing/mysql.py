@@ -149,7 +149,10 @@ class MySqlWorkload:
     """Random transactions over every supported type: inserts, updates (also of primary keys), deletes,
     multi-row statements, rollbacks, savepoints (in transactions that also write a MyISAM table, so
     the binlog holds rows that were rolled back), and XA transactions prepared on another connection and
-    committed or rolled back after the next transaction. The source of truth afterwards is SELECT *."""
+    committed or rolled back after the next transaction. The source of truth afterwards is SELECT *.
+
+    On MySQL (gtid_mode=ON refuses MyISAM writes inside a transaction) the MyISAM table is written by
+    single autocommitted statements between the transactions instead."""
 
     def __init__(self, ep: MySqlEndpoint, db: str, seed: int = 1, account_ids: int = 2000) -> None:
         import random
@@ -165,7 +168,9 @@ class MySqlWorkload:
         self._conn: Any = None
         self._xa_conn: Any = None
         self._xa_pending: str | None = None
+        self._auto_conn: Any = None  # MySQL: the MyISAM writes, one autocommitted statement each
         self.connection_errors = 0
+        self.mysql = not _is_mariadb(ep)
 
     def create(self) -> None:
         from cdcflow.clients.mysql import execute
@@ -265,11 +270,11 @@ class MySqlWorkload:
             self._transaction()
         except (*ConnectionLost, ServiceUnavailable):
             self.connection_errors += 1
-            for conn in (self._conn, self._xa_conn):
+            for conn in (self._conn, self._xa_conn, self._auto_conn):
                 if conn is not None:
                     with contextlib.suppress(Exception):  # already broken
                         conn.close()
-            self._conn = self._xa_conn = None
+            self._conn = self._xa_conn = self._auto_conn = None
 
     def _transaction(self) -> None:
         from cdcflow.clients.mysql import connect
@@ -280,8 +285,13 @@ class MySqlWorkload:
         pending = self._xa_pending  # prepared by the previous call: decided after this transaction
         if pending is None and r.random() < 0.08:
             self._xa_prepare()
+        if self.mysql and r.random() < 0.25:
+            if self._auto_conn is None:
+                self._auto_conn = connect(self.ep, autocommit=True)
+            with self._auto_conn.cursor() as cur:
+                self._audit(cur)
         with conn.cursor() as cur:
-            mixed = r.random() < 0.25
+            mixed = not self.mysql and r.random() < 0.25
             if mixed and r.random() < 0.5:
                 self._audit(cur)
             for _ in range(r.randrange(1, 8)):
@@ -370,8 +380,8 @@ class MySqlWorkload:
 
     def close(self) -> None:
         self._xa_pending = None
-        for conn in (self._conn, self._xa_conn):
+        for conn in (self._conn, self._xa_conn, self._auto_conn):
             if conn is not None:
                 conn.close()
-        self._conn = self._xa_conn = None
+        self._conn = self._xa_conn = self._auto_conn = None
         self._finish_prepared()
