@@ -154,7 +154,7 @@ def mysql_gtids_at(admin: Any, file: str, pos: int) -> str | None:
         elif kind == "Gtid":
             sid, gno = str(info).split("'")[1].split(":")
             executed = executed.add(sid, int(gno))
-        elif kind in ("Xid", "XA_prepare") or kind == "Query" and not str(info).upper().startswith(_INSIDE):
+        elif kind in ("Xid", "XA_prepare") or (kind == "Query" and not str(info).upper().startswith(_INSIDE)):
             ends.add(int(end))
     return str(executed) if pos in ends else None
 
