@@ -285,12 +285,14 @@ def test_one_large_transaction_in_bounded_memory(
     assert peak < event_mb / 2, f"peak RSS {peak:.0f} MB for {event_mb:.0f} MB of events"
 
 
+@pytest.mark.parametrize("server", ["mariadb", pytest.param("mysql", marks=SOAK_ONLY)])
 def test_snapshot_of_a_million_rows_while_writing_then_streaming(
-    mariadb: dict[str, Any], kafka: dict[str, Any], tmp_path: Path
+    server: str, kafka: dict[str, Any], services: ServiceHarness, tmp_path: Path
 ) -> None:
     """1M rows (250k outside `make soak`) snapshotted in chunks while random writes hit the same table; the
     capture is killed once mid-snapshot and resumes from its last acknowledged chunk; streaming goes on after."""
     bootstrap = kafka["bootstrap_servers"]
+    mariadb = services.endpoints(server)
     admin = admin_endpoint(mariadb)
     db = unique_name("snap")
     total = soak_size(250_000, 1_000_000)
@@ -299,9 +301,13 @@ def test_snapshot_of_a_million_rows_while_writing_then_streaming(
         f"CREATE DATABASE {db}",
         f"CREATE TABLE {db}.big (id INT PRIMARY KEY, n INT, name VARCHAR(40), amount DECIMAL(10,2), at DATETIME(3))",
     )
-    execute(admin_endpoint(mariadb, database=db),
+    numbers = (f"seq_1_to_{total}" if server == "mariadb"  # MySQL has no sequence tables: a recursive CTE
+               else f"(WITH RECURSIVE s (seq) AS (SELECT 1 UNION ALL SELECT seq + 1 FROM s WHERE seq < {total}) "
+                    "SELECT seq FROM s) AS numbers")  # fmt: skip
+    execute(admin_endpoint(mariadb, database=db), f"SET SESSION cte_max_recursion_depth = {total + 1}"
+            if server == "mysql" else "SELECT 1",
             f"INSERT INTO {db}.big SELECT seq, seq % 1000, CONCAT('name-', seq), seq / 100, "
-            f"'2026-01-01 00:00:00.123' + INTERVAL seq SECOND FROM seq_1_to_{total}")  # fmt: skip
+            f"'2026-01-01 00:00:00.123' + INTERVAL seq SECOND FROM {numbers}")  # fmt: skip
     capture = CaptureProcess(tmp_path, mariadb, bootstrap, unique_name("snapsrc"), db,
                              snapshot={"tables": [f"{db}.big"], "chunk_size": 10_000})  # fmt: skip
     stop = threading.Event()
@@ -355,8 +361,7 @@ def test_snapshot_of_a_million_rows_while_writing_then_streaming(
     finally:
         stop.set()
         thread.join(30)
-    (gtid_pos,) = query(admin, "SELECT @@gtid_binlog_pos")[0]
-    capture.wait_caught_up(gtid_pos)
+    capture.wait_caught_up(server_position(admin))
     assert capture.stop() == 0
     values = read_topics(bootstrap, [capture.cfg.topic_prefix + f".{db}.big"])
     rebuilt, malformed = rebuild(values)
@@ -370,16 +375,19 @@ def test_snapshot_of_a_million_rows_while_writing_then_streaming(
           f"{writes['n']} concurrent writes, one SIGKILL mid-snapshot")  # fmt: skip
 
 
-def test_mariadb_killed_and_restarted_under_a_running_capture(kafka: dict[str, Any], tmp_path: Path) -> None:
-    """mariadbd gets SIGKILL mid-workload and stays down longer than the capture's read timeout (10 s); the
-    capture keeps retrying, resumes from its checkpoint when the server is back, and nothing is lost."""
+@pytest.mark.parametrize("server", ["mariadb", pytest.param("mysql", marks=SOAK_ONLY)])
+def test_server_killed_and_restarted_under_a_running_capture(
+    server: str, kafka: dict[str, Any], tmp_path: Path
+) -> None:
+    """mariadbd / mysqld gets SIGKILL mid-workload and stays down longer than the capture's read timeout (10 s);
+    the capture keeps retrying, resumes from its checkpoint when the server is back, and nothing is lost."""
     from cdcflow.stack import Stack
 
     bootstrap = kafka["bootstrap_servers"]
     private = Stack(tmp_path / "private-stack")
-    private.up(["mariadb"])
+    private.up([server])
     try:
-        mariadb = private.endpoints("mariadb")
+        mariadb = private.endpoints(server)
         admin = admin_endpoint(mariadb)
         db = unique_name("restart")
         workload = MySqlWorkload(admin, db, seed=7, account_ids=500)
@@ -390,18 +398,17 @@ def test_mariadb_killed_and_restarted_under_a_running_capture(kafka: dict[str, A
         thread = run_workload(workload, stop, tps=20)
         try:
             time.sleep(6)
-            (pid,) = [s.pid for s in private.status(["mariadb"])]
+            (pid,) = [s.pid for s in private.status([server])]
             assert pid
             os.kill(pid, signal.SIGKILL)
             time.sleep(15)
-            private.up(["mariadb"])
-            assert private.endpoints("mariadb")["port"] == mariadb["port"]
+            private.up([server])
+            assert private.endpoints(server)["port"] == mariadb["port"]
             time.sleep(8)
         finally:
             stop.set()
             thread.join(60)
-        (gtid_pos,) = query(admin, "SELECT @@gtid_binlog_pos")[0]
-        capture.wait_caught_up(gtid_pos)
+        capture.wait_caught_up(server_position(admin))
         assert capture.stop() == 0
         log = capture.log.read_text()
         assert "capture interrupted" in log and f"{mariadb['port']}" in log.split("capture interrupted", 1)[1][:400]
@@ -409,7 +416,7 @@ def test_mariadb_killed_and_restarted_under_a_running_capture(kafka: dict[str, A
         sizes = check_tables(admin, db, values)
         checkpoints = check_checkpoints_on_boundaries(admin, bootstrap, capture.cfg.offsets_topic)
         assert workload.transactions > 100 and workload.connection_errors > 0
-        print(f"mariadb restart: {workload.transactions} transactions, {workload.connection_errors} connection "
+        print(f"{server} restart: {workload.transactions} transactions, {workload.connection_errors} connection "
               f"errors in the workload, rows {sizes}, {checkpoints} checkpoints on boundaries")  # fmt: skip
         # RESET MASTER starts a new history with lower sequence numbers: resuming there must be refused loudly.
         execute(admin, "RESET MASTER", f"INSERT INTO {db}.audit VALUES (100000, 1, 'new history')")
