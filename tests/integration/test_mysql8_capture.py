@@ -49,15 +49,15 @@ def test_preflight_accepts_mysql_8_and_lists_what_it_needs(mysql: dict[str, Any]
     info = preflight(repl_endpoint(mysql), replica_server_id=6501)
     assert info.mysql and info.version.startswith("8.0.") and ":" in info.gtid_executed
     admin = admin_endpoint(mysql)
-    execute(admin, "SET GLOBAL binlog_row_metadata = 'MINIMAL'", "SET GLOBAL binlog_row_value_options = 'PARTIAL_JSON'")
+    execute(admin, "SET GLOBAL binlog_row_metadata = 'MINIMAL'", "SET GLOBAL binlog_row_image = 'MINIMAL'")
     try:
         with pytest.raises(ConfigError) as err:
             preflight(repl_endpoint(mysql), replica_server_id=6501)
     finally:
-        execute(admin, "SET GLOBAL binlog_row_metadata = 'FULL'", "SET GLOBAL binlog_row_value_options = ''")
+        execute(admin, "SET GLOBAL binlog_row_metadata = 'FULL'", "SET GLOBAL binlog_row_image = 'FULL'")
     text = str(err.value)
     assert "binlog_row_metadata=MINIMAL, needs binlog_row_metadata=FULL" in text
-    assert "binlog_row_value_options=PARTIAL_JSON" in text
+    assert "binlog_row_image=MINIMAL, needs binlog_row_image=FULL" in text
 
 
 def test_mysql_savepoints_xa_ddl_json_and_compressed_transactions_rebuild_exactly(
@@ -82,6 +82,21 @@ def test_mysql_savepoints_xa_ddl_json_and_compressed_transactions_rebuild_exactl
               for i in range(300)),
             "UPDATE inno SET j = JSON_ARRAY(j, 1) WHERE id BETWEEN 200 AND 250", "DELETE FROM inno WHERE id > 290",
             "COMMIT", "SET SESSION binlog_transaction_compression = OFF")  # fmt: skip
+        # Partial JSON updates (the after image holds diffs), plain and compressed, with other columns changing too
+        partial = [
+            "JSON_SET(j, '$.a', 2)", "JSON_SET(j, '$.\"new key\"', JSON_ARRAY(1, 'x'))",
+            "JSON_REPLACE(j, '$.b[1]', 9.25)", "JSON_REMOVE(j, '$.n')", "JSON_REMOVE(j, '$.b[0]')",
+            "JSON_SET(j, '$.t', 'a longer string than before')",
+            "JSON_SET(j, '$.b[5]', 'appended')", "JSON_SET(j, '$.zz', CAST('2024-01-02' AS DATE), '$.a', -1)",
+            "JSON_REPLACE(j, '$.\"new key\"[1]', 'y')",
+        ]  # fmt: skip
+        run(conn, "SET SESSION binlog_row_value_options = 'PARTIAL_JSON'")
+        for i, expr in enumerate(partial):
+            run(conn, f"SET SESSION binlog_transaction_compression = {'ON' if i % 2 else 'OFF'}",
+                f"UPDATE inno SET j = {expr}, v = 'p{i}' WHERE id = 100")  # fmt: skip
+        run(conn, "UPDATE inno SET j = JSON_SET(j, '$.pad', 'q') WHERE id BETWEEN 260 AND 289",
+            "SET SESSION binlog_row_value_options = ''",
+            "SET SESSION binlog_transaction_compression = OFF")  # fmt: skip
         # Savepoints: MySQL drops the undone rows from the binlog and logs the SAVEPOINT statements.
         run(conn, "BEGIN", "INSERT INTO inno VALUES (1, 'a', NULL)", "SAVEPOINT s1",
             "INSERT INTO inno VALUES (2, 'rolled back', NULL)", "UPDATE inno SET v = 'rolled back' WHERE id = 1",
@@ -145,6 +160,8 @@ def test_mysql_savepoints_xa_ddl_json_and_compressed_transactions_rebuild_exactl
     # positions count the executed GTID set: one more per transaction
     inserts = {e["after"]["id"]: e["source"]["pos"][0] for e in events if e["op"] == "c"}
     assert [inserts[100 + i] - inserts[100] for i in range(len(JSON_DOCS))] == list(range(len(JSON_DOCS)))
+    # the partial updates were really written as diffs, and decoded into whole documents
+    assert first.partial_json_rows == len(partial) + 30, first
     docs = {e["after"]["id"]: e["after"]["j"] for e in events if e["op"] == "c" and 100 <= e["after"]["id"] < 120}
     assert [orjson.loads(docs[100 + i]) for i in range(len(JSON_DOCS))] == [orjson.loads(d.replace("\\\\", "\\"))
                                                                            for d in JSON_DOCS]  # fmt: skip

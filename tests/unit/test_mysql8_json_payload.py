@@ -150,3 +150,30 @@ def _deep(levels: int) -> bytes:
     for _ in range(levels):
         inner = struct.pack("<HH", 1, 7 + len(inner)) + b"\x02" + struct.pack("<H", 7) + inner
     return inner
+
+
+def test_partial_json_diffs_apply_to_the_before_image() -> None:
+    from cdcflow.sources.mysql.binlog.partial_json import apply_diffs, parse_path
+
+    # the diff mysqld 8.0.31 wrote for JSON_REPLACE(j, '$.b[1]', 9): REPLACE, path, an int16 value
+    real = bytes.fromhex("0006242e625b315d03050900")
+    assert apply_diffs('{"a": 2, "b": [1, 2]}', real, "t") == '{"a": 2, "b": [1, 9]}'
+
+    def diff(op: int, path: str, value: bytes | None = None) -> bytes:
+        out = bytes([op, len(path)]) + path.encode()
+        return out + (bytes([len(value)]) + value if value is not None else b"")
+
+    string = b"\x0c\x03abc"
+    doc = '{"a": 1.50, "b": [1, 2, 3], "zz": {"k": "v"}}'.replace("1.50", "1.5")
+    assert apply_diffs(doc, diff(1, "$.c", string), "t") == '{"a": 1.5, "b": [1, 2, 3], "c": "abc", "zz": {"k": "v"}}'
+    assert apply_diffs(doc, diff(2, "$.b[0]") + diff(1, "$.b[9]", b"\x04\x00"), "t") == (
+        '{"a": 1.5, "b": [2, 3, null], "zz": {"k": "v"}}'
+    )
+    assert apply_diffs(doc, diff(0, '$.zz."k"', b"\x04\x01"), "t") == '{"a": 1.5, "b": [1, 2, 3], "zz": {"k": true}}'
+    assert parse_path('$."a \\"b\\""[3].c') == ['a "b"', 3, "c"]
+    for bad in (diff(0, "$.missing", string), diff(2, "$.b[7]"), diff(9, "$.a"), diff(0, "x.a", string),
+                diff(1, "$.a.b", string), real[:-2], diff(0, "$.b[", string)):  # fmt: skip
+        with pytest.raises(BinlogDecodeError):
+            apply_diffs(doc, bad, "t")
+    with pytest.raises(BinlogDecodeError, match="NULL"):
+        apply_diffs(None, real, "t")

@@ -44,6 +44,7 @@ from cdcflow.events.topics import change_topic
 from cdcflow.patterns import NameFilter
 from cdcflow.sources.mysql.binlog.errors import BinlogDecodeError
 from cdcflow.sources.mysql.binlog.events import (
+    PARTIAL_UPDATE_ROWS,
     TABLE_MAP,
     BinlogDecoder,
     BinlogEvent,
@@ -87,6 +88,7 @@ class CaptureStats:
     xa_waiting: int = 0  # prepared XA transactions not completed yet
     xa_unknown: int = 0  # XA COMMIT/ROLLBACK of a transaction prepared before the capture's start
     oversize: int = 0  # changes too large for their topic, published as a marker and parts
+    partial_json_rows: int = 0  # MySQL: rows of Update_rows_partial events (JSON diffs applied to the before image)
     checkpoints: int = 0
     last_source_ts_ms: int = 0
     checkpoint: Checkpoint | None = None
@@ -595,6 +597,8 @@ class MySqlCapture:
                             self._emit(record, position, txn)
                     self.stats.snapshot_rows += len(reads)
             return
+        if ev.header.type == PARTIAL_UPDATE_ROWS:
+            self.stats.partial_json_rows += len(ev.rows)
         topic = self.topic_for(schema.db, schema.table)
         keys = key_columns(schema, self.cfg.key_columns)
         table = schema.qualified
@@ -685,7 +689,7 @@ class UndecodableEvent(TerminalError):
 
 
 def _is_rows(event_type: int) -> bool:
-    return event_type in (23, 24, 25, 30, 31, 32)
+    return event_type in (23, 24, 25, 30, 31, 32, 39)
 
 
 def _ignore_ack(_err: object, _msg: object) -> None:

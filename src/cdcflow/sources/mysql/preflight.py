@@ -38,7 +38,7 @@ def preflight(ep: MySqlEndpoint, replica_server_id: int) -> ServerInfo:
     v = _variables(ep, [
         "version", "log_bin", "binlog_format", "binlog_row_image", "binlog_row_metadata", "server_id",
         "log_bin_compress", "gtid_binlog_pos", "gtid_mode", "enforce_gtid_consistency", "gtid_executed",
-        "gtid_purged", "binlog_row_value_options", "version_comment",
+        "gtid_purged", "version_comment",
     ])  # fmt: skip
     problems = []
     version = v.get("version", "?")
@@ -85,6 +85,4 @@ def _mysql_problems(version: str, v: dict[str, str]) -> list[str]:
                         "failover, and only GTIDs name a transaction the same way on every server")  # fmt: skip
     if v.get("enforce_gtid_consistency", "OFF").upper() not in ("ON", "1"):
         problems.append("enforce_gtid_consistency is not ON (gtid_mode=ON needs it)")
-    if "PARTIAL_JSON" in v.get("binlog_row_value_options", "").upper():
-        problems.append("binlog_row_value_options=PARTIAL_JSON: partial JSON updates are not read yet; set it to ''")
     return problems

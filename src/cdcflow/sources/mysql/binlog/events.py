@@ -40,6 +40,7 @@ ROWS_KIND = {
     WRITE_ROWS_V1: "insert", WRITE_ROWS_V2: "insert",
     UPDATE_ROWS_V1: "update", UPDATE_ROWS_V2: "update",
     DELETE_ROWS_V1: "delete", DELETE_ROWS_V2: "delete",
+    PARTIAL_UPDATE_ROWS: "update",  # MySQL: JSON columns of the after image may be diffs (partial_json.py)
 }  # fmt: skip
 
 HEADER = struct.Struct("<IBIIIH")  # timestamp, type, server_id, event size, end position, flags
@@ -329,8 +330,6 @@ class BinlogDecoder:
             return HeartbeatEvent(header)
         if t in MARIADB_COMPRESSED:
             return UnsupportedEvent(header, "MariaDB compressed binlog events (log_bin_compress=ON)")
-        if t == PARTIAL_UPDATE_ROWS:
-            return UnsupportedEvent(header, "MySQL partial JSON updates (binlog_row_value_options=PARTIAL_JSON)")
         if t in _MYSQL_ONLY:
             # MySQL's own events live beside this module (mysql_events imports the base classes
             # from here, hence the import at the call).
@@ -611,7 +610,8 @@ class BinlogDecoder:
         kind = ROWS_KIND[header.type]
         table_id, p = self._table_id(body, header.type)
         flags = int.from_bytes(body[p - 2 : p], "little") if p >= 2 else 0
-        if header.type in (WRITE_ROWS_V2, UPDATE_ROWS_V2, DELETE_ROWS_V2):
+        partial = header.type == PARTIAL_UPDATE_ROWS
+        if header.type in (WRITE_ROWS_V2, UPDATE_ROWS_V2, DELETE_ROWS_V2) or partial:
             if p + 2 > len(body):
                 raise BinlogDecodeError("rows event too short for its extra data length")
             extra = int.from_bytes(body[p : p + 2], "little")  # counts its own two bytes
@@ -642,6 +642,11 @@ class BinlogDecoder:
             p += nbytes
         if (not present_idx or not after_idx) and p < len(body):  # a row of no columns takes no bytes: no end
             raise BinlogDecodeError(f"{schema.qualified} rows event at {header.start_pos} names no columns")
+        if partial:
+            rows = _partial_rows(body, p, [schema.columns[i] for i in present_idx],
+                                 [schema.columns[i] for i in after_idx], f"{schema.qualified} rows event at "
+                                 f"{header.start_pos}")  # fmt: skip
+            return RowsEvent(header, kind, table_id, schema, rows, end_of_statement)
         if schema.native is not None and _native_rows is not None:
             decoded = _native_rows(body, p, _NATIVE_KIND[kind], schema.native, present_idx, after_idx)
             if decoded is not None:
@@ -667,7 +672,42 @@ class BinlogDecoder:
         return RowsEvent(header, kind, table_id, schema, tuple(rows), end_of_statement)
 
 
-def _read_row(buf: bytes, p: int, present: list[Column], where: str) -> tuple[Row, int]:
+_PARTIAL_JSON_UPDATES = 1  # value_options bit: some JSON columns of the after image hold diffs
+
+
+def _partial_rows(body: bytes, p: int, before_cols: list[Column], after_cols: list[Column],
+                  where: str) -> tuple[tuple[Row | None, Row | None], ...]:  # fmt: skip
+    """Rows of MySQL's Update_rows_partial: each after image starts with its value options and, when they
+    say so, one bit per JSON column of the image telling whether that column holds diffs."""
+    from cdcflow.sources.mysql.binlog.partial_json import apply_diffs
+
+    json_cols = [c for c in after_cols if c.type == ct.JSON]
+    rows: list[tuple[Row | None, Row | None]] = []
+    end = len(body)
+    while p < end:
+        before, p = _read_row(body, p, before_cols, where)
+        options, p = read_lenenc(body, p)
+        partial: set[str] = set()
+        if options & _PARTIAL_JSON_UPDATES:
+            nbytes = (len(json_cols) + 7) // 8
+            if p + nbytes > end:
+                raise BinlogDecodeError(f"{where}: partial JSON bitmap beyond the event")
+            bits = int.from_bytes(body[p : p + nbytes], "little")
+            partial = {c.name for i, c in enumerate(json_cols) if bits >> i & 1}
+            p += nbytes
+        after, p = _read_row(body, p, after_cols, where, diffs=partial)
+        for name in partial:
+            if after.get(name) is not None:
+                after[name] = apply_diffs(before.get(name), after[name], f"{where}, column {name}")  # type: ignore[arg-type]
+        rows.append((before, after))
+    if p != end:
+        raise BinlogDecodeError(f"{where}: rows overran the event by {p - end} bytes")
+    return tuple(rows)
+
+
+def _read_row(buf: bytes, p: int, present: list[Column], where: str,
+              diffs: set[str] | None = None) -> tuple[Row, int]:  # fmt: skip
+    """One row image. Columns named in `diffs` (partial JSON) are returned as their raw diff bytes."""
     n = len(present)
     nbytes = (n + 7) // 8
     if p + nbytes > len(buf):
@@ -678,6 +718,15 @@ def _read_row(buf: bytes, p: int, present: list[Column], where: str) -> tuple[Ro
     for i, col in enumerate(present):
         if nulls >> i & 1:
             row[col.name] = None
+        elif diffs and col.name in diffs:
+            size = col.metadata
+            if p + size > len(buf):
+                raise BinlogDecodeError(f"{where}, column {col.name}: partial JSON length beyond the event")
+            n = int.from_bytes(buf[p : p + size], "little")
+            if p + size + n > len(buf):
+                raise BinlogDecodeError(f"{where}, column {col.name}: partial JSON diffs beyond the event")
+            row[col.name] = buf[p + size : p + size + n]
+            p += size + n
         else:
             try:
                 row[col.name], p = col.read(buf, p)  # type: ignore[misc]
