@@ -643,10 +643,10 @@ class BinlogDecoder:
         if (not present_idx or not after_idx) and p < len(body):  # a row of no columns takes no bytes: no end
             raise BinlogDecodeError(f"{schema.qualified} rows event at {header.start_pos} names no columns")
         if partial:
-            rows = _partial_rows(body, p, [schema.columns[i] for i in present_idx],
-                                 [schema.columns[i] for i in after_idx], f"{schema.qualified} rows event at "
-                                 f"{header.start_pos}")  # fmt: skip
-            return RowsEvent(header, kind, table_id, schema, rows, end_of_statement)
+            partial_rows = _partial_rows(body, p, [schema.columns[i] for i in present_idx],
+                                         [schema.columns[i] for i in after_idx],
+                                         f"{schema.qualified} rows event at {header.start_pos}")  # fmt: skip
+            return RowsEvent(header, kind, table_id, schema, partial_rows, end_of_statement)
         if schema.native is not None and _native_rows is not None:
             decoded = _native_rows(body, p, _NATIVE_KIND[kind], schema.native, present_idx, after_idx)
             if decoded is not None:
