@@ -17,10 +17,10 @@ import pytest
 
 from cdcflow.clients.kafka import end_offsets
 from cdcflow.clients.kafka.client import consume
-from cdcflow.clients.mysql import connect, execute
+from cdcflow.clients.mysql import MySqlEndpoint, connect, execute
 from cdcflow.errors import ConfigError
 from cdcflow.sources.mysql.preflight import preflight
-from cdcflow.testing import unique_name
+from cdcflow.testing import ServiceHarness, unique_name
 from cdcflow.testing.mysql import CaptureThread, admin_endpoint, repl_endpoint, server_position, source_config
 from cdcflow.verify.mysql import compare_tables, rebuild, source_rows
 
@@ -165,3 +165,38 @@ def test_mysql_savepoints_xa_ddl_json_and_compressed_transactions_rebuild_exactl
     docs = {e["after"]["id"]: e["after"]["j"] for e in events if e["op"] == "c" and 100 <= e["after"]["id"] < 120}
     assert [orjson.loads(docs[100 + i]) for i in range(len(JSON_DOCS))] == [orjson.loads(d.replace("\\\\", "\\"))
                                                                            for d in JSON_DOCS]  # fmt: skip
+
+
+def test_tls_modes_and_rsa_password_exchange(mysql: dict[str, Any], kafka: dict[str, Any],
+                                             services: ServiceHarness) -> None:  # fmt: skip
+    """mysql.tls: the capture verifies the server's certificate against its CA (verify_ca) and streams; a
+    host name the certificate does not carry (verify_identity) is a clear terminal error; without TLS, a
+    user MySQL never saw (nothing cached for caching_sha2_password) logs in through the server's RSA key."""
+    from dataclasses import replace
+
+    from cdcflow.clients.mysql import MySqlTls, query
+    from cdcflow.errors import TerminalError
+
+    bootstrap = kafka["bootstrap_servers"]
+    admin = admin_endpoint(mysql)
+    ca = services.stack.home / "mysql" / "data" / "ca.pem"  # made by mysqld at its first start
+    db = unique_name("tls")
+    execute(admin, f"CREATE DATABASE {db}", f"CREATE TABLE {db}.t (id INT PRIMARY KEY, v VARCHAR(10))")
+    cfg = source_config(unique_name("tlssrc"), [db], tls={"mode": "verify_ca", "ca_file": str(ca)})
+    capture = CaptureThread(cfg, mysql, bootstrap).start()
+    try:
+        execute(admin, f"INSERT INTO {db}.t VALUES (1, 'tls')")
+        capture.wait_for_checkpoint(server_position(admin))
+    finally:
+        stats = capture.stop()
+    assert stats.events == 1
+    verified = replace(repl_endpoint(mysql), tls=MySqlTls("verify_ca", str(ca)))
+    assert query(verified, "SHOW SESSION STATUS LIKE 'Ssl_version'")[0][1].startswith("TLS")
+    with pytest.raises(TerminalError, match=r"TLS failed with mysql\.tls\.mode=verify_identity"):
+        query(replace(verified, tls=MySqlTls("verify_identity", str(ca))), "SELECT 1")
+    # a fresh caching_sha2_password user, no TLS: the password is RSA-encrypted with the server's public key
+    user = unique_name("rsa")[:30]
+    execute(admin, f"CREATE USER '{user}'@'127.0.0.1' IDENTIFIED WITH caching_sha2_password BY 'pw-{user}'")
+    plain = MySqlEndpoint(mysql["host"], mysql["port"], user, f"pw-{user}", tls=MySqlTls("disabled"))
+    assert query(plain, "SHOW SESSION STATUS LIKE 'Ssl_version'")[0][1] == ""
+    assert query(plain, "SELECT CURRENT_USER()")[0][0] == f"{user}@127.0.0.1"

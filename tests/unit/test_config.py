@@ -38,6 +38,10 @@ def test_env_overrides_file(tmp_path: Path) -> None:
         ("pipeline:\n  topics: '.*'\n", "matches the dead-letter topic"),
         ("pipeline:\n  sinks: [{name: a, type: console, topics: 'cdcflow-dead.*'}]\n", "dead letters would be"),
         ("pipeline:\n  sinks: [{name: d, type: delta, options: {max_version: 3}}]\n", "max_version"),
+        ("mysql:\n  tls: {mode: verify_ca}\n", "needs mysql.tls.ca_file"),
+        ("mysql:\n  tls: {mode: required, ca_file: /nonexistent/ca.pem}\n", "is not a file"),
+        ("mysql:\n  tls: {mode: required, cert_file: /etc/hostname}\n", "go together"),
+        ("mysql:\n  tls: {mode: sometimes}\n", "mysql.tls.mode"),
     ],
 )
 def test_bad_config_gets_one_clear_error(tmp_path: Path, text: str, message: str) -> None:

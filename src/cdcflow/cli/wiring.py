@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from cdcflow.clients.hbase import NativeHBaseClient
 from cdcflow.clients.kafka import KafkaEndpoint
-from cdcflow.clients.mysql import MySqlEndpoint
+from cdcflow.clients.mysql import MySqlEndpoint, MySqlTls
 from cdcflow.config import CdcflowConfig, load_config
 from cdcflow.errors import CdcflowError, ConfigError
 from cdcflow.stack import Stack
@@ -63,13 +63,14 @@ def prepare_peer_cluster(cfg: CdcflowConfig) -> str:
 def mysql_endpoint(cfg: CdcflowConfig, admin: bool = False) -> MySqlEndpoint:
     """The source server: from the config, or the local stack's MariaDB (replication user; `admin`: its admin)."""
     m = cfg.mysql
+    tls = MySqlTls(m.tls.mode, m.tls.ca_file, m.tls.cert_file, m.tls.key_file)
     if m.host is not None:
         if m.user is None or m.port is None:
             raise ConfigError("mysql.host is set: set mysql.port and mysql.user (and mysql.password) too")
-        return MySqlEndpoint(m.host, m.port, m.user, m.password or "")
+        return MySqlEndpoint(m.host, m.port, m.user, m.password or "", tls=tls)
     ep = Stack(cfg.stack.resolved_home()).endpoints("mariadb")
     user, password = (ep["user"], ep["password"]) if admin else (ep["repl_user"], ep["repl_password"])
-    return MySqlEndpoint(str(ep["host"]), int(ep["port"]), str(user), str(password))
+    return MySqlEndpoint(str(ep["host"]), int(ep["port"]), str(user), str(password), tls=tls)
 
 
 def client(cfg: CdcflowConfig) -> NativeHBaseClient:

@@ -19,6 +19,35 @@ ConnectionLost = (pymysql.err.OperationalError, pymysql.err.InterfaceError)
 
 
 @dataclass(frozen=True)
+class MySqlTls:
+    """TLS to the server, as MySQL's own clients name the modes (`--ssl-mode`).
+
+    preferred: TLS when the server offers it, unverified (PyMySQL's default; MySQL 8 servers make a
+    self-signed certificate at first start); disabled; required: TLS or fail, unverified; verify_ca:
+    the server's certificate must chain to `ca_file`; verify_identity: and name the host connected to.
+    Without TLS, MySQL 8's caching_sha2_password sends the password RSA-encrypted with the server's
+    public key instead."""
+
+    mode: str = "preferred"
+    ca_file: str | None = None
+    cert_file: str | None = None  # a client certificate, for servers that require X509
+    key_file: str | None = None
+
+    def pymysql_settings(self) -> dict[str, Any]:
+        if self.mode == "disabled":
+            return {"ssl_disabled": True}
+        client = {"ssl_cert": self.cert_file, "ssl_key": self.key_file} if self.cert_file else {}
+        if self.mode == "required":
+            return {"ssl": {"check_hostname": False, "verify_mode": False,
+                            **({"cert": self.cert_file, "key": self.key_file} if self.cert_file else {})}}  # fmt: skip
+        if self.mode == "verify_ca":
+            return {"ssl_ca": self.ca_file, "ssl_verify_cert": True, **client}
+        if self.mode == "verify_identity":
+            return {"ssl_ca": self.ca_file, "ssl_verify_identity": True, **client}
+        return client  # preferred
+
+
+@dataclass(frozen=True)
 class MySqlEndpoint:
     host: str
     port: int
@@ -26,10 +55,12 @@ class MySqlEndpoint:
     password: str
     unix_socket: str | None = None
     database: str | None = None
+    tls: MySqlTls = MySqlTls()
 
     def connection_settings(self) -> dict[str, Any]:
         """The dict python-mysql-replication and PyMySQL take."""
-        return {"host": self.host, "port": self.port, "user": self.user, "password": self.password}
+        return {"host": self.host, "port": self.port, "user": self.user, "password": self.password,
+                **self.tls.pymysql_settings()}  # fmt: skip
 
 
 def connect(ep: MySqlEndpoint, timeout_s: float = 5.0, autocommit: bool = True) -> pymysql.Connection[Any]:
@@ -44,20 +75,29 @@ def connect(ep: MySqlEndpoint, timeout_s: float = 5.0, autocommit: bool = True) 
             connect_timeout=int(max(1, timeout_s)),
             autocommit=autocommit,
             charset="utf8mb4",
+            **ep.tls.pymysql_settings(),
         )
-    except pymysql.err.OperationalError as exc:
+    except (pymysql.err.OperationalError, RuntimeError) as exc:
         raise _connect_error(ep, exc) from exc
 
 
 _ACCESS_DENIED = (1044, 1045, 1227, 1698)
+_TLS_FAILED = 2026  # CR_SSL_CONNECTION_ERROR
 
 
 def _connect_error(ep: MySqlEndpoint, exc: Exception) -> Exception:
-    """Wrong credentials or missing privileges are terminal (fix the config); anything else may pass."""
+    """Wrong credentials, missing privileges and TLS that cannot be set up are terminal (fix the config);
+    anything else may pass."""
     code = exc.args[0] if exc.args else None
+    where = f"MySQL server at {ep.host}:{ep.port}"
     if code in _ACCESS_DENIED:
-        return TerminalError(f"MariaDB at {ep.host}:{ep.port} refused user {ep.user!r}: {exc.args[-1]}")
-    return ServiceUnavailable(f"MariaDB at {ep.host}:{ep.port}: {exc}")
+        return TerminalError(f"{where} refused user {ep.user!r}: {exc.args[-1]}")
+    text = str(exc)
+    if code == _TLS_FAILED or "CERTIFICATE_VERIFY_FAILED" in text or ("SSL" in text and ep.tls.mode != "preferred"):
+        return TerminalError(f"{where}: TLS failed with mysql.tls.mode={ep.tls.mode} ({text})")
+    if isinstance(exc, RuntimeError):  # PyMySQL: e.g. RSA password encryption impossible
+        return TerminalError(f"{where}: {text}")
+    return ServiceUnavailable(f"{where}: {exc}")
 
 
 def query(ep: MySqlEndpoint, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -121,9 +161,9 @@ class BinlogStream:
             conn = pymysql.connect(
                 host=self.ep.host, port=self.ep.port, user=self.ep.user, password=self.ep.password,
                 unix_socket=self.ep.unix_socket, connect_timeout=10, read_timeout=int(self.read_timeout_s),
-                autocommit=True, charset="utf8mb4",
+                autocommit=True, charset="utf8mb4", **self.ep.tls.pymysql_settings(),
             )  # fmt: skip
-        except pymysql.err.OperationalError as exc:
+        except (pymysql.err.OperationalError, RuntimeError) as exc:
             raise _connect_error(self.ep, exc) from exc
         self._conn = conn
         try:

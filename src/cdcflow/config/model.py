@@ -182,6 +182,29 @@ class HBaseSourceConfig(_Strict):
         return self
 
 
+class MySqlTlsConfig(_Strict):
+    """TLS to the MySQL/MariaDB server (MySQL's --ssl-mode names; docs/mysql.md "TLS")."""
+
+    mode: Literal["disabled", "preferred", "required", "verify_ca", "verify_identity"] = "preferred"
+    ca_file: str | None = None
+    cert_file: str | None = None
+    key_file: str | None = None
+
+    @model_validator(mode="after")
+    def _complete(self) -> MySqlTlsConfig:
+        if self.mode in ("verify_ca", "verify_identity") and not self.ca_file:
+            raise ValueError(f"mysql.tls.mode={self.mode} needs mysql.tls.ca_file (the CA that signed the server)")
+        if bool(self.cert_file) != bool(self.key_file):
+            raise ValueError("mysql.tls.cert_file and mysql.tls.key_file go together (a client certificate)")
+        for name in ("ca_file", "cert_file", "key_file"):
+            path = getattr(self, name)
+            if path and not os.path.isfile(path):
+                raise ValueError(f"mysql.tls.{name}: {path} is not a file")
+        if self.mode == "disabled" and (self.ca_file or self.cert_file):
+            raise ValueError("mysql.tls.mode=disabled with certificate files: choose a mode that uses them")
+        return self
+
+
 class MySqlSnapshotConfig(_Strict):
     """Initial snapshot of selected tables, interleaved with the stream (DBLog-style watermarks)."""
 
@@ -231,6 +254,7 @@ class MySqlSourceConfig(_Strict):
     heartbeat_s: float = Field(default=1.0, gt=0, le=60)
     max_inflight_mb: int = Field(default=256, ge=1)  # bounds memory in large transactions
     snapshot: MySqlSnapshotConfig = MySqlSnapshotConfig()
+    tls: MySqlTlsConfig = MySqlTlsConfig()
 
 
 def _check_topic_pattern(value: str) -> str:

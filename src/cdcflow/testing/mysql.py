@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import threading
 import uuid
 from typing import Any
 
 from cdcflow.clients.kafka import TopicReader
-from cdcflow.clients.mysql import MySqlEndpoint
+from cdcflow.clients.mysql import MySqlEndpoint, MySqlTls
 from cdcflow.config import KafkaConfig, MySqlSourceConfig
 from cdcflow.sources.mysql.capture import CaptureStats, MySqlCapture
 
@@ -46,7 +47,9 @@ class CaptureThread:
         kafka_properties: dict[str, str] | None = None,
     ) -> None:  # fmt: skip
         kafka = KafkaConfig(bootstrap_servers=bootstrap, properties=kafka_properties or {})
-        self.capture = MySqlCapture(cfg, kafka, repl_endpoint(mariadb), bootstrap)
+        t = cfg.tls
+        endpoint = dataclasses.replace(repl_endpoint(mariadb), tls=MySqlTls(t.mode, t.ca_file, t.cert_file, t.key_file))
+        self.capture = MySqlCapture(cfg, kafka, endpoint, bootstrap)
         self.stop_event = threading.Event()
         self.error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name=f"capture-{cfg.name}", daemon=True)
