@@ -167,6 +167,40 @@ def test_mysql_savepoints_xa_ddl_json_and_compressed_transactions_rebuild_exactl
                                                                            for d in JSON_DOCS]  # fmt: skip
 
 
+def test_invisible_columns_and_generated_invisible_primary_keys(mysql: dict[str, Any], kafka: dict[str, Any]) -> None:
+    """MySQL 8.0.23+ INVISIBLE columns, and tables given a generated invisible primary key (`my_row_id`,
+    `sql_generate_invisible_primary_key=ON`, 8.0.30+): the binlog carries them, so the events do, keyed by
+    the invisible key; the schema history marks them invisible; rebuilt tables equal the rows with them."""
+    bootstrap = kafka["bootstrap_servers"]
+    admin = admin_endpoint(mysql)
+    db = unique_name("invis")
+    execute(admin, f"CREATE DATABASE {db}",
+            f"CREATE TABLE {db}.hidden (id INT PRIMARY KEY, secret VARCHAR(10) INVISIBLE, v INT)")  # fmt: skip
+    cfg = source_config(unique_name("invsrc"), [db])
+    capture = CaptureThread(cfg, mysql, bootstrap).start()
+    try:
+        execute(admin, "SET SESSION sql_generate_invisible_primary_key = ON",
+                f"CREATE TABLE {db}.nokey (name VARCHAR(20), n INT)",
+                f"INSERT INTO {db}.nokey VALUES ('a', 1), ('a', 1), ('b', 2)",  # two identical visible rows
+                f"UPDATE {db}.nokey SET n = 5 WHERE name = 'b'", f"DELETE FROM {db}.nokey WHERE name = 'a' LIMIT 1",
+                f"INSERT INTO {db}.hidden (id, secret, v) VALUES (1, 's1', 10), (2, 's2', 20)",
+                f"UPDATE {db}.hidden SET secret = 'changed' WHERE id = 2")  # fmt: skip
+        capture.wait_for_checkpoint(server_position(admin))
+    finally:
+        capture.stop()
+    values = all_values(bootstrap, [f"{cfg.topic_prefix}.{db}.hidden", f"{cfg.topic_prefix}.{db}.nokey"])
+    rebuilt, malformed = rebuild(values)
+    assert malformed == 0
+    for table in ("hidden", "nokey"):
+        report = compare_tables(source_rows(admin, db, table), rebuilt[(db, table)])
+        assert report.clean, f"{table}: {report.summary()}\n" + "\n".join(report.examples)
+    assert len(rebuilt[(db, "nokey")]) == 2 and all('"my_row_id"' in k for k in rebuilt[(db, "nokey")])
+    history = [orjson.loads(v) for v in all_values(bootstrap, [cfg.schema_history_topic])]
+    columns = {(h["table"], c["name"]): c for h in history if h["kind"] == "table" for c in h["columns"]}
+    assert columns[("hidden", "secret")].get("invisible") and not columns[("hidden", "v")].get("invisible")
+    assert columns[("nokey", "my_row_id")]["key"] and columns[("nokey", "my_row_id")].get("invisible")
+
+
 def test_tls_modes_and_rsa_password_exchange(mysql: dict[str, Any], kafka: dict[str, Any],
                                              services: ServiceHarness) -> None:  # fmt: skip
     """mysql.tls: the capture verifies the server's certificate against its CA (verify_ca) and streams; a

@@ -78,6 +78,7 @@ class Column:
     labels: tuple[str, ...] = ()  # ENUM / SET labels in definition order
     nullable: bool = True
     read: Reader | None = None
+    invisible: bool = False  # MySQL 8.0.23+ INVISIBLE columns (a generated invisible primary key is one)
 
     @property
     def type_name(self) -> str:
@@ -142,6 +143,7 @@ class TableSchema:
                 "key": i in self.primary_key,
                 # position in the primary key (its order is the row-key order a sink should keep)
                 "key_order": self.primary_key.index(i) if i in self.primary_key else None,
+                **({"invisible": True} if c.invisible else {}),
             }
             for i, c in enumerate(self.columns)
         ]

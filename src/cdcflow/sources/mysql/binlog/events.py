@@ -499,12 +499,13 @@ class BinlogDecoder:
         unsigned: list[bool] = opt.get("unsigned", [False] * ncols)  # type: ignore[assignment]
         collations: list[int | None] = opt.get("collations", [None] * ncols)  # type: ignore[assignment]
         labels: list[tuple[str, ...]] = opt.get("labels", [()] * ncols)  # type: ignore[assignment]
+        invisible: list[bool] = opt.get("invisible", [False] * ncols)  # type: ignore[assignment]
         cols = []
         native: list[ct.NativeColumn | None] = []
         for i in range(ncols):
             col = Column(
                 name=names[i], type=types[i], metadata=metas[i], unsigned=unsigned[i],
-                collation=collations[i], labels=labels[i], nullable=nullable[i],
+                collation=collations[i], labels=labels[i], nullable=nullable[i], invisible=invisible[i],
             )  # fmt: skip
             codec_for = self._codec_for(where, col.name)
             cols.append(dataclasses.replace(col, read=ct.make_reader(col, codec_for)))
@@ -588,6 +589,10 @@ class BinlogDecoder:
                         items.append(value[q : q + n].decode("utf-8", "replace"))
                         q += n
                     labels[i] = tuple(items)
+            elif kind == OPT_COLUMN_VISIBILITY:  # MySQL: one bit per column, most significant first; 1 = visible
+                bits = int.from_bytes(value, "big")
+                total = len(value) * 8
+                out["invisible"] = [not bits >> (total - 1 - i) & 1 if i < total else False for i in range(ncols)]
             elif kind == OPT_SIMPLE_PRIMARY_KEY:
                 pk, q = [], 0
                 while q < len(value):
