@@ -24,10 +24,16 @@ import yaml
 
 from cdcflow.clients.hbase import HBaseClient, connect
 from cdcflow.clients.kafka import read_latest
-from cdcflow.clients.mysql import query
 from cdcflow.sources.mysql.checkpoint import Checkpoint
 from cdcflow.testing import ServiceHarness, soak_size, unique_name
-from cdcflow.testing.mysql import WORKLOAD_TABLES, CaptureThread, MySqlWorkload, admin_endpoint, source_config
+from cdcflow.testing.mysql import (
+    WORKLOAD_TABLES,
+    CaptureThread,
+    MySqlWorkload,
+    admin_endpoint,
+    server_position,
+    source_config,
+)
 
 from .hbase_capture import PeerSetup, Rebuilder
 from .test_hbase_faults import setup_tables, writes
@@ -136,7 +142,7 @@ def finish_and_verify(
 ) -> dict[str, str]:
     """Let the capture catch up with the last transaction, apply what is left, then `cdcflow verify
     mysql-phoenix` (the CLI) must report no differences for every table. Returns rows compared per table."""
-    (gtid_pos,) = query(admin_endpoint(mariadb), "SELECT @@gtid_binlog_pos")[0]
+    gtid_pos = server_position(admin_endpoint(mariadb))
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
         raw = read_latest(bootstrap, source.offsets_topic, source.name.encode())
