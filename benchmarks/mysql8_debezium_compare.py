@@ -81,7 +81,8 @@ def main() -> None:
                         "ORDINAL_POSITION", (db, table))  # fmt: skip
             cols = {r[0]: compare.Column(r[0], r[1].lower(), r[2].lower(), r[3], r[4]) for r in cur.fetchall()}
             cur.execute("SELECT COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE WHERE TABLE_SCHEMA=%s AND "
-                        "TABLE_NAME=%s AND CONSTRAINT_NAME='PRIMARY' ORDER BY ORDINAL_POSITION", (db, table))  # fmt: skip
+                        "TABLE_NAME=%s AND CONSTRAINT_NAME='PRIMARY' ORDER BY ORDINAL_POSITION",
+                        (db, table))  # fmt: skip
             pk = [r[0] for r in cur.fetchall()]
         conn.close()
         return cols, pk
