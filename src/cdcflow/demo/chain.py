@@ -7,15 +7,15 @@
 The peer, the MySQL capture and the pipeline run as child processes (`cdcflow hbase run`,
 `cdcflow mysql run`, `cdcflow pipeline run`),
 exactly as a user would run them, with logs under <stack home>/run/. This process writes the
-demo workload and redraws the progress view; Ctrl-C stops everything in order (workload, then
-the children with SIGTERM, which finish their in-flight work).
+demo workload and redraws the progress view; Ctrl-C, SIGTERM or SIGHUP stops everything in order
+(workload, then the children with SIGTERM, which finish their in-flight work). The children are
+supervised (demo/children.py): they end when this process ends however it ends, and one that dies
+is started again with back-off.
 """
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -26,40 +26,9 @@ from pathlib import Path
 from cdcflow.clients.hbase import HBaseClient
 from cdcflow.clients.mysql import MySqlEndpoint
 from cdcflow.config import CdcflowConfig
+from cdcflow.demo.children import Child, stop_children
 from cdcflow.demo.hbase_workload import HBaseWorkload
 from cdcflow.testing.mysql import WORKLOAD_TABLES, MySqlWorkload
-
-
-@dataclass
-class Child:
-    name: str
-    args: list[str]
-    log: Path
-    proc: subprocess.Popen[bytes] | None = None
-
-    def start(self, config: Path | None) -> None:
-        cmd = [sys.executable, "-m", "cdcflow.cli.main", *self.args]
-        if config is not None:
-            cmd += ["--config", str(config)]
-        self.log.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.log, "ab") as out:
-            self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-
-    def state(self) -> str:
-        if self.proc is None:
-            return "not started"
-        rc = self.proc.poll()
-        return f"running (pid {self.proc.pid})" if rc is None else f"EXITED with {rc}; see {self.log}"
-
-    def stop(self, timeout_s: float = 60) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        os.killpg(self.proc.pid, signal.SIGTERM)
-        try:
-            self.proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
 
 
 @dataclass
@@ -168,10 +137,11 @@ def run_chain(
         threading.Thread(target=mysql_writer.run, name="mysql-demo-writer", daemon=True).start()
     started = time.monotonic()
     interactive = sys.stdout.isatty()
-    # SIGTERM (kill, a service manager) stops the chain the way Ctrl-C does: children first, then the
-    # summary. SIGINT is set too: a shell starts background jobs with it ignored.
-    signal.signal(signal.SIGTERM, _interrupt)
-    signal.signal(signal.SIGINT, _interrupt)
+    # SIGTERM (kill, a service manager) and SIGHUP (the terminal closed) stop the chain the way Ctrl-C
+    # does: children first, then the summary. SIGINT is set too: a shell starts background jobs with it
+    # ignored.
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, _interrupt)
     try:
         while True:
             lines = [f"cdcflow run: {time.monotonic() - started:.0f}s  (Ctrl-C stops; logs in {run_dir})"]
@@ -199,10 +169,13 @@ def run_chain(
             else:
                 sys.stdout.write("\n".join(lines) + "\n\n")
             sys.stdout.flush()
-            if peer.proc is not None and peer.proc.poll() is not None:
-                break
-            time.sleep(refresh_s if interactive else max(refresh_s, 10))
-    except KeyboardInterrupt:
+            deadline = time.monotonic() + (refresh_s if interactive else max(refresh_s, 10))
+            while time.monotonic() < deadline:
+                for child in children:
+                    if child is not pipeline or cfg.pipeline.sinks:
+                        child.supervise(config_path)
+                time.sleep(min(1.0, refresh_s))
+    except (KeyboardInterrupt, BrokenPipeError):  # BrokenPipeError: whoever read our output is gone
         pass
     finally:
         if writer is not None:
@@ -241,17 +214,3 @@ def verify_commands(cfg: CdcflowConfig, stack_home: Path) -> list[str]:
 
 def _interrupt(_signum: int, _frame: object) -> None:
     raise KeyboardInterrupt
-
-
-def stop_children(children: list[Child]) -> None:
-    """Stop the children in order, deaf to further SIGTERM/SIGINT meanwhile: `timeout`, a service
-    manager or an impatient second Ctrl-C sends another one, which would otherwise interrupt the
-    stop half-way and leave the remaining children running without a parent. Each stop is bounded
-    (SIGTERM, then SIGKILL after its timeout)."""
-    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        for child in children:
-            child.stop()
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
