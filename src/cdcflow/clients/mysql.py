@@ -100,11 +100,20 @@ def _connect_error(ep: MySqlEndpoint, exc: Exception) -> Exception:
     return ServiceUnavailable(f"{where}: {exc}")
 
 
+class AccessDenied(TerminalError):
+    """The server refused a statement for lack of a privilege."""
+
+
 def query(ep: MySqlEndpoint, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
     conn = connect(ep)
     try:
         with conn.cursor() as cur:
-            cur.execute(sql, args)
+            try:
+                cur.execute(sql, args)
+            except pymysql.err.OperationalError as exc:
+                if exc.args and exc.args[0] in _ACCESS_DENIED:
+                    raise AccessDenied(f"{ep.user}@{ep.host}:{ep.port}: {exc.args[-1]}") from exc
+                raise
             return list(cur.fetchall())
     finally:
         conn.close()

@@ -106,9 +106,10 @@ def create_topic(
 
 
 def produce_sync(
-    bootstrap: KafkaTarget, topic: str, records: list[tuple[bytes | None, bytes]], timeout_s: float = 30.0
+    bootstrap: KafkaTarget, topic: str, records: list[tuple[bytes | None, bytes | None]], timeout_s: float = 30.0
 ) -> list[tuple[int, int]]:
     """Produce with acks=all and idempotence; return (partition, offset) per record once all are acknowledged.
+    A None value is a tombstone (deletes its key from a compacted topic).
 
     Any delivery failure raises: nothing is reported as sent unless Kafka acknowledged it.
     """
