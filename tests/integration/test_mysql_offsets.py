@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 import yaml
 
-from cdcflow.clients.kafka import end_offsets
+from cdcflow.clients.kafka import KafkaEndpoint, end_offsets
 from cdcflow.clients.kafka.client import consume
 from cdcflow.clients.mysql import execute
+from cdcflow.errors import ConfigError
 from cdcflow.sources.mysql import offsets
 from cdcflow.testing import unique_name
 from cdcflow.testing.mysql import CaptureThread, admin_endpoint, repl_endpoint, server_position, source_config
@@ -73,8 +74,8 @@ def test_offsets_show_set_and_reset_replay_exactly(mysql_server: dict[str, Any],
     # back to just after the inserts, named by the binlog file and end position of their last transaction
     moved = cli(config, "set", "--file", boundary.file, "--position", str(boundary.pos))
     assert moved.returncode == 0 and f"resumes after {after_inserts}" in moved.stdout, moved.stdout + moved.stderr
-    bad = cli(config, "set", "--file", boundary.file, "--position", str(boundary.pos - 1))
-    assert bad.returncode != 0 and "not where a transaction ends" in bad.stdout + bad.stderr
+    with pytest.raises(ConfigError, match="not where a transaction ends"):
+        offsets.state_at(repl, boundary.file, boundary.pos - 1)
     capture = CaptureThread(cfg, mysql_server, bootstrap).start()
     try:
         capture.wait_for_checkpoint(server_position(admin))
@@ -90,6 +91,6 @@ def test_offsets_show_set_and_reset_replay_exactly(mysql_server: dict[str, Any],
 
     wait_unlisted(repl, cfg.server_id)
     assert cli(config, "reset").returncode == 0
-    assert "no checkpoint" in cli(config, "show").stdout
-    with pytest.raises(Exception, match="not a GTID state"):
+    assert offsets.show(KafkaEndpoint.of(bootstrap, {}), cfg.offsets_topic, cfg.name) is None
+    with pytest.raises(ConfigError, match="not a GTID state"):
         offsets.normalized_state(repl, "definitely-not-a-gtid")
