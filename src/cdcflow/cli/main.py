@@ -207,7 +207,7 @@ def mysql_run(config_path: Path | None, metrics_port: int | None) -> None:
 
     from prometheus_client import REGISTRY
 
-    from cdcflow.metrics import serve_metrics
+    from cdcflow.metrics import add_probe, serve_metrics
     from cdcflow.sources.mysql.capture import MySqlCapture, run_forever
     from cdcflow.sources.mysql.metrics import MySqlCaptureCollector
 
@@ -219,6 +219,8 @@ def mysql_run(config_path: Path | None, metrics_port: int | None) -> None:
     port = metrics_port if metrics_port is not None else cfg.metrics.mysql_port
     if port is not None:
         REGISTRY.register(MySqlCaptureCollector(capture))
+        add_probe("ready", "binlog stream", capture.ready_problem)
+        add_probe("live", "binlog stream", capture.live_problem)
         serve_metrics(port, cfg.metrics.host)
     stats = run_forever(capture, stop)
     click.echo(f"stopped: {stats.events} events, {stats.transactions} transactions, checkpoint "

@@ -109,15 +109,18 @@ def run_pipeline(cfg: CdcflowConfig, available_now: bool, metrics_port: int | No
     if not cfg.pipeline.sinks:
         raise ConfigError("no sinks configured (pipeline.sinks)")
     context = pipeline_context(cfg)
+    pipeline = Pipeline(cfg.pipeline, context, checkpoint_root(cfg))
     port = metrics_port if metrics_port is not None else cfg.metrics.pipeline_port
     if port is not None:
-        from cdcflow.metrics import serve_metrics
+        from cdcflow.metrics import add_probe, serve_metrics
 
+        add_probe("ready", "queries", pipeline.ready_problem)
+        add_probe("live", "pipeline", pipeline.live_problem)
         serve_metrics(port, cfg.metrics.host)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    result = Pipeline(cfg.pipeline, context, checkpoint_root(cfg)).run(available_now=available_now, stop=stop)
+    result = pipeline.run(available_now=available_now, stop=stop)
     for name, state in result.items():
         print(f"{name:20} {state}")
     return 0 if all(v == "done" for v in result.values()) else 1

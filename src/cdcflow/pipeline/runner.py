@@ -121,6 +121,9 @@ def check_topic_patterns(cfg: PipelineConfig, checkpoint_root: Path, patterns: d
         (checkpoint_root / name / TOPICS_FILE).write_text(pattern)
 
 
+LIVE_AFTER_S = 120.0  # the supervising loop runs every POLL_SECONDS; this long without a round: stuck
+
+
 class Pipeline:
     def __init__(self, cfg: PipelineConfig, context: dict[str, Any], checkpoint_root: Path) -> None:
         self.cfg = cfg
@@ -133,6 +136,8 @@ class Pipeline:
         }
         self.spark: SparkSession | None = None
         self._progress_lock = threading.Lock()
+        self.last_tick = 0.0  # monotonic time of the supervising loop's last round: liveness
+        self.waiting: list[str] | None = None  # sinks without a running query (None: not started): readiness
 
     def _source(self, spark: SparkSession, topics: str) -> DataFrame:
         return (
@@ -298,6 +303,8 @@ class Pipeline:
             while not stop.is_set() and not all(r.done for r in runners):
                 for r in runners:
                     self._supervise(r, available_now, max_failures)
+                self.waiting = [r.name for r in runners if r.query is None and not r.done]
+                self.last_tick = time.monotonic()
                 stop.wait(POLL_SECONDS)
             if available_now and not stop.is_set():
                 self._flush(runners)
@@ -311,6 +318,18 @@ class Pipeline:
                 except Exception:
                     log.exception("sink %s: close failed", sink.name)
         return {r.name: "done" if r.last_error is None else f"failed: {r.last_error}" for r in runners}
+
+    def ready_problem(self) -> str | None:
+        if self.waiting is None:
+            return "starting Spark and the sinks' queries"
+        return f"no running query for sink(s) {', '.join(self.waiting)} (failed, waiting to retry)" if self.waiting \
+            else None  # fmt: skip
+
+    def live_problem(self) -> str | None:
+        quiet = time.monotonic() - self.last_tick
+        if self.last_tick and quiet > LIVE_AFTER_S:
+            return f"the pipeline's supervising loop has not run for {quiet:.0f} s"
+        return None
 
     def _flush(self, runners: list[_Runner]) -> None:
         """An --available-now run's last step: each sink that applied everything finishes what it

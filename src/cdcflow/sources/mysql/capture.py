@@ -130,6 +130,7 @@ class MySqlCapture:
         self.progress: dict[str, Any] = {}  # snapshot progress, carried in every checkpoint
         self.streaming = threading.Event()  # set once the binlog stream is open (tests wait for it)
         self.stream_open = False  # whether it is open now (metrics)
+        self.last_read = 0.0  # monotonic time of the last event read (heartbeats included): liveness
 
     # -- set-up ----------------------------------------------------------------------------------------
 
@@ -179,6 +180,22 @@ class MySqlCapture:
         if self.cfg.start == "earliest":
             return Checkpoint(gtid_state="", file="", pos=4)
         return Checkpoint(gtid_state=server.gtid_binlog_pos, file="", pos=4)
+
+    # -- probes (served on the metrics port: /livez, /readyz) -------------------------------------------
+
+    def ready_problem(self) -> str | None:
+        if self.stream_open:
+            return None
+        return f"the binlog stream is not open (connecting or resuming; {self.stats.restarts} restarts so far)"
+
+    def live_problem(self) -> str | None:
+        """Stuck: the stream is open but nothing came for many heartbeat periods (the server sends one
+        each `heartbeat_s` when idle, and a read times out well before this)."""
+        limit = max(60.0, self.cfg.heartbeat_s * 30)
+        quiet = time.monotonic() - self.last_read
+        if self.stream_open and self.last_read and quiet > limit:
+            return f"no binlog event or heartbeat for {quiet:.0f} s"
+        return None
 
     # -- the loop --------------------------------------------------------------------------------------
 
@@ -288,6 +305,7 @@ class MySqlCapture:
                 if snapshot is not None:
                     snapshot.step()  # the chunk's SQL runs in a worker thread
                 raw = stream.read()
+                self.last_read = time.monotonic()
                 try:
                     ev = decoder.decode(raw)
                 except BinlogDecodeError as exc:

@@ -18,7 +18,7 @@ from cdcflow.config import HBaseSourceConfig, KafkaConfig
 from cdcflow.config.model import PeerTlsConfig
 from cdcflow.errors import ConfigError
 from cdcflow.logs import RateLimited
-from cdcflow.metrics import serve_metrics
+from cdcflow.metrics import add_probe, serve_metrics
 from cdcflow.sources.hbase import native_records
 from cdcflow.sources.hbase.peer.handler import OversizePolicy, ReplicationHandler, TopicLimits
 from cdcflow.sources.hbase.peer.registry import PeerRegistry
@@ -51,6 +51,9 @@ async def run_peer(
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     loop.set_exception_handler(_rate_limited_loop_errors())
+    beat = {"at": time.monotonic(), "serving": False}
+    add_probe("live", "event loop", lambda: _loop_lag(beat["at"]))
+    add_probe("ready", "peer", lambda: None if beat["serving"] else "not registered in ZooKeeper yet")
     if metrics_port is not None:
         serve_metrics(metrics_port, metrics_host)
     producer = AsyncProducer(producer_settings(cfg, kafka, ep.bootstrap_servers))
@@ -85,12 +88,15 @@ async def run_peer(
     await asyncio.to_thread(registry.register, p.host, port, int(time.time() * 1000))
     log.info("peer %s (cluster %s) serving on %s:%d, registered as %s:%d", p.znode_parent, cluster,
              p.bind or p.host, port, p.host, port)  # fmt: skip
-    background = [asyncio.create_task(_log_progress()), asyncio.create_task(_keep_registered(registry))]
+    beat["serving"] = True
+    background = [asyncio.create_task(_log_progress()), asyncio.create_task(_keep_registered(registry)),
+                  asyncio.create_task(_heartbeat(beat))]  # fmt: skip
     try:
         await stop.wait()
     finally:
         for task in background:
             task.cancel()
+        beat["serving"] = False
         log.info("shutting down: unregistering, finishing calls in flight")
         await asyncio.to_thread(registry.unregister)
         await server.stop()
@@ -99,6 +105,20 @@ async def run_peer(
         if left:
             log.error("%d records unacknowledged at shutdown; their calls were answered with errors", left)
         log.info("stopped")
+
+
+LOOP_STALL_S = 15.0  # the event loop has not run a 1-second tick for this long: the peer is stuck
+
+
+async def _heartbeat(beat: dict[str, Any]) -> None:
+    while True:
+        beat["at"] = time.monotonic()
+        await asyncio.sleep(1.0)
+
+
+def _loop_lag(last: float) -> str | None:
+    stalled = time.monotonic() - last
+    return f"the event loop has not ticked for {stalled:.0f} s" if stalled > LOOP_STALL_S else None
 
 
 # Descriptors kept for everything that is not a peer connection (Kafka, ZooKeeper, metrics, logs), and
