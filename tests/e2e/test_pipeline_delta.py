@@ -370,11 +370,11 @@ def test_the_change_log_is_compacted_by_the_fold_thread_and_reads_stay_exact(
     spark = build_session("cdcflow-test")
     rng = random.Random(33)
     rows = [b"r%02d" % i for i in range(10)]
-    events = [hbase_event("w", "t", random_change(rng, rng.choice(rows)), seq) for seq in range(1, 121)]
+    events = [hbase_event("w", "t", random_change(rng, rng.choice(rows)), seq) for seq in range(1, 81)]
     reference = DeltaStateSink("ref", DeltaStateOptions(path=str(tmp_path / "ref"), log_optimize_every=0), {})
-    sink = DeltaStateSink("opt", DeltaStateOptions(path=str(tmp_path / "opt"), log_optimize_every=3), {})
+    sink = DeltaStateSink("opt", DeltaStateOptions(path=str(tmp_path / "opt"), log_optimize_every=2), {})
     with caplog.at_level("INFO", logger="cdcflow.pipeline.sinks.delta.state"):
-        for b in range(6):
+        for b in range(4):
             for s in (reference, sink):
                 s.apply_batch(events_frame(spark, events[b * 20 : (b + 1) * 20]), b)
             time.sleep(1.2)  # the fold thread looks every second

@@ -650,6 +650,58 @@ def pipeline_status(config_path: Path | None, watch: float | None) -> None:
         time.sleep(watch)
 
 
+@pipeline.group("offsets")
+def pipeline_offsets() -> None:
+    """Show where each sink's query stands in Kafka; move a sink while the pipeline is stopped."""
+
+
+@pipeline_offsets.command("show")
+@_config_option
+def pipeline_offsets_show(config_path: Path | None) -> None:
+    """Per sink: its last batch, whether it was applied, and its Kafka offsets against each partition's end."""
+    from cdcflow.clients.kafka import end_offsets
+    from cdcflow.pipeline import offsets
+
+    cfg = wiring.load(config_path)
+    root = wiring.checkpoint_root(cfg)
+    kafka = wiring.kafka(cfg)
+    for sink in cfg.pipeline.sinks:
+        if not (root / sink.name).is_dir():
+            click.echo(f"{sink.name}: no checkpoint yet (its first start reads its topics from the beginning)")
+            continue
+        pos = offsets.read_position(root, sink.name)
+        state = "applied" if pos.committed else "planned, not applied (replayed first on the next start)"
+        click.echo(f"{sink.name}: batch {pos.batch} {state}")
+        for topic, partitions in sorted(pos.positions.items()):
+            ends = end_offsets(kafka, topic)
+            for partition, offset in sorted(partitions.items(), key=lambda kv: int(kv[0])):
+                end = ends.get(int(partition))
+                behind = f", {end - offset} behind" if end is not None else ""
+                click.echo(f"  {topic}[{partition}] at {offset} (end {end}{behind})")
+
+
+@pipeline_offsets.command("reset")
+@_config_option
+@click.argument("sink")
+@click.option("--to", "to", required=True, help="earliest, latest, epoch milliseconds or an ISO 8601 time.")
+def pipeline_offsets_reset(config_path: Path | None, sink: str, to: str) -> None:
+    """Move SINK's query (pipeline stopped) so its next batch reads from --to. Back: the sink is given
+    changes it holds and ignores them (position guard). Forward: the changes in between are skipped."""
+    from cdcflow.pipeline import offsets
+
+    cfg = wiring.load(config_path)
+    if sink not in {s.name for s in cfg.pipeline.sinks}:
+        raise click.UsageError(f"no sink {sink!r} in the config ({', '.join(s.name for s in cfg.pipeline.sinks)})")
+    root = wiring.checkpoint_root(cfg)
+    with offsets.checkpoint_lock(root, f"cdcflow pipeline offsets reset {sink}"):
+        current = offsets.read_position(root, sink)
+        target = offsets.target_positions(wiring.kafka(cfg), current.positions, to)
+        batch = offsets.write_reset(root, sink, target)
+    moved = sum(target[t][p] - o for t, parts in current.positions.items() for p, o in parts.items() if p in target[t])
+    click.echo(f"{sink}: batch {batch} ends at {to} ({'+' if moved >= 0 else ''}{moved} records across "
+               f"{sum(len(p) for p in target.values())} partitions); the next batch reads from there")  # fmt: skip
+
+
 def format_progress(name: str, doc: dict[str, Any], now_ms: int) -> str:
     if doc.get("state") == "failing":
         return f"{name:14} FAILING ({doc.get('failures')}x, retrying): {doc.get('error')}"

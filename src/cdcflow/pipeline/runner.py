@@ -29,6 +29,7 @@ from cdcflow.errors import ConfigError
 from cdcflow.pipeline import metrics
 from cdcflow.pipeline.dead_letters import write_dead_letters
 from cdcflow.pipeline.envelope import dedupe, events_of, malformed_of, parse
+from cdcflow.pipeline.offsets import checkpoint_lock
 from cdcflow.pipeline.progress import PROGRESS_FILE, write_progress
 from cdcflow.pipeline.session import build_session
 from cdcflow.pipeline.sinks.base import Sink
@@ -283,7 +284,10 @@ class Pipeline:
 
         Returns each query's final state: "done", or "failed: <error>".
         """
-        stop = stop or threading.Event()
+        with checkpoint_lock(self.checkpoint_root, "cdcflow pipeline run"):  # one pipeline per checkpoint root
+            return self._run(available_now, stop or threading.Event(), max_failures)
+
+    def _run(self, available_now: bool, stop: threading.Event, max_failures: int) -> dict[str, str]:
         patterns = {c.name: c.topics or self.cfg.topics for c in self.cfg.sinks}
         runners = [
             _Runner(s.name, s, patterns[s.name], tuple(patterns[e.name] for e in self.sinks[:i]))

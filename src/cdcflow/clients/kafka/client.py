@@ -181,6 +181,22 @@ def end_offsets(bootstrap: KafkaTarget, topic: str, timeout_s: float = 10.0) -> 
         consumer.close()
 
 
+def partition_offsets(bootstrap: KafkaTarget, topic: str, partitions: list[int], edge: str | None,
+                      timestamp_ms: int | None = None, timeout_s: float = 10.0) -> dict[int, int]:  # fmt: skip
+    """Per partition: its first offset (`edge` "earliest"), its high watermark ("latest"), or the first
+    offset whose record is at or after `timestamp_ms` (the high watermark if none is)."""
+    consumer = Consumer(client_config(bootstrap, {"group.id": f"cdcflow-offsets-{time.time_ns()}"}))
+    try:
+        marks = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s) for p in partitions}
+        if timestamp_ms is None:
+            return {p: low if edge == "earliest" else high for p, (low, high) in marks.items()}
+        found = consumer.offsets_for_times([TopicPartition(topic, p, timestamp_ms) for p in partitions],
+                                           timeout=timeout_s)  # fmt: skip
+        return {tp.partition: tp.offset if tp.offset >= 0 else marks[tp.partition][1] for tp in found}
+    finally:
+        consumer.close()
+
+
 def tail(bootstrap: KafkaTarget, topic: str, n: int, timeout_s: float = 10.0) -> list[KafkaRecord]:
     """The last `n` records of each partition of `topic`, oldest first per partition ([] if absent)."""
     return list(iter_to_end(bootstrap, topic, timeout_s, last=n))
