@@ -109,14 +109,18 @@ def run_pipeline(cfg: CdcflowConfig, available_now: bool, metrics_port: int | No
     if not cfg.pipeline.sinks:
         raise ConfigError("no sinks configured (pipeline.sinks)")
     context = pipeline_context(cfg)
-    pipeline = Pipeline(cfg.pipeline, context, checkpoint_root(cfg))
+    # The metrics port is taken before anything else opens a connection: a client socket's ephemeral
+    # port could otherwise be the very port asked for.
+    started: list[Pipeline] = []
     port = metrics_port if metrics_port is not None else cfg.metrics.pipeline_port
     if port is not None:
         from cdcflow.metrics import add_probe, serve_metrics
 
-        add_probe("ready", "queries", pipeline.ready_problem)
-        add_probe("live", "pipeline", pipeline.live_problem)
+        add_probe("ready", "queries", lambda: started[0].ready_problem() if started else "creating the sinks")
+        add_probe("live", "pipeline", lambda: started[0].live_problem() if started else None)
         serve_metrics(port, cfg.metrics.host)
+    pipeline = Pipeline(cfg.pipeline, context, checkpoint_root(cfg))
+    started.append(pipeline)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
