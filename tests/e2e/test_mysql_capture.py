@@ -30,6 +30,7 @@ from cdcflow.clients.kafka.client import consume
 from cdcflow.clients.mysql import execute, query
 from cdcflow.sources.mysql.capture import BinlogHistoryChanged
 from cdcflow.sources.mysql.checkpoint import Checkpoint
+from cdcflow.sources.mysql.offsets import state_at
 from cdcflow.testing import ServiceHarness, soak_size, unique_name
 from cdcflow.testing.mysql import (
     WORKLOAD_TABLES,
@@ -131,32 +132,11 @@ def check_checkpoints_on_boundaries(admin: Any, bootstrap: str, offsets_topic: s
     for r in records:
         assert r.value is not None
         cp = Checkpoint.from_bytes(r.value)
+        # MariaDB's own BINLOG_GTID_POS; on MySQL the same from SHOW BINLOG EVENTS (what `offsets set` uses)
         server_gtid = query(admin, "SELECT BINLOG_GTID_POS(%s, %s)", (cp.file, cp.pos))[0][0] if mariadb \
-            else mysql_gtids_at(admin, cp.file, cp.pos)  # fmt: skip
+            else state_at(admin, cp.file, cp.pos)  # fmt: skip
         assert server_gtid == cp.gtid_state, f"checkpoint {orjson.loads(r.value)} is not on a transaction boundary"
     return len(records)
-
-
-_INSIDE = ("BEGIN", "SAVEPOINT", "RELEASE SAVEPOINT", "XA START", "XA END")  # statements that end no group
-
-
-def mysql_gtids_at(admin: Any, file: str, pos: int) -> str | None:
-    """MySQL's counterpart of MariaDB's BINLOG_GTID_POS: the GTID set executed at `file:pos` (the file's
-    Previous_gtids plus every GTID before `pos`), or None if no transaction ends exactly there."""
-    from cdcflow.sources.mysql.binlog.gtid_set import GtidSet
-
-    executed, ends = GtidSet(), {4}
-    for _file, _start, kind, _server, end, info in query(admin, f"SHOW BINLOG EVENTS IN '{file}'"):
-        if int(end) > pos:
-            break
-        if kind == "Previous_gtids":
-            executed = GtidSet.parse(str(info))
-        elif kind == "Gtid":
-            sid, gno = str(info).split("'")[1].split(":")
-            executed = executed.add(sid, int(gno))
-        elif kind in ("Xid", "XA_prepare") or (kind == "Query" and not str(info).upper().startswith(_INSIDE)):
-            ends.add(int(end))
-    return str(executed) if pos in ends else None
 
 
 def final_summary(log: str) -> dict[str, int]:
