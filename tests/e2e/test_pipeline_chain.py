@@ -189,9 +189,10 @@ def test_randomized_workload_survives_three_driver_kills(
         "spark = build_session('cdcflow-test-reader', conf=json.loads(sys.argv[1]))\n"
         "print(json.dumps({t: spark.table(f'default.{t}').count() for t in sys.argv[2:]}))\n"
     )
-    out = subprocess.run([sys.executable, "-c", reader, json.dumps(hive_metastore(tmp_path)), *tables],
-                         capture_output=True, text=True, timeout=300, check=True).stdout  # fmt: skip
-    by_name = json.loads(out.strip().splitlines()[-1])
+    done = subprocess.run([sys.executable, "-c", reader, json.dumps(hive_metastore(tmp_path)), *tables],
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    by_name = json.loads(done.stdout.strip().splitlines()[-1])
     assert by_name == {t: current_view(spark, str(state_root / "it" / "default" / t)).count() for t in tables}
 
     progress = read_progress(checkpoints)

@@ -174,7 +174,7 @@ def test_mysql_rows_apply_by_position_deletes_delete_and_tables_have_names(
     sink = next(s for s in second.sinks if s.name == "state")
     folded: list[list[Any]] = []
     fold_all = sink.flush
-    sink.flush = lambda: folded.append(spark.table(f"{prefix}shop.orders").collect()) or fold_all()  # type: ignore[method-assign,func-returns-value]
+    sink.flush = lambda s: folded.append(s.table(f"{prefix}shop.orders").collect()) or fold_all(s)  # type: ignore[method-assign,func-returns-value]
     assert second.run(available_now=True) == {"state": "done", "json_state": "done"}
     assert {r["id"]: r["qty"] for r in folded[0]} == {3: 7}  # the view before the final fold
     assert {r["id"]: r["qty"] for r in spark.read.format("delta").load(path).collect()} == {3: 7}
@@ -328,7 +328,7 @@ def test_a_fold_killed_between_its_merge_and_its_record_is_redone_with_the_same_
     clean = DeltaStateSink("clean", DeltaStateOptions(path=str(tmp_path / "clean")), {})
     for b in range(4):
         clean.apply_batch(events_frame(spark, events[b * 50 : (b + 1) * 50]), b)
-    clean.flush()
+    clean.flush(spark)
     expected = list(hbase_state_rows(spark, state(tmp_path / "clean"), 8))
 
     dying = _DiesAfterTheMerge("dying", DeltaStateOptions(path=str(tmp_path / "dying")), {})
@@ -336,7 +336,7 @@ def test_a_fold_killed_between_its_merge_and_its_record_is_redone_with_the_same_
         dying.apply_batch(events_frame(spark, events[b * 50 : (b + 1) * 50]), b)
     failures = metrics.DELTA_FOLD_FAILURES.labels("dying")._value.get()
     with caplog.at_level("ERROR", logger="cdcflow.pipeline.sinks.delta.folds"), pytest.raises(RuntimeError):
-        dying.flush()
+        dying.flush(spark)
     assert "fold failed" in caplog.text and metrics.DELTA_FOLD_FAILURES.labels("dying")._value.get() == failures + 1
     record = read_record(spark, state(tmp_path / "dying"))
     assert record is not None and record.folded_version == -1  # the MERGE committed, the record did not
@@ -348,7 +348,7 @@ def test_a_fold_killed_between_its_merge_and_its_record_is_redone_with_the_same_
         restarted.apply_batch(events_frame(spark, events[b * 50 : (b + 1) * 50]), b)
     # before any fold: the view applies every logged change, the two batches folded once included
     assert list(hbase_state_rows(spark, state(tmp_path / "dying"), 8)) == expected
-    restarted.flush()
+    restarted.flush(spark)
     record = read_record(spark, state(tmp_path / "dying"))
     assert record is not None and record.folded_version >= 3
     assert list(hbase_state_rows(spark, state(tmp_path / "dying"), 8)) == expected
@@ -356,6 +356,34 @@ def test_a_fold_killed_between_its_merge_and_its_record_is_redone_with_the_same_
     folded = {bytes(r["row_key"]) for r in spark.read.format("delta").load(state(tmp_path / "dying")).where("exists")
               .collect()}  # fmt: skip
     assert folded == {row for row, _cells in expected}
+
+
+def test_an_available_now_run_with_nothing_new_folds_and_names_what_a_killed_run_left(tmp_path: Path) -> None:
+    """A process killed after logging a batch but before folding it, then an --available-now run
+    that finds no new batch (everything was committed to Kafka's checkpoint): the run's last step
+    still folds the pending changes and names the tables (a CI run caught it naming nothing)."""
+    spark = build_session("cdcflow-test")
+    rng = random.Random(36)
+    rows = [b"r%02d" % i for i in range(10)]
+    events = [hbase_event("idle", "idle_t", random_change(rng, rng.choice(rows)), seq) for seq in range(1, 61)]
+    options = DeltaStateOptions(path=str(tmp_path / "state"), fold_interval_s=3600)  # no fold before the kill
+    path = str(tmp_path / "state" / "idle" / "default" / "idle_t")
+
+    killed = DeltaStateSink("idle", options, {})
+    killed.apply_batch(events_frame(spark, events), 0)
+    killed.close()  # the process ends here: logged, not folded, not named
+    record = read_record(spark, path)
+    assert record is not None and record.folded_version == -1
+    assert not spark.catalog.tableExists("default.idle_t")
+
+    restarted = DeltaStateSink("idle", options, {})  # no batch: Kafka had nothing new
+    restarted.flush(spark)
+    record = read_record(spark, path)
+    assert record is not None and record.folded_version >= 0
+    assert spark.catalog.tableExists("default.idle_t") and spark.catalog.tableExists("default.idle_t_state")
+    expected = list(hbase_state_rows(spark, path, 1))
+    assert spark.table("default.idle_t").count() == len(expected) > 0
+    restarted.close()
 
 
 def operations(spark: Any, path: Path) -> list[str]:
@@ -381,7 +409,7 @@ def test_the_change_log_is_compacted_by_the_fold_thread_and_reads_stay_exact(
         assert "OPTIMIZE" in operations(spark, tmp_path / "opt" / "_changes")
         assert "change log" in caplog.text and "compacted" in caplog.text
         for s in (reference, sink):
-            s.flush()  # waits for the fold thread's round in progress
+            s.flush(spark)  # waits for the fold thread's round in progress
         assert "vacuumed (files unreferenced for over 168 hours)" in caplog.text
     assert "OPTIMIZE" not in operations(spark, tmp_path / "ref" / "_changes")
     expected = list(hbase_state_rows(spark, str(tmp_path / "ref" / "w" / "default" / "t"), 8))
@@ -426,7 +454,7 @@ def test_a_hundred_tables_in_one_sink_fold_and_read_exactly(tmp_path: Path) -> N
     while not any(t["last_fold_ms"] for t in sink.status()["tables"].values()):  # folds run beside the batches
         assert time.monotonic() < deadline, "no fold ran in the background"
         time.sleep(0.5)
-    sink.flush()
+    sink.flush(spark)
     sink.close()
 
     def rows(frame: Callable[[str, str], Any]) -> dict[str, dict[int, int]]:

@@ -157,7 +157,7 @@ def test_a_concurrent_delta_writer_loses_nothing(tmp_path: Path, caplog: pytest.
         "second", DeltaStateOptions(table_map={"w/default.t": path}, log_path=str(tmp_path / "log-2")), {}
     )
     other.apply_batch(events_frame(spark, seed), 0)
-    other.flush()  # the table exists with some rows
+    other.flush(spark)  # the table exists with some rows
     first = _InterleavedSink(path, tmp_path)
     their_events = events_frame(spark, theirs)
 
@@ -167,7 +167,7 @@ def test_a_concurrent_delta_writer_loses_nothing(tmp_path: Path, caplog: pytest.
             time.sleep(0.05)
         try:
             other.apply_batch(their_events, 1)
-            other.flush()
+            other.flush(spark)
         finally:
             (tmp_path / "committed").touch()
 
@@ -176,7 +176,7 @@ def test_a_concurrent_delta_writer_loses_nothing(tmp_path: Path, caplog: pytest.
     conflicts = metrics.DELTA_CONFLICTS.labels("first")._value.get()
     with caplog.at_level("WARNING", logger="cdcflow.pipeline.sinks.delta.state"):
         first.apply_batch(events_frame(spark, ours), 0)
-        first.flush()  # the fold's MERGE is the one the other writer overtakes
+        first.flush(spark)  # the fold's MERGE is the one the other writer overtakes
     thread.join()
     # the conflict path ran: Delta refused the first commit and the MERGE ran again
     assert "another writer committed first" in caplog.text

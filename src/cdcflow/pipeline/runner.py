@@ -343,7 +343,8 @@ class Pipeline:
                 continue
             started = time.time()
             try:
-                r.sink.flush()
+                assert self.spark is not None
+                r.sink.flush(self.spark)
             except Exception as exc:
                 r.last_error = _first_line(exc)
                 log.error("sink %s: finishing the run failed: %s", r.name, r.last_error)

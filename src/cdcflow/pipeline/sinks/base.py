@@ -5,7 +5,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 
 from cdcflow.config.sinks import SinkOptions
 
@@ -42,7 +42,7 @@ class Sink(ABC):
     @abstractmethod
     def apply_batch(self, events: DataFrame, batch_id: int) -> None: ...
 
-    def flush(self) -> None:  # noqa: B027 - optional: most sinks write everything in apply_batch
+    def flush(self, spark: SparkSession) -> None:  # noqa: B027 - optional: most sinks write everything in apply_batch
         """Finish work the sink deferred (a merge-on-read sink folds its pending changes); the pipeline
         calls it when an --available-now run has applied every batch."""
 

@@ -162,14 +162,10 @@ class DeltaStateSink(Sink):
 
     def apply_batch(self, events: DataFrame, batch_id: int) -> None:
         spark = events.sparkSession
-        self._spark = spark
         rows = change_log.changelog_rows(events, batch_id)
         if not self._log_ready:
             change_log.ensure_log(spark, self.log_path, rows.schema)
-            self._log_version = change_log.latest_version(spark, self.log_path)
-            self._optimized_version = self._log_version
-            self._log_ready = True
-            self.folds.start(self._registered_tables(spark))
+            self._open_log(spark)
         app_id = f"cdcflow-{self.name}-{self.query_id}"
         started = time.perf_counter()
         change_log.append(rows, self.log_path, app_id, batch_id)
@@ -193,10 +189,23 @@ class DeltaStateSink(Sink):
                  sum(logged.values()), len(logged), time.perf_counter() - started)  # fmt: skip
         self.folds.logged(logged)
 
-    def flush(self) -> None:
-        """Fold every table with pending changes now (an --available-now run's last step)."""
-        if self._spark is not None or self.folds.started:
-            self.folds.fold_all()
+    def _open_log(self, spark: SparkSession) -> None:
+        """Pick up an existing change log: its version, and the fold thread told of every table it
+        has fed (an earlier process may have logged changes it did not fold or name)."""
+        self._spark = spark
+        self._log_version = change_log.latest_version(spark, self.log_path)
+        self._optimized_version = self._log_version
+        self._log_ready = True
+        self.folds.start(self._registered_tables(spark))
+
+    def flush(self, spark: SparkSession) -> None:
+        """Fold every table with pending changes now (an --available-now run's last step), also
+        when this run applied no batch: a killed run may have logged changes it never folded."""
+        if not self._log_ready:
+            if not DeltaTable.isDeltaTable(spark, self.log_path):
+                return  # nothing was ever logged
+            self._open_log(spark)
+        self.folds.fold_all()
 
     def close(self) -> None:
         self.folds.stop()
@@ -295,6 +304,8 @@ class DeltaStateSink(Sink):
         started = time.perf_counter()
         version = change_log.latest_version(spark, self.log_path)
         if record.folded_version >= version:
+            if path not in self._named:  # folded by an earlier process that ended before naming it
+                self._register_names(spark, path, record)
             return 0
         pending = change_log.table_changes(
             spark, self.log_path, record.source, record.db, record.table, record.folded_version, version
