@@ -358,31 +358,47 @@ def test_a_fold_killed_between_its_merge_and_its_record_is_redone_with_the_same_
     assert folded == {row for row, _cells in expected}
 
 
-def test_an_available_now_run_with_nothing_new_folds_and_names_what_a_killed_run_left(tmp_path: Path) -> None:
-    """A process killed after logging a batch but before folding it, then an --available-now run
-    that finds no new batch (everything was committed to Kafka's checkpoint): the run's last step
-    still folds the pending changes and names the tables (a CI run caught it naming nothing)."""
+def test_a_restart_with_nothing_new_folds_and_names_what_a_killed_run_left(tmp_path: Path) -> None:
+    """A process killed after logging batches but before folding them, then a run that gets no new
+    batch (everything was committed in Spark's checkpoint): a running pipeline folds and names the
+    tables within fold_interval_s, an --available-now run in its last step (a CI run caught the
+    latter naming nothing)."""
     spark = build_session("cdcflow-test")
     rng = random.Random(36)
     rows = [b"r%02d" % i for i in range(10)]
-    events = [hbase_event("idle", "idle_t", random_change(rng, rng.choice(rows)), seq) for seq in range(1, 61)]
+    events = [hbase_event("idle", "idle_t", random_change(rng, rng.choice(rows)), seq) for seq in range(1, 121)]
     options = DeltaStateOptions(path=str(tmp_path / "state"), fold_interval_s=3600)  # no fold before the kill
     path = str(tmp_path / "state" / "idle" / "default" / "idle_t")
 
-    killed = DeltaStateSink("idle", options, {})
-    killed.apply_batch(events_frame(spark, events), 0)
-    killed.close()  # the process ends here: logged, not folded, not named
-    record = read_record(spark, path)
-    assert record is not None and record.folded_version == -1
-    assert not spark.catalog.tableExists("default.idle_t")
+    def killed_after_logging(batch: int) -> None:
+        killed = DeltaStateSink("idle", options, {})
+        killed.apply_batch(events_frame(spark, events[batch * 60 : (batch + 1) * 60]), batch)
+        killed.close()  # the process ends here: logged, not folded
+        assert not spark.catalog.tableExists("default.idle_t")
 
-    restarted = DeltaStateSink("idle", options, {})  # no batch: Kafka had nothing new
+    def folded_and_named() -> bool:
+        record = read_record(spark, path)
+        return record is not None and record.folded_version >= batch and spark.catalog.tableExists("default.idle_t")
+
+    batch = 0
+    killed_after_logging(batch)
+    running = DeltaStateSink("idle", options.model_copy(update={"fold_interval_s": 1.0}), {})
+    running.open(spark)  # what the pipeline does before starting the sink's query; no batch follows
+    deadline = time.monotonic() + 120
+    while not folded_and_named():
+        assert time.monotonic() < deadline, "a running pipeline never folded what the killed run logged"
+        time.sleep(0.5)
+    running.close()
+    assert spark.table("default.idle_t").count() == len(list(hbase_state_rows(spark, path, 1))) > 0
+
+    spark.sql("DROP VIEW default.idle_t")
+    batch = 1
+    killed_after_logging(batch)
+    restarted = DeltaStateSink("idle", options, {})  # --available-now: no batch, then flush
+    restarted.open(spark)
     restarted.flush(spark)
-    record = read_record(spark, path)
-    assert record is not None and record.folded_version >= 0
-    assert spark.catalog.tableExists("default.idle_t") and spark.catalog.tableExists("default.idle_t_state")
-    expected = list(hbase_state_rows(spark, path, 1))
-    assert spark.table("default.idle_t").count() == len(expected) > 0
+    assert folded_and_named() and spark.catalog.tableExists("default.idle_t_state")
+    assert spark.table("default.idle_t").count() == len(list(hbase_state_rows(spark, path, 1))) > 0
     restarted.close()
 
 

@@ -297,6 +297,11 @@ class Pipeline:
         jars = sorted({j for s in self.sinks for j in s.jars()})
         self.spark = build_session("cdcflow-pipeline", self.cfg.master, sink_jars=jars, conf=self.cfg.spark_conf)
         self.spark.sparkContext.setLogLevel("WARN")
+        for sink in self.sinks:
+            try:
+                sink.open(self.spark)
+            except Exception as exc:  # the sink's first batch tries again
+                log.warning("sink %s: picking up earlier work failed: %s", sink.name, _first_line(exc))
         for r in runners:  # carry totals across restarts of the pipeline
             path = self.checkpoint_root / r.name / PROGRESS_FILE
             if path.exists():

@@ -42,6 +42,10 @@ class Sink(ABC):
     @abstractmethod
     def apply_batch(self, events: DataFrame, batch_id: int) -> None: ...
 
+    def open(self, spark: SparkSession) -> None:  # noqa: B027 - optional: most sinks start from nothing
+        """Pick up work an earlier process left unfinished (a merge-on-read sink's unfolded changes);
+        the pipeline calls it once, before the sink's query starts, so it happens with no new batch."""
+
     def flush(self, spark: SparkSession) -> None:  # noqa: B027 - optional: most sinks write everything in apply_batch
         """Finish work the sink deferred (a merge-on-read sink folds its pending changes); the pipeline
         calls it when an --available-now run has applied every batch."""

@@ -198,14 +198,16 @@ class DeltaStateSink(Sink):
         self._log_ready = True
         self.folds.start(self._registered_tables(spark))
 
+    def open(self, spark: SparkSession) -> None:
+        if not self._log_ready and DeltaTable.isDeltaTable(spark, self.log_path):
+            self._open_log(spark)
+
     def flush(self, spark: SparkSession) -> None:
         """Fold every table with pending changes now (an --available-now run's last step), also
         when this run applied no batch: a killed run may have logged changes it never folded."""
-        if not self._log_ready:
-            if not DeltaTable.isDeltaTable(spark, self.log_path):
-                return  # nothing was ever logged
-            self._open_log(spark)
-        self.folds.fold_all()
+        self.open(spark)
+        if self._log_ready:  # else nothing was ever logged
+            self.folds.fold_all()
 
     def close(self) -> None:
         self.folds.stop()
