@@ -130,14 +130,26 @@ def test_exact_types_position_guard_and_table_creation(kafka: dict[str, Any], ph
     with PhoenixJvm.launch(phoenix_url) as phoenix:
         types = phoenix.query(
             f"SELECT COLUMN_NAME, DATA_TYPE, COLUMN_SIZE, DECIMAL_DIGITS, KEY_SEQ FROM SYSTEM.CATALOG "
-            f"WHERE TABLE_SCHEM = '{schema_name}' AND TABLE_NAME = 'ORDERS' AND COLUMN_NAME IS NOT NULL "
+            f"WHERE TABLE_SCHEM = '{schema_name}' AND TABLE_NAME = 'ORDERS__CDCFLOW' AND COLUMN_NAME IS NOT NULL "
             f"ORDER BY ORDINAL_POSITION"
         )
-        got = phoenix.query(f'SELECT * FROM "{schema_name}"."ORDERS" ORDER BY "REGION", "ID"')
+        # what users read: the view named like the table (tombstones left out), the MySQL columns
+        names = ", ".join(f'"{t[0]}"' for t in types[:-2])
+        got = phoenix.query(f'SELECT {names} FROM "{schema_name}"."ORDERS" ORDER BY "REGION", "ID"')
+        stored = phoenix.query(f'SELECT "REGION", "ID", "_CDCFLOW_POS", "_CDCFLOW_DELETED" FROM '
+                               f'"{schema_name}"."ORDERS__CDCFLOW" ORDER BY "REGION", "ID"')  # fmt: skip
         # what Phoenix stores, read without Java's calendar (Julian before 1582: it shows 0999-12-27)
         born = phoenix.query(f'SELECT TO_NUMBER("BORN") FROM "{schema_name}"."ORDERS" WHERE "QTY" = 4294967295')
     # key columns first, in MySQL key order (Phoenix's rule), then the others in MySQL order
-    assert [t[0] for t in types] == ["REGION", "ID"] + [c["name"].upper() for c in COLUMNS[2:]]
+    assert [t[0] for t in types] == ["REGION", "ID"] + [c["name"].upper() for c in COLUMNS[2:]] + [
+        "_CDCFLOW_POS", "_CDCFLOW_DELETED"]  # fmt: skip
+    types = types[:-2]
+    # the deletes are tombstones holding their positions: a stale create of eu/2 or us/3 cannot return
+    p = lambda *parts: ".".join(f"{x:020d}" for x in parts)  # noqa: E731
+    assert [tuple(r) for r in stored] == [
+        ("apac", "3", p(2, 20, 1), False), ("eu", "1", p(1, 120, 1), False), ("eu", "2", p(2, 4, 0), True),
+        ("eu", "18446744073709551615", p(2, 9, 0), False), ("us", "3", p(2, 20, 0), True),
+    ]  # fmt: skip
     assert {t[0]: t[4] for t in types if t[4] is not None} == {"REGION": 1, "ID": 2}  # MySQL key order
     assert {t[0]: (t[1], t[2], t[3]) for t in types}["ID"] == (3, 20, 0)  # DECIMAL(20,0)
     assert {t[0]: (t[1], t[2], t[3]) for t in types}["PRICE"] == (3, 12, 4)

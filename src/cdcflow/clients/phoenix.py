@@ -120,6 +120,31 @@ class PhoenixConnection:
             pass  # the JVM may already be gone
 
 
+def write_from_executors(
+    rows: Any, url: str, sql: str, params: list[int], sql_types: list[int], kinds: list[int], commit_rows: int,
+    name: str,
+) -> int:  # fmt: skip
+    """Run `sql` once per row of the DataFrame `rows` in Spark's executors (GuardedUpsert.java, in
+    cdcflow's helper jar on the session's classpath); the number of rows written."""
+    sc = rows.sparkSession.sparkContext
+    gateway, jvm = sc._gateway, sc._jvm
+
+    def ints(values: list[int]) -> Any:
+        array = gateway.new_array(jvm.int, len(values))
+        for i, v in enumerate(values):
+            array[i] = v
+        return array
+
+    counter = sc._jsc.sc().longAccumulator(name)
+    try:
+        jvm.io.cdcflow.spark.GuardedUpsert.write(
+            rows._jdf, url, sql, ints(params), ints(sql_types), ints(kinds), commit_rows, counter
+        )
+    except (Py4JError, Py4JJavaError) as exc:
+        raise translate(exc, sql) from exc
+    return int(counter.value())
+
+
 class PhoenixJvm:
     """A JVM of cdcflow's own with Phoenix's client, and one connection in it. Use as a context manager."""
 

@@ -119,6 +119,8 @@ class PhoenixOptions(_Mapped):
     name_case: Literal["upper", "preserve"] = "upper"
     create_tables: bool = False
     schema_history_topic: str | None = None
+    # Rows each executor's connection sends to Phoenix per commit (Phoenix buffers them until then).
+    commit_rows: int = Field(default=2000, ge=1, le=100_000)
 
     @field_validator("url")
     @classmethod

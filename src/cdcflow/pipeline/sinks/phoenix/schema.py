@@ -27,12 +27,8 @@ from cdcflow.errors import ConfigError
 from cdcflow.pipeline.sinks.mysql_history import MySqlColumn, parse_sql_type
 from cdcflow.pipeline.sinks.naming import mapped_table
 
-# cdcflow's own columns in its stage and position tables (never in the user's table).
-OP_COLUMN = "CDCFLOW_OP"
-POS_COLUMN = "CDCFLOW_POS"
-OLD_POS_COLUMN = "CDCFLOW_OLD_POS"
-DELETED_COLUMN = "CDCFLOW_DELETED"
-INTERNAL_COLUMNS = frozenset({OP_COLUMN, POS_COLUMN, OLD_POS_COLUMN, DELETED_COLUMN})
+# cdcflow's own columns (guarded.py) and the schema of its earlier stage and position tables
+INTERNAL_COLUMNS = frozenset({"_CDCFLOW_POS", "_CDCFLOW_DELETED"})
 STATE_SCHEMA = "CDCFLOW"
 
 _INTEGERS = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT")
@@ -111,57 +107,14 @@ def target_name(
     return map_name(db, case), map_name(table, case)
 
 
-def _internal(target: PhoenixTable, kind: str) -> str:
-    raw = f"{target.schema}__{target.name}"
+def legacy_position_table_name(schema: str, name: str) -> str:
+    """The positions table cdcflow before decision 0016 kept beside a table (in STATE_SCHEMA): its
+    presence tells a table written by that design (refused, with what to do)."""
+    raw = f"{schema}__{name}"
     safe = re.sub(r"[^A-Za-z0-9_]", "_", raw).upper()
-    if safe != raw.upper():  # keep distinct MySQL names distinct after the replacement
+    if safe != raw.upper():  # kept distinct MySQL names distinct after the replacement
         safe += "_" + hashlib.sha1(raw.encode()).hexdigest()[:8].upper()
-    return f"{safe}__{kind}"
-
-
-def millis_column(name: str) -> str:
-    """The stage's second column for a TIMESTAMP column: epoch milliseconds with the microseconds
-    as three decimals, which Phoenix turns into a TIMESTAMP without a calendar (see stage_value)."""
-    return f"{name}__CDCFLOW_MS"
-
-
-def _staged(c: PhoenixColumn) -> tuple[PhoenixColumn, ...]:
-    """How a target column is staged. A DATE travels as epoch milliseconds (BIGINT): java.sql.Date,
-    the only other way in, counts days in the Julian calendar before 1582-10-15. A TIMESTAMP
-    travels as epoch milliseconds (DECIMAL, exact to the microsecond), with a TIMESTAMP beside it
-    for the values Phoenix's DECIMAL cast cannot take (cdcflow.pipeline.sinks.phoenix.sink)."""
-    if c.type == "DATE":
-        return (PhoenixColumn(c.name, "BIGINT", c.nullable),)
-    if c.type == "TIMESTAMP":
-        return (c, PhoenixColumn(millis_column(c.name), "DECIMAL(19,3)"))
-    return (c,)
-
-
-def stage_value(c: PhoenixColumn, alias: str = "") -> str:
-    """The SQL that reads target column `c` back from the stage, in the target's type."""
-    q = f"{alias}." if alias else ""
-    if c.type == "DATE":
-        return f"CAST({q}{quote(c.name)} AS DATE)"
-    if c.type == "TIMESTAMP":
-        return f"COALESCE(CAST({q}{quote(millis_column(c.name))} AS TIMESTAMP), {q}{quote(c.name)})"
-    return f"{q}{quote(c.name)}"
-
-
-def stage_table(target: PhoenixTable) -> PhoenixTable:
-    """Where a batch's newest event per key lands first (emptied after every batch)."""
-    key = [c for name in target.primary_key if (c := target.column(name)) is not None]
-    rest = [c for c in target.columns if c.name not in target.primary_key]
-    staged = [s for c in (*key, *rest) for s in _staged(c)]
-    extra = (PhoenixColumn(OP_COLUMN, "CHAR(1)"), PhoenixColumn(POS_COLUMN, "VARCHAR"),
-             PhoenixColumn(OLD_POS_COLUMN, "VARCHAR"))  # fmt: skip
-    return PhoenixTable(STATE_SCHEMA, _internal(target, "STAGE"), (*staged, *extra), target.primary_key)
-
-
-def position_table(target: PhoenixTable) -> PhoenixTable:
-    """The position of the last change applied to each key, deletes included (as tombstones)."""
-    key = tuple(c for name in target.primary_key if (c := target.column(name)) is not None)
-    extra = (PhoenixColumn(POS_COLUMN, "VARCHAR"), PhoenixColumn(DELETED_COLUMN, "BOOLEAN"))
-    return PhoenixTable(STATE_SCHEMA, _internal(target, "POS"), (*key, *extra), target.primary_key)
+    return f"{safe}__POS"
 
 
 def create_table_sql(table: PhoenixTable) -> str:

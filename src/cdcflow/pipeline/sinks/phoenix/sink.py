@@ -1,32 +1,33 @@
 """Apache Phoenix sink: MySQL-sourced change events as rows of typed Phoenix tables.
 
-Per batch and table (docs/phoenix.md, "How a batch is applied"):
+Per batch and table (docs/phoenix.md, "How a batch is applied"; decision 0016):
 
 1. the newest event per primary key is converted to the Phoenix column types (exactly: see
-   cdcflow.pipeline.sinks.phoenix.schema) and written by Spark's JDBC writer (with cdcflow's UPSERT dialect)
-   into a stage table, `CDCFLOW."<SCHEMA>__<TABLE>__STAGE"`;
-2. Phoenix itself then compares each staged position with the last applied one, kept per key in
-   `CDCFLOW."<SCHEMA>__<TABLE>__POS"` (deletes too, as tombstones), and applies only newer
-   changes: `UPSERT INTO target SELECT ... FROM stage`, `DELETE FROM target WHERE pk IN (...)`;
-3. only then are the new positions recorded, and the stage emptied.
+   cdcflow.pipeline.sinks.phoenix.schema), and every value checked to fit before anything is written;
+2. each Spark partition (the batch is partitioned by key) writes its rows straight into the table
+   from its executor, one guarded `UPSERT ... ON DUPLICATE KEY UPDATE` per row, committed every
+   `commit_rows` rows (GuardedUpsert.java): Phoenix compares the incoming position with the one the
+   row holds, under the row lock on the region server, and keeps the newer change. Deletes are
+   tombstone rows that keep their position, so a replayed older insert cannot bring a row back.
+
+The table cdcflow writes is `<TABLE>__CDCFLOW` (the columns plus `_CDCFLOW_POS` and
+`_CDCFLOW_DELETED`); users read the view `<TABLE>`, which leaves tombstones out (guarded.py).
 
 One writer per target table: the sink holds a lease (an ephemeral znode in the Phoenix cluster's
-ZooKeeper, cdcflow.pipeline.writer_lease) on each table it writes, so the stage and the positions
-are its own; a second pipeline or sink over the same table is refused with the holder's name.
-Two sources (source.name) mapped to one table are refused too: their positions do not compare.
+ZooKeeper, cdcflow.pipeline.writer_lease) on each table it writes; a second pipeline or sink over
+the same table is refused with the holder's name. Two sources (source.name) mapped to one table
+are refused too: their positions do not compare.
 
-Dates and timestamps keep the proleptic Gregorian calendar MySQL uses. java.sql.Date/Timestamp
-count days in the Julian calendar before 1582-10-15 (1096-07-06 would be stored 6 days late,
-1582-10-10 as 1582-10-15), so they are staged as epoch milliseconds and Phoenix casts them
-(ps.stage_table, ps.stage_value): no calendar on the way.
+Dates and timestamps keep the proleptic Gregorian calendar MySQL uses: they travel as epoch days /
+microseconds and become JDBC values from the epoch count, never from calendar fields (Java's
+calendar is Julian before 1582-10-15).
 
-A crash anywhere replays the batch: changes already applied are applied again with the same
-values, and a stale event (older than what a key has, a delete included) is never applied.
-The data never passes through Python: statements run in the Spark driver's JVM, on Phoenix's
-own JDBC driver.
+A crash anywhere replays the batch: rows already written are written again with the same values,
+and a stale event (older than what a key has, a delete included) is never applied. The data never
+passes through Python.
 
 Options: cdcflow.config.sinks.PhoenixOptions (url, tables, table_map, name_case, create_tables,
-schema_history_topic).
+schema_history_topic, commit_rows).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import MapType, StringType
 
 from cdcflow.clients.kafka.client import KafkaEndpoint
-from cdcflow.clients.phoenix import DRIVER, PhoenixConnection, PhoenixError
+from cdcflow.clients.phoenix import PhoenixConnection, PhoenixError, write_from_executors
 from cdcflow.config.sinks import PhoenixOptions, SinkOptions
 from cdcflow.errors import ConfigError, TerminalError
 from cdcflow.jars import phoenix as phoenix_jars
@@ -49,22 +50,35 @@ from cdcflow.patterns import matches_any
 from cdcflow.pipeline.envelope import newest_per_key
 from cdcflow.pipeline.sinks.base import Sink
 from cdcflow.pipeline.sinks.mysql_history import ZERO_DATE_PATTERN, latest_table_record, mysql_columns
+from cdcflow.pipeline.sinks.phoenix import guarded
 from cdcflow.pipeline.sinks.phoenix import schema as ps
 from cdcflow.pipeline.writer_lease import WriterLeases
 
 log = logging.getLogger(__name__)
 DIALECT_CLASS = "io.cdcflow.spark.PhoenixUpsertDialect"
 _ZERO_DATE = ZERO_DATE_PATTERN
-# Raised inside the stage write by a row whose values do not fit the target's column types.
-UNFIT_MARK = "cdcflow: a value does not fit its Phoenix column type"
 _CATALOG = (
     "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_SIZE, DECIMAL_DIGITS, NULLABLE, KEY_SEQ, ORDINAL_POSITION "
     "FROM SYSTEM.CATALOG WHERE {schema} AND TABLE_NAME = '{name}' AND COLUMN_NAME IS NOT NULL"
+)
+_TABLE_TYPE = (
+    "SELECT TABLE_TYPE FROM SYSTEM.CATALOG WHERE {schema} AND TABLE_NAME = '{name}' AND COLUMN_NAME IS NULL "
+    "AND COLUMN_FAMILY IS NULL"
 )
 
 
 class PhoenixSchemaError(TerminalError):
     """The Phoenix table is missing or cannot hold the MySQL table's values."""
+
+
+def _schema_clause(schema: str) -> str:
+    ps.quote(schema or "x")  # rejects names that cannot be quoted
+    return f"TABLE_SCHEM = '{schema.replace(chr(39), chr(39) * 2)}'" if schema else "TABLE_SCHEM IS NULL"
+
+
+def _name_literal(name: str) -> str:
+    ps.quote(name)
+    return name.replace("'", "''")
 
 
 def zk_quorum_of(url: str) -> str:
@@ -94,8 +108,9 @@ class PhoenixSink(Sink):
         self.case = options.name_case
         self.create = options.create_tables
         self.history_topic = options.schema_history_topic or context.get("mysql_schema_history_topic")
+        self.commit_rows = options.commit_rows
         self._conn: PhoenixConnection | None = None
-        self._targets: dict[tuple[str, str, str], ps.PhoenixTable] = {}
+        self._targets: dict[tuple[str, str, str], ps.PhoenixTable] = {}  # → the guarded table written
         self._sources: dict[str, str] = {}  # Phoenix table → the source that writes it
         self._leases: WriterLeases | None = None
 
@@ -134,11 +149,13 @@ class PhoenixSink(Sink):
 
     # --- tables -------------------------------------------------------------------------------
     def _describe(self, conn: PhoenixConnection, schema: str, name: str) -> ps.PhoenixTable | None:
-        for part in (schema, name):
-            ps.quote(part)  # rejects names that cannot be quoted
-        where = f"TABLE_SCHEM = '{schema}'" if schema else "TABLE_SCHEM IS NULL"
-        rows = conn.query(_CATALOG.format(schema=where, name=name.replace("'", "''")))
+        rows = conn.query(_CATALOG.format(schema=_schema_clause(schema), name=_name_literal(name)))
         return ps.table_from_catalog(schema, name, rows)
+
+    def _table_type(self, conn: PhoenixConnection, schema: str, name: str) -> str | None:
+        """SYSTEM.CATALOG's TABLE_TYPE: 'u' a table, 'v' a view; None when nothing has the name."""
+        rows = conn.query(_TABLE_TYPE.format(schema=_schema_clause(schema), name=_name_literal(name)))
+        return str(rows[0][0]) if rows and rows[0][0] is not None else None
 
     def _history(
         self, spark: SparkSession, source: str, db: str, table: str, schema: str, name: str
@@ -153,10 +170,10 @@ class PhoenixSink(Sink):
         return ps.expected_table(schema, name, mysql_columns(latest["columns"]), self.case)
 
     def _target(self, spark: SparkSession, source: str, db: str, table: str, columns: set[str]) -> ps.PhoenixTable:
-        """The Phoenix table for a MySQL table, checked (and created) once per process, and again
-        when events carry columns it does not have."""
+        """The guarded table written for a MySQL table, checked (and created) once per process, and
+        again when events carry columns it does not have."""
         cached = self._targets.get((source, db, table))
-        if cached is not None and columns <= {c.name for c in cached.columns}:
+        if cached is not None and columns <= {c.name for c in guarded.data_columns(cached)}:
             return cached
         conn = self._connection(spark)
         schema, name = ps.target_name(db, table, self.table_map, self.case, source)
@@ -168,11 +185,38 @@ class PhoenixSink(Sink):
                 f"compare. Map one of them elsewhere, e.g. table_map: {{'{source}/{db}.{table}': "
                 f"'{schema}_{source.upper()}.{name}'}}"
             )
-        actual = self._describe(conn, schema, name)
+        written = self._guarded_table(conn, spark, label, source, db, table, schema, name)
+        unknown = sorted(columns - {c.name for c in guarded.data_columns(written)})
+        if unknown:
+            raise PhoenixSchemaError(
+                f"{label} has no column(s) {unknown} that the change events carry"
+                + ("" if self.create else "; add them, or set create_tables: true")
+            )
+        for c in written.columns:
+            ps.spark_type(c.type)  # every column must be writable
+        self._lease(ps.PhoenixTable(schema, name, (), ()))
+        self._targets[(source, db, table)] = written
+        return written
+
+    def _guarded_table(
+        self, conn: PhoenixConnection, spark: SparkSession, label: str, source: str, db: str, table: str,
+        schema: str, name: str,
+    ) -> ps.PhoenixTable:  # fmt: skip
+        """Find (or create) the table to write: `<name>__CDCFLOW` behind the view `<name>`, or a
+        table `<name>` the user made with the guard columns; refuse anything else, saying why."""
+        kind = self._table_type(conn, schema, name)
+        own = self._describe(conn, schema, guarded.physical_name(name))
+        named = self._describe(conn, schema, name) if own is None and kind == "u" else None
+        actual = own or named
         expected = (
             self._history(spark, source, db, table, schema, name) if (self.create or actual is not None) else None
         )
         if actual is None:
+            if kind is not None:
+                raise PhoenixSchemaError(
+                    f"{label} is a view cdcflow did not make (no {guarded.physical_name(name)} beside it); drop it, "
+                    "or map the MySQL table elsewhere (table_map)"
+                )
             if not self.create:
                 raise PhoenixSchemaError(f"{label} does not exist; create it, or set create_tables: true")
             if expected is None:
@@ -180,37 +224,59 @@ class PhoenixSink(Sink):
                     f"{label} does not exist and the schema history ({self.history_topic}) has no record of "
                     f"{db}.{table} to create it from"
                 )
-            log.info("creating %s: %s", label, ps.create_table_sql(expected))
-            conn.execute(ps.create_table_sql(expected))
-            actual = self._describe(conn, schema, name)
+            own = guarded.physical_table(expected)
+            log.info("creating %s: %s", label, ps.create_table_sql(own))
+            conn.execute(ps.create_table_sql(own))
+            actual = self._describe(conn, schema, own.name)
             assert actual is not None
         if expected is not None:
-            problems = ps.compatibility_problems(expected, actual)
-            missing = [c for c in expected.columns if actual.column(c.name) is None]
-            if self.create and missing and len(problems) == len(missing):
-                for c in missing:  # a column added in MySQL since the table was created
-                    log.info("adding column %s %s to %s", c.name, c.type, label)
-                    conn.execute(f"ALTER TABLE {actual.qualified} ADD IF NOT EXISTS {ps.quote(c.name)} {c.type}")
-                actual = self._describe(conn, schema, name)
-                assert actual is not None
-                problems = ps.compatibility_problems(expected, actual)
-            if problems:
-                raise PhoenixSchemaError(f"{label} cannot hold the MySQL rows: {'; '.join(problems)}")
-        unknown = sorted(columns - {c.name for c in actual.columns})
-        if unknown:
+            actual = self._widened(conn, label, expected, actual)
+        if own is not None:
+            if kind is None:
+                view = ps.PhoenixTable(schema, name, (), ())
+                log.info("creating the view %s over %s", view.display, actual.display)
+                conn.execute(guarded.create_view_sql(view, actual))
+            elif kind != "v":
+                raise PhoenixSchemaError(
+                    f"{label}: {schema}.{name} is a table, but cdcflow's rows are in {actual.display}, read through "
+                    f"a view named {name}; drop or rename the table {schema}.{name}"
+                )
+            return actual
+        if not guarded.is_guarded(actual):
+            if self._describe(conn, ps.STATE_SCHEMA, ps.legacy_position_table_name(schema, name)) is not None:
+                raise PhoenixSchemaError(
+                    f"{label} was written by an earlier cdcflow (positions in {ps.STATE_SCHEMA}."
+                    f"{ps.legacy_position_table_name(schema, name)}); this one writes {guarded.physical_name(name)} "
+                    f"behind a view {name}. Stop the pipeline, drop {schema}.{name} and that positions table, and "
+                    "replay the topic: cdcflow pipeline offsets reset <sink> --to earliest (docs/phoenix.md, "
+                    '"Upgrading")'
+                )
             raise PhoenixSchemaError(
-                f"{label} has no column(s) {unknown} that the change events carry"
-                + ("" if self.create else "; add them, or set create_tables: true")
+                f"{label} is a table without cdcflow's guard columns. Either drop it and set create_tables: true "
+                f"(cdcflow writes {guarded.physical_name(name)} and serves {name} as a view), or add them: ALTER TABLE "
+                f'{actual.qualified} ADD "{guarded.GUARD_POS}" VARCHAR, "{guarded.GUARD_DELETED}" BOOLEAN '
+                "(then deleted rows stay in it as tombstones: read it WHERE "
+                f'"{guarded.GUARD_DELETED}" = FALSE)'
             )
-        for c in actual.columns:
-            ps.spark_type(c.type)  # every column must be writable
-        self._lease(actual)  # before touching the stage: only the lease holder may
-        stage, positions = ps.stage_table(actual), ps.position_table(actual)
-        # The stage is empty between batches: recreate it, so it always has the target's shape.
-        conn.execute(f"DROP TABLE IF EXISTS {stage.qualified}")
-        conn.execute(ps.create_table_sql(stage))
-        conn.execute(ps.create_table_sql(positions))
-        self._targets[(source, db, table)] = actual
+        return actual
+
+    def _widened(
+        self, conn: PhoenixConnection, label: str, expected: ps.PhoenixTable, actual: ps.PhoenixTable
+    ) -> ps.PhoenixTable:
+        """`actual` checked against the schema history's shape; with create_tables, columns added in
+        MySQL since the table was made are added to it (the view shows them too)."""
+        data = ps.PhoenixTable(actual.schema, actual.name, guarded.data_columns(actual), actual.primary_key)
+        problems = ps.compatibility_problems(expected, data)
+        missing = [c for c in expected.columns if actual.column(c.name) is None]
+        if self.create and missing and len(problems) == len(missing):
+            for c in missing:
+                log.info("adding column %s %s to %s", c.name, c.type, label)
+                conn.execute(f"ALTER TABLE {actual.qualified} ADD IF NOT EXISTS {ps.quote(c.name)} {c.type}")
+            described = self._describe(conn, actual.schema, actual.name)
+            assert described is not None
+            return self._widened(conn, label, expected, described)
+        if problems:
+            raise PhoenixSchemaError(f"{label} cannot hold the MySQL rows: {'; '.join(problems)}")
         return actual
 
     # --- batches ------------------------------------------------------------------------------
@@ -253,125 +319,53 @@ class PhoenixSink(Sink):
     ) -> None:  # fmt: skip
         started = time.perf_counter()
         target = self._target(spark, source, db, table, columns)
-        conn = self._connection(spark)
-        stage, positions = ps.stage_table(target), ps.position_table(target)
         rows = latest.where((F.col("source") == source) & (F.col("db") == db) & (F.col("table") == table))
+        deleted = F.col("op") == "d"
         converted, problems = [], []
-        for c in target.columns:
+        for c in guarded.data_columns(target):
             raw = F.col("values")[c.name]
             value = _convert(raw, ps.spark_type(c.type))
-            stage_columns, unfit = _stage_columns(c, value)
-            converted += stage_columns
             zero = raw.rlike(_ZERO_DATE) if c.type in ("DATE", "TIMESTAMP") else F.lit(False)
-            misfit = (raw.isNotNull() & value.isNull() & ~zero) | unfit
-            problems.append(F.when(misfit, F.concat(F.lit(f"{c.name}="), raw)))
-        staged = rows.select(
-            *converted,
-            F.col("op").cast("string").alias(ps.OP_COLUMN),
-            F.col("pos").alias(ps.POS_COLUMN),
-            F.concat_ws(", ", *problems).alias("_problem"),
-            F.col("key").alias("_key"),
-        )
-        # The values are checked inside the stage write, its one pass over the batch: a row that does
-        # not fit fails the write (its position column raises), before any statement touches the
-        # target. Only then is the batch read again, for the examples the error names.
-        fenced = F.when(F.col("_problem") != "", F.raise_error(F.lit(UNFIT_MARK))).otherwise(F.col(ps.POS_COLUMN))
-        checked = time.perf_counter()
-        conn.execute(f"DELETE FROM {stage.qualified}")  # leftovers of a batch that crashed
-        try:
-            (
-                staged.withColumn(ps.POS_COLUMN, fenced).drop("_problem", "_key")
-                .write.format("jdbc")
-                .option("url", self.url)
-                .option("driver", DRIVER)
-                .option("dbtable", stage.qualified)
-                .option("batchsize", "2000")
-                # No Spark transaction: Phoenix would buffer a whole partition in memory until the
-                # commit (100 MB at most). Auto-commit instead commits every JDBC batch; a partial
-                # stage is harmless, the statements below run only after the whole write succeeded.
-                .option("isolationLevel", "NONE")
-                .option("phoenix.connection.autoCommit", "true")
-                .mode("append")
-                .save()
-            )  # fmt: skip
-        except Exception as exc:
-            if UNFIT_MARK not in str(exc):
-                raise
-            bad = staged.where(F.col("_problem") != "").select("_key", "_problem", ps.POS_COLUMN).limit(5).collect()
-            examples = "; ".join(f"key {r['_key']} at {r[ps.POS_COLUMN]}: {r['_problem']}" for r in bad)
+            problems.append(F.when(raw.isNotNull() & value.isNull() & ~zero, F.concat(F.lit(f"{c.name}="), raw)))
+            if c.name not in target.primary_key:
+                value = F.when(~deleted, value)  # a tombstone holds its key and position only
+            converted.append(_bindable(value, c.type).alias(c.name))
+        prepared = rows.select(
+            *converted, F.col("pos").alias(guarded.GUARD_POS), deleted.alias(guarded.GUARD_DELETED),
+            F.concat_ws(", ", *problems).alias("_problem"), F.col("key").alias("_key"),
+        )  # fmt: skip
+        # Every value is checked before any row is written: the executors commit as they go, so a
+        # value that does not fit must stop the batch before its first commit.
+        bad = prepared.where(F.col("_problem") != "").select("_key", "_problem", guarded.GUARD_POS).limit(5).collect()
+        if bad:
+            examples = "; ".join(f"key {r['_key']} at {r[guarded.GUARD_POS]}: {r['_problem']}" for r in bad)
             raise PhoenixSchemaError(
                 f"{db}.{table}: values that do not fit the Phoenix column types of {target.display} "
                 f"(nothing of this batch was applied; the events stay in Kafka): {examples}"
-            ) from None
-        written = time.perf_counter()
-        upserted, deleted, steps = self._apply_stage(conn, target, stage, positions)
-        log.info("phoenix %s: batch %d: %d upserted, %d deleted (prepare %.1f s, convert + stage write %.1f s, "
-                 "apply %.1f s: %s)", target.display, batch_id, upserted, deleted, checked - started, written - checked,
-                 time.perf_counter() - written, steps)  # fmt: skip
+            )
+        checked = time.perf_counter()
+        written = self._write(spark, target, prepared.drop("_problem", "_key"))
+        log.info("phoenix %s: batch %d: %d rows written by the executors (prepare and check %.1f s, write %.1f s)",
+                 target.display, batch_id, written, checked - started, time.perf_counter() - checked)  # fmt: skip
 
-    @staticmethod
-    def _apply_stage(
-        conn: PhoenixConnection, target: ps.PhoenixTable, stage: ps.PhoenixTable, positions: ps.PhoenixTable
-    ) -> tuple[int, int, str]:
-        """Steps 2-4 of docs/phoenix.md. Returns (upserted, deleted, seconds per step for the log)."""
-        q = ps.quote
-        key_columns = [c for k in target.primary_key if (c := target.column(k)) is not None]
-        keys = ", ".join(q(k) for k in target.primary_key)
-        # stage columns hold DATE/TIMESTAMP values in another type: read them with stage_value
-        stage_keys = ", ".join(f"s.{q(k)}" for k in target.primary_key) + "".join(
-            f", s.{q(ps.millis_column(c.name))}" for c in key_columns if c.type == "TIMESTAMP"
-        )
-        stage_key_names = keys + "".join(f", {q(ps.millis_column(c.name))}" for c in key_columns
-                                         if c.type == "TIMESTAMP")  # fmt: skip
-        join = " AND ".join(f"p.{q(c.name)} = {ps.stage_value(c, 's')}" for c in key_columns)
-        newer = f"({q(ps.OLD_POS_COLUMN)} IS NULL OR {q(ps.POS_COLUMN)} > {q(ps.OLD_POS_COLUMN)})"
-        cols = ", ".join(q(c.name) for c in target.columns)
-        values = ", ".join(ps.stage_value(c) for c in target.columns)
-        key_values = ", ".join(ps.stage_value(c) for c in key_columns)
-        steps: list[tuple[str, str]] = [
-            ("positions", f"UPSERT INTO {stage.qualified} ({stage_key_names}, {q(ps.OLD_POS_COLUMN)}) "
-                          f"SELECT {stage_keys}, p.{q(ps.POS_COLUMN)} FROM {positions.qualified} p "
-                          f"JOIN {stage.qualified} s ON {join}"),
-            ("upsert", f"UPSERT INTO {target.qualified} ({cols}) SELECT {values} FROM {stage.qualified} "
-                       f"WHERE {q(ps.OP_COLUMN)} <> 'd' AND {newer}"),
-            ("delete", f"DELETE FROM {target.qualified} WHERE ({keys}) IN "
-                       f"(SELECT {key_values} FROM {stage.qualified} WHERE {q(ps.OP_COLUMN)} = 'd' AND {newer})"),
-            # Positions last: if this process dies before here, the replay finds the old positions
-            # and applies the same changes again.
-            ("record", f"UPSERT INTO {positions.qualified} ({keys}, {q(ps.POS_COLUMN)}, {q(ps.DELETED_COLUMN)}) "
-                       f"SELECT {key_values}, {q(ps.POS_COLUMN)}, {q(ps.OP_COLUMN)} = 'd' FROM {stage.qualified} "
-                       f"WHERE {newer}"),
-            ("clear", f"DELETE FROM {stage.qualified}"),
-        ]  # fmt: skip
-        counts, times = {}, []
-        for name, sql in steps:
-            began = time.perf_counter()
-            counts[name] = conn.execute(sql)
-            times.append(f"{name} {time.perf_counter() - began:.1f}")
-        return counts["upsert"], counts["delete"], ", ".join(times)
+    def _write(self, spark: SparkSession, target: ps.PhoenixTable, rows: DataFrame) -> int:
+        """Every row through GuardedUpsert.java, in the executors; the number of rows written."""
+        sql, params = guarded.upsert_sql(target)
+        layout = [*guarded.data_columns(target), *guarded.GUARD_COLUMNS]
+        return write_from_executors(
+            rows, self.url, sql, params, [guarded.sql_type(c.type) for c in layout],
+            [guarded.bind_kind(c.type) for c in layout], self.commit_rows, f"cdcflow-phoenix-{self.name}",
+        )  # fmt: skip
 
 
-def _stage_columns(c: ps.PhoenixColumn, value: Column) -> tuple[list[Column], Column]:
-    """A converted value as the stage holds it (ps.stage_table), and when it cannot be staged.
-    DATE: epoch milliseconds. TIMESTAMP: epoch milliseconds with three decimals, which Phoenix
-    casts without a calendar; except before 1970 with sub-millisecond digits, which Phoenix's
-    DECIMAL cast refuses (it truncates toward zero and sets negative nanoseconds): those go as a
-    JDBC timestamp, exact from 1582-10-15 on and, before, handed over as the Julian-calendar
-    fields of the same day (_for_julian_jdbc)."""
-    if c.type == "DATE":
-        return [(F.unix_date(value).cast("long") * 86_400_000).alias(c.name)], F.lit(False)
-    if c.type != "TIMESTAMP":
-        return [value.alias(c.name)], F.lit(False)
-    micros = F.unix_micros(value)
-    decimal_ok = (micros >= 0) | (F.pmod(micros, F.lit(1000)) == 0)
-    # decimals, not doubles: 6e16 microseconds exceed 2^53
-    as_decimal = (micros.cast("decimal(22,0)") / 1000).cast("decimal(19,3)")
-    julian, unfit = _for_julian_jdbc(value)
-    columns = [
-        F.when(~decimal_ok, julian).alias(c.name),
-        F.when(decimal_ok, as_decimal).alias(ps.millis_column(c.name)),
-    ]
-    return columns, value.isNotNull() & ~decimal_ok & unfit
+def _bindable(value: Column, phoenix_type: str) -> Column:
+    """A converted value as GuardedUpsert.java binds it: dates as epoch days, timestamps as epoch
+    microseconds (the JDBC values are built from those counts, with no calendar on the way)."""
+    if phoenix_type == "DATE":
+        return F.unix_date(value)
+    if phoenix_type == "TIMESTAMP":
+        return F.unix_micros(value)
+    return value
 
 
 def _convert(raw: Column, spark_type: str) -> Column:
@@ -384,47 +378,3 @@ def _convert(raw: Column, spark_type: str) -> Column:
     if spark_type in ("date", "timestamp"):
         return F.when(raw.rlike(_ZERO_DATE), F.lit(None)).otherwise(raw.try_cast(spark_type))
     return raw.try_cast(spark_type)
-
-
-GREGORIAN_START_DAY = -141427  # 1582-10-15, days since 1970-01-01; the JDBC calendars agree from here on
-
-
-def julian_fields(epoch_day: int) -> tuple[int, int, int]:
-    """(year, month, day) of an epoch day in the Julian calendar (integer arithmetic, from the
-    Julian day number; valid from 4713 BC). The pure twin of `_for_julian_jdbc`, for tests."""
-    c = epoch_day + 2440588 + 32082
-    d = (4 * c + 3) // 1461
-    e = c - (1461 * d) // 4
-    m = (5 * e + 2) // 153
-    return d - 4800 + m // 10, m + 3 - 12 * (m // 10), e - (153 * m + 2) // 5 + 1
-
-
-def _for_julian_jdbc(value: Column) -> tuple[Column, Column]:
-    """A timestamp before 1582-10-15 as the value whose Julian-calendar fields name the same day,
-    and whether that is impossible.
-
-    Spark's JDBC writer turns a timestamp into java.sql.Timestamp by its fields, and Java counts
-    those in the Julian calendar before 1582-10-15: 1096-07-06 would be stored 6 days late.
-    Handing it the Julian fields of the same day stores the proleptic Gregorian instant MySQL
-    means. The Julian leap days of century years (1500-02-29 Julian = 1500-03-10) have no such
-    fields in Spark's calendar: those are reported as values that do not fit, never shifted."""
-    n = F.unix_date(F.to_date(value)).cast("long")
-    c = n + (2440588 + 32082)  # Julian day number → Julian calendar fields (all integer arithmetic)
-    d = F.floor((c * 4 + 3) / 1461)
-    e = c - F.floor(d * 1461 / 4)
-    m = F.floor((e * 5 + 2) / 153)
-    day = e - F.floor((m * 153 + 2) / 5) + 1
-    month = m + 3 - F.floor(m / 10) * 12
-    year = d - 4800 + F.floor(m / 10)
-    # the same fields read in the proleptic Gregorian calendar (days from civil), as an epoch day
-    y = year - F.when(month <= 2, 1).otherwise(0)
-    era = F.floor(y / 400)
-    yoe = y - era * 400
-    doy = F.floor((F.when(month > 2, month - 3).otherwise(month + 9) * 153 + 2) / 5) + day - 1
-    epoch_day = era * 146097 + yoe * 365 + F.floor(yoe / 4) - F.floor(yoe / 100) + doy - 719468
-    shifted = F.timestamp_micros(F.unix_micros(value) + (epoch_day - n).cast("long") * 86_400_000_000)
-    before = n < GREGORIAN_START_DAY
-    julian_only = (
-        before & (month == 2) & (day == 29) & (F.pmod(year, F.lit(100)) == 0) & (F.pmod(year, F.lit(400)) != 0)
-    )
-    return F.when(before, shifted).otherwise(value), julian_only
