@@ -1,4 +1,4 @@
-"""Benchmark: MySQL change events into Phoenix, next to the Delta sink on the same events (issue #6).
+"""Benchmark: MySQL change events into Phoenix, next to the Delta sink on the same events (issues #6, #34).
 
 Against the local stack's real MariaDB, Kafka and HBase + Phoenix (`cdcflow stack up mariadb kafka
 phoenix` first):
@@ -9,15 +9,19 @@ phoenix` first):
 2. baseline: a plain Spark Structured Streaming job, Kafka → Parquet append of the raw records.
 3. each sink alone, in the same Spark session, on a fresh checkpoint, over the same records:
    parse + dedupe + the sink's apply. rows/s = change events / wall time.
-4. `verify mysql-phoenix` must find no difference (a fast wrong sink is no result).
+   With --runs N, the baseline and the phoenix sink (into a new Phoenix table each time) run N
+   times, alternating; the figures are the medians (issue #34 asks for several runs).
+4. `verify mysql-phoenix` must find no difference in any of the Phoenix tables (a fast wrong sink
+   is no result).
 
-Usage: .venv/bin/python benchmarks/pipeline_phoenix.py [--rows 100000] [--max-offsets 200000]
+Usage: .venv/bin/python benchmarks/pipeline_phoenix.py [--rows 100000] [--max-offsets 200000] [--runs 3]
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import statistics
 import tempfile
 import time
 import uuid
@@ -86,6 +90,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", type=int, default=100_000)
     ap.add_argument("--max-offsets", type=int, default=200_000, help="maxOffsetsPerTrigger for every query")
+    ap.add_argument("--runs", type=int, default=3, help="runs of the baseline and the phoenix sink (median)")
     ap.add_argument("--stack-home", type=Path, default=None, help="the running stack (default: cdcflow's default)")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
@@ -100,36 +105,56 @@ def main() -> None:
     topic, history, events = fill(mariadb, bootstrap, db, args.rows)
 
     context = {"bootstrap_servers": bootstrap, "zk_quorum": zk}
-    sinks = {
-        "phoenix": SinkConfig(name="phoenix", type="phoenix", options={
-            "url": url, "create_tables": True, "schema_history_topic": history}),
-        "delta": SinkConfig(name="delta", type="delta", options={
-            "path": str(workdir / "delta"), "schema_history_topic": history}),  # typed tables
-    }  # fmt: skip
+
+    def phoenix_sink(run: int) -> SinkConfig:  # a new table per run: each run inserts, as the first did
+        table_map = {f"{db}.items": f"{db.upper()}.ITEMS_R{run}"}
+        return SinkConfig(name="phoenix", type="phoenix", options={
+            "url": url, "create_tables": True, "schema_history_topic": history, "table_map": table_map})  # fmt: skip
+
+    delta = SinkConfig(name="delta", type="delta", options={
+        "path": str(workdir / "delta"), "schema_history_topic": history})  # typed tables  # fmt: skip
     # One session for everything, with the Phoenix jars in it from the start.
-    spark = build_session("cdcflow-bench", sink_jars=make_sink(sinks["phoenix"], context).jars())
+    spark = build_session("cdcflow-bench", sink_jars=make_sink(phoenix_sink(0), context).jars())
     spark.sparkContext.setLogLevel("ERROR")
+    pattern = topic.replace(".", "\\.")
+
+    def run_sink(sink: SinkConfig, checkpoints: Path) -> float:
+        cfg = PipelineConfig(topics=pattern, max_offsets_per_trigger=args.max_offsets, sinks=(sink,))
+        started = time.perf_counter()
+        result = Pipeline(cfg, context, checkpoints).run(available_now=True)
+        assert result[sink.name] == "done", result
+        return time.perf_counter() - started
+
     # the baseline once untimed first: a cold first query would flatter the sinks' ratios
     (workdir / "warm").mkdir()
-    raw_kafka_to_parquet_seconds(spark, bootstrap, topic.replace(".", "\\."), args.max_offsets, workdir / "warm")
-    baseline = raw_kafka_to_parquet_seconds(spark, bootstrap, topic.replace(".", "\\."), args.max_offsets, workdir)
-    results = [("baseline: Kafka → Parquet, raw", baseline)]
-    for name, sink in sinks.items():
-        cfg = PipelineConfig(topics=topic.replace(".", "\\."), max_offsets_per_trigger=args.max_offsets, sinks=(sink,))
-        started = time.perf_counter()
-        result = Pipeline(cfg, context, workdir / "checkpoints").run(available_now=True)
-        assert result[name] == "done", result
-        results.append((f"sink {name}", time.perf_counter() - started))
+    raw_kafka_to_parquet_seconds(spark, bootstrap, pattern, args.max_offsets, workdir / "warm")
+    baselines, phoenix_runs = [], []
+    for run in range(args.runs):
+        raw = workdir / f"raw{run}"
+        raw.mkdir()
+        baselines.append(raw_kafka_to_parquet_seconds(spark, bootstrap, pattern, args.max_offsets, raw))
+        phoenix_runs.append(run_sink(phoenix_sink(run), workdir / f"checkpoints-phoenix-{run}"))
+        print(f"run {run + 1}: baseline {baselines[-1]:.1f} s, phoenix {phoenix_runs[-1]:.1f} s "
+              f"(ratio {baselines[-1] / phoenix_runs[-1]:.2f})")  # fmt: skip
+    baseline = statistics.median(baselines)
+    results = [("baseline: Kafka → Parquet, raw", baseline), ("sink phoenix", statistics.median(phoenix_runs)),
+               ("sink delta", run_sink(delta, workdir / "checkpoints-delta"))]  # fmt: skip
 
+    reports = []
     with PhoenixJvm.launch(url) as phoenix:
-        report = verify_mysql_phoenix(admin_endpoint(mariadb), db, "items", phoenix)  # type: ignore[arg-type]
-    assert report.clean, report.summary() + "\n" + "\n".join(report.examples)
+        for run in range(args.runs):
+            table_map = {f"{db}.items": f"{db.upper()}.ITEMS_R{run}"}
+            report = verify_mysql_phoenix(admin_endpoint(mariadb), db, "items", phoenix, table_map)  # type: ignore[arg-type]
+            assert report.clean, report.summary() + "\n" + "\n".join(report.examples)
+            reports.append(report)
+    report = reports[0]
 
     print(f"machine: {machine_summary()}; Spark {versions.SPARK_VERSION} (local[2]), Delta {versions.DELTA_VERSION}; "
           f"Kafka {versions.KAFKA_VERSION}; HBase {versions.HBASE_VERSION}; Phoenix {versions.PHOENIX_VERSION}; "
           f"MariaDB {mariadb.get('version', versions.MARIADB_SERIES)}")  # fmt: skip
     print(f"records: {events} MySQL change events (1 table, 12 typed columns; inserts, updates, deletes); "
-          f"maxOffsetsPerTrigger {args.max_offsets}; verify mysql-phoenix: {report.summary()}")  # fmt: skip
+          f"maxOffsetsPerTrigger {args.max_offsets}; runs {args.runs} (medians); verify mysql-phoenix, every "
+          f"table: {report.summary()}")  # fmt: skip
     for label, seconds in results:
         print(
             f"{label:34} {seconds:7.1f} s {events / seconds:9.0f} rows/s   ratio to baseline {baseline / seconds:5.2f}"

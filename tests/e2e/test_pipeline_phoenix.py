@@ -156,7 +156,9 @@ def test_exact_types_position_guard_and_table_creation(kafka: dict[str, Any], ph
     as_dict = [dict(zip([t[0] for t in types], r, strict=True)) for r in got]
     by_key = {(d["REGION"], d["ID"]): d for d in as_dict}
     assert set(by_key) == {("apac", "3"), ("eu", "1"), ("eu", "18446744073709551615")}
-    assert by_key[("apac", "3")]["QTY"] == 9  # the stale [1, 999, 0] update lost
+    # the stale [1, 999, 0] update lost, and the NULLs it met stayed NULL: Phoenix 5.2 writes a kept
+    # NULL back as a value of the column's type (0x00, -1.01E128, false, ...) unless told otherwise
+    assert by_key[("apac", "3")] == {**{n: None for n in by_key[("apac", "3")]}, "REGION": "apac", "ID": "3", "QTY": 9}
     one = by_key[("eu", "1")]
     assert one["QTY"] == 3 and one["SEEN"] is None and one["DOC"] is None  # zero date → NULL; full row image
     big = by_key[("eu", "18446744073709551615")]
@@ -202,7 +204,9 @@ def test_a_value_that_does_not_fit_refuses_the_batch_naming_it_and_applies_nothi
     db, table = f"shop_{prefix}", "items"
     bootstrap = kafka["bootstrap_servers"]
     with PhoenixJvm.launch(phoenix_url) as phoenix:
-        phoenix.execute(f'CREATE TABLE "{db.upper()}"."ITEMS" ("ID" INTEGER NOT NULL PRIMARY KEY, "QTY" SMALLINT)')
+        # a table of the user's own, with the guard columns cdcflow needs (docs/phoenix.md)
+        phoenix.execute(f'CREATE TABLE "{db.upper()}"."ITEMS" ("ID" INTEGER NOT NULL PRIMARY KEY, "QTY" SMALLINT, '
+                        '"_CDCFLOW_POS" VARCHAR, "_CDCFLOW_DELETED" BOOLEAN)')  # fmt: skip
     topic = f"{prefix}.{db}.{table}"
     k.create_topic(bootstrap, topic, partitions=1)
     k.produce_sync(bootstrap, topic, [(b"1", event(db, table, "c", {"id": 1}, [1, 5, 0], {"id": 1, "qty": 7}))])
@@ -219,15 +223,14 @@ def test_a_value_that_does_not_fit_refuses_the_batch_naming_it_and_applies_nothi
     assert [(int(r[0]), int(r[1])) for r in rows] == [(1, 7)]
 
 
-def test_a_batch_that_dies_between_its_statements_is_replayed_exactly(
+def test_a_batch_that_dies_during_its_write_is_replayed_exactly(
     kafka: dict[str, Any], phoenix_url: str, tmp_path: Path
 ) -> None:
     """The sink dies at the two points where a replay matters (its process killed there; here the
-    statement raises): after the target changed but before the positions were recorded, and after
-    the stage was written but before anything was applied. The batch is not committed, so the next
-    run replays it: the target and the positions must end as if nothing had happened, and a stale
-    event after a delete must not bring the row back. (The randomized SIGKILL tests run in make soak.)"""
-    from cdcflow.pipeline.sinks.phoenix.schema import POS_COLUMN
+    write raises): part-way through the executors' write (some rows committed, others not) and
+    after the values were checked but before any row was written. The batch is not committed, so
+    the next run replays it: the table must end as if nothing had happened, and a stale event after
+    a delete must not bring the row back. (The randomized SIGKILL tests run in make soak.)"""
     from cdcflow.pipeline.sinks.phoenix.sink import PhoenixSink
 
     prefix = f"pc{uuid.uuid4().hex[:8]}"
@@ -249,7 +252,7 @@ def test_a_batch_that_dies_between_its_statements_is_replayed_exactly(
     )  # fmt: skip
     context = {"bootstrap_servers": bootstrap, "zk_quorum": "unused"}
     checkpoints = tmp_path / "checkpoints"
-    table, positions = f'"{db.upper()}"."ITEMS"', f'"CDCFLOW"."{db.upper()}__ITEMS__POS"'
+    view, table = f'"{db.upper()}"."ITEMS"', f'"{db.upper()}"."ITEMS__CDCFLOW"'
 
     def produce(*changes: tuple[str, int, list[int], str | None]) -> None:
         k.produce_sync(bootstrap, topic, [
@@ -257,36 +260,30 @@ def test_a_batch_that_dies_between_its_statements_is_replayed_exactly(
             for op, i, pos, v in changes
         ])  # fmt: skip
 
-    def run(crash_before: str | None = None) -> tuple[str, list[str]]:
-        """One --available-now run; with `crash_before`, the sink dies before that statement."""
+    def run(crash: str | None = None) -> tuple[str, list[int]]:
+        """One --available-now run; with `crash`, the sink dies "before" its write or "during" it,
+        after the rows of odd keys were written and committed."""
         pipeline = Pipeline(cfg, context, checkpoints)
-        crashed: list[str] = []
-        if crash_before:
+        written: list[int] = []
+        if crash:
             sink = pipeline.sinks[0]
             assert isinstance(sink, PhoenixSink)
+            write = sink._write
 
-            def apply_stage(conn: Any, target: Any, stage: Any, pos_table: Any) -> Any:
-                first = {"upsert": f"UPSERT INTO {target.qualified} ", "record": f"UPSERT INTO {pos_table.qualified} "}
-                dying = first[crash_before]
+            def dying_write(spark: Any, target: Any, rows: Any) -> int:
+                if crash == "during":
+                    written.append(write(spark, target, rows.where("`ID` % 2 = 1")))
+                raise RuntimeError(f"injected: the sink died {crash} its write")
 
-                class DiesBefore:
-                    def execute(self, sql: str) -> int:
-                        if sql.startswith(dying):
-                            crashed.append(sql)
-                            raise RuntimeError(f"injected: the sink died before {crash_before}")
-                        return int(conn.execute(sql))
-
-                return PhoenixSink._apply_stage(DiesBefore(), target, stage, pos_table)  # type: ignore[arg-type]
-
-            sink._apply_stage = apply_stage  # type: ignore[method-assign]
-        return pipeline.run(available_now=True, max_failures=1)["phoenix"], crashed
+            sink._write = dying_write  # type: ignore[method-assign]
+        return pipeline.run(available_now=True, max_failures=1)["phoenix"], written
 
     phoenix = PhoenixJvm.launch(phoenix_url)  # one JVM for every look (a launch costs seconds)
 
     def state() -> tuple[dict[int, str], dict[int, tuple[str, bool]]]:
-        rows = {int(r[0]): r[1] for r in phoenix.query(f'SELECT "ID", "V" FROM {table}')}
+        rows = {int(r[0]): r[1] for r in phoenix.query(f'SELECT "ID", "V" FROM {view}')}
         pos = {int(r[0]): (r[1], bool(r[2])) for r in phoenix.query(
-            f'SELECT "ID", "{POS_COLUMN}", "CDCFLOW_DELETED" FROM {positions}')}  # fmt: skip
+            f'SELECT "ID", "_CDCFLOW_POS", "_CDCFLOW_DELETED" FROM {table}')}  # fmt: skip
         return rows, pos
 
     def p(*parts: int) -> str:
@@ -296,29 +293,29 @@ def test_a_batch_that_dies_between_its_statements_is_replayed_exactly(
         produce(*[("c", i, [1, 10, i], f"v{i}") for i in range(1, 6)])
         assert run() == ("done", [])
 
-        # 1. dies after the target's UPSERT and DELETE, before the positions are recorded
+        # 1. dies part-way through the write: the odd keys are written, the even ones are not
         produce(("u", 1, [1, 20, 0], "one"), ("d", 2, [1, 21, 0], None), ("c", 7, [1, 22, 0], "seven"),
-                ("u", 3, [1, 23, 0], "x"), ("u", 3, [1, 23, 1], "three"))  # fmt: skip
-        result, crashed = run(crash_before="record")
-        assert "injected: the sink died before record" in result and len(crashed) == 1, result
+                ("u", 3, [1, 23, 0], "x"), ("u", 3, [1, 23, 1], "three"), ("u", 4, [1, 24, 0], "four"))  # fmt: skip
+        result, written = run(crash="during")
+        assert "injected: the sink died during its write" in result and written == [3], (result, written)
         rows, pos = state()
-        assert rows == {1: "one", 3: "three", 4: "v4", 5: "v5", 7: "seven"}  # applied ...
-        assert pos[1] == (p(1, 10, 1), False) and 7 not in pos  # ... but not recorded
-        assert run() == ("done", [])  # the replay
+        assert rows == {1: "one", 2: "v2", 3: "three", 4: "v4", 5: "v5", 7: "seven"}  # half applied
+        assert pos[2] == (p(1, 10, 2), False) and pos[1] == (p(1, 20, 0), False)
+        assert run() == ("done", [])  # the replay writes every row again; the written ones stay
         rows, pos = state()
-        assert rows == {1: "one", 3: "three", 4: "v4", 5: "v5", 7: "seven"}
+        assert rows == {1: "one", 3: "three", 4: "four", 5: "v5", 7: "seven"}
         assert pos[1] == (p(1, 20, 0), False) and pos[2] == (p(1, 21, 0), True) and pos[3] == (p(1, 23, 1), False)
 
-        # 2. dies after the stage write, before anything is applied; the batch holds a stale create of
+        # 2. dies after the check, before anything is written; the batch holds a stale create of
         # the deleted row, which neither the dying run nor the replay may apply
-        produce(("c", 2, [1, 5, 0], "stale"), ("u", 4, [1, 30, 0], "four"), ("d", 5, [1, 31, 0], None))
-        result, crashed = run(crash_before="upsert")
-        assert "injected: the sink died before upsert" in result and len(crashed) == 1, result
+        produce(("c", 2, [1, 5, 0], "stale"), ("u", 4, [1, 30, 0], "four!"), ("d", 5, [1, 31, 0], None))
+        result, written = run(crash="before")
+        assert "injected: the sink died before its write" in result and written == [], result
         rows, _ = state()
-        assert rows == {1: "one", 3: "three", 4: "v4", 5: "v5", 7: "seven"}  # nothing applied
+        assert rows == {1: "one", 3: "three", 4: "four", 5: "v5", 7: "seven"}  # nothing applied
         assert run() == ("done", [])
         rows, pos = state()
-        assert rows == {1: "one", 3: "three", 4: "four", 7: "seven"}
+        assert rows == {1: "one", 3: "three", 4: "four!", 7: "seven"}
         assert pos[2] == (p(1, 21, 0), True) and pos[4] == (p(1, 30, 0), False) and pos[5] == (p(1, 31, 0), True)
     finally:
         phoenix.close()

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from cdcflow.errors import ConfigError
 from cdcflow.pipeline.sinks.mysql_history import MySqlColumn
+from cdcflow.pipeline.sinks.phoenix import guarded
 from cdcflow.pipeline.sinks.phoenix import schema as ps
 from cdcflow.verify.phoenix import phoenix_representable, render_phoenix_value
 
@@ -79,24 +80,27 @@ def test_table_map_and_internal_table_names() -> None:
     assert ps.target_name("shop", "orders", {}, "preserve") == ("shop", "orders")
     target = ps.PhoenixTable("my-db", "t", (ps.PhoenixColumn("ID", "INTEGER"),), ("ID",))
     other = ps.PhoenixTable("my_db", "t", (ps.PhoenixColumn("ID", "INTEGER"),), ("ID",))
-    assert ps.stage_table(target).schema == ps.STATE_SCHEMA
-    assert ps.position_table(target).name != ps.position_table(other).name  # '-' → '_' must not collide
-    assert all(c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_" for c in ps.position_table(target).name)
+    # the positions table of the design before decision 0016, looked for to refuse its tables
+    legacy, legacy_other = (ps.legacy_position_table_name(t.schema, t.name) for t in (target, other))
+    assert legacy != legacy_other  # '-' → '_' must not collide
+    assert all(c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_" for c in legacy)
+    assert ps.legacy_position_table_name("SHOP", "ITEMS") == "SHOP__ITEMS__POS"
 
 
 def test_compatibility_problems_name_each_problem() -> None:
-    expected = ps.expected_table("S", "T", cols(("id", "INT", 0), ("amount", "DECIMAL(30,10)", None)), "upper")
+    expected = ps.expected_table("S", "T", cols(("id", "INT", 0), ("amount", "DECIMAL(30,10)", None),
+                                                ("_cdcflow_pos", "INT", None)), "upper")  # fmt: skip
     actual = ps.PhoenixTable(
         "S", "T",
         (ps.PhoenixColumn("ID", "BIGINT", False), ps.PhoenixColumn("AMOUNT", "DOUBLE"),
-         ps.PhoenixColumn("EXTRA", "VARCHAR", False), ps.PhoenixColumn("CDCFLOW_POS", "VARCHAR")),
+         ps.PhoenixColumn("EXTRA", "VARCHAR", False), ps.PhoenixColumn("_CDCFLOW_POS", "INTEGER")),
         ("ID",),
     )  # fmt: skip
     problems = ps.compatibility_problems(expected, actual)
     assert problems == [
         "column AMOUNT is DOUBLE; it needs DECIMAL(30,10) to hold the MySQL values exactly",
+        "column _CDCFLOW_POS clashes with a cdcflow column name",
         "column EXTRA is NOT NULL but has no MySQL column to fill it",
-        "column CDCFLOW_POS clashes with a cdcflow column name",
     ]
     wrong_key = ps.PhoenixTable("S", "T", (ps.PhoenixColumn("ID", "INTEGER"), ps.PhoenixColumn("AMOUNT", "VARCHAR")),
                                 ("AMOUNT",))  # fmt: skip
@@ -178,28 +182,28 @@ def test_verify_renders_decimal_65_30() -> None:
     assert render_phoenix_value("decimal", "decimal(65,30)", 0, "-1.5") == "-1.500000000000000000000000000000"
 
 
-def test_dates_are_staged_as_milliseconds_and_read_back_with_a_cast() -> None:
-    target = ps.PhoenixTable("S", "T", (ps.PhoenixColumn("D", "DATE"), ps.PhoenixColumn("TS", "TIMESTAMP"),
-                                         ps.PhoenixColumn("N", "INTEGER")), ("D",))  # fmt: skip
-    stage = ps.stage_table(target)
-    assert [(c.name, c.type) for c in stage.columns][:4] == [
-        ("D", "BIGINT"), ("TS", "TIMESTAMP"), ("TS__CDCFLOW_MS", "DECIMAL(19,3)"), ("N", "INTEGER"),
-    ]  # fmt: skip
-    assert ps.stage_value(target.columns[0], "s") == 'CAST(s."D" AS DATE)'
-    assert ps.stage_value(target.columns[1]) == 'COALESCE(CAST("TS__CDCFLOW_MS" AS TIMESTAMP), "TS")'
-
-
-def test_julian_fields_of_proleptic_days() -> None:
-    from datetime import date
-
-    from cdcflow.pipeline.sinks.phoenix.sink import julian_fields
-
-    def day(text: str) -> int:
-        return (date.fromisoformat(text) - date(1970, 1, 1)).days
-
-    assert julian_fields(day("1096-07-06")) == (1096, 6, 30)
-    assert julian_fields(day("1582-10-15")) == (1582, 10, 5)
-    assert julian_fields(day("0001-01-01")) == (1, 1, 3)
+def test_the_guarded_upsert_binds_each_value_where_its_clause_needs_it() -> None:
+    view = ps.PhoenixTable("S", "T", (ps.PhoenixColumn("K", "INTEGER"), ps.PhoenixColumn("D", "DATE"),
+                                      ps.PhoenixColumn("V", "VARCHAR")), ("K",))  # fmt: skip
+    table = guarded.physical_table(view)
+    assert table.name == "T__CDCFLOW" and guarded.is_guarded(table) and not guarded.is_guarded(view)
+    assert guarded.data_columns(table) == view.columns
+    sql, params = guarded.upsert_sql(table)
+    newer = '"_CDCFLOW_POS" < ?'
+    assert sql == (
+        'UPSERT INTO "S"."T__CDCFLOW" ("K", "D", "V", "_CDCFLOW_POS", "_CDCFLOW_DELETED") VALUES (?, ?, ?, ?, ?) '
+        f'ON DUPLICATE KEY UPDATE "D" = CASE WHEN {newer} THEN ? WHEN "D" IS NULL THEN NULL ELSE "D" END, '
+        f'"V" = CASE WHEN {newer} THEN ? WHEN "V" IS NULL THEN NULL ELSE "V" END, '
+        f'"_CDCFLOW_DELETED" = CASE WHEN {newer} THEN ? ELSE "_CDCFLOW_DELETED" END, '
+        f'"_CDCFLOW_POS" = CASE WHEN {newer} THEN ? ELSE "_CDCFLOW_POS" END'
+    )  # the key is never updated, the position last (the clauses before it compare the stored one)
+    # row layout: K=0, D=1, V=2, position=3, deleted=4
+    assert params == [0, 1, 2, 3, 4, 3, 1, 3, 2, 3, 4, 3, 3]
+    assert sql.count("?") == len(params)
+    assert [guarded.bind_kind(t) for t in ("DATE", "TIMESTAMP", "DECIMAL(20,0)")] == [1, 2, 0]
+    assert guarded.create_view_sql(view, table) == (
+        'CREATE VIEW IF NOT EXISTS "S"."T" AS SELECT * FROM "S"."T__CDCFLOW" WHERE "_CDCFLOW_DELETED" = FALSE'
+    )
 
 
 def test_selected_dates_before_the_year_1000_keep_four_digits() -> None:
@@ -215,3 +219,15 @@ def test_selected_dates_before_the_year_1000_keep_four_digits() -> None:
         == "0999-02-03 04:05:06.000007"
     )
     assert render_selected("timestamp", "timestamp", 0, dt.datetime(1970, 1, 1)) == "1970-01-01T00:00:00Z"
+
+
+def test_binary_columns_outside_the_key_are_varbinary() -> None:
+    """Phoenix 5.2 stores a NULL that an UPSERT ... ON DUPLICATE KEY inserts into BINARY(n) as n zero bytes."""
+    table = ps.expected_table("S", "T", cols(("k", "BINARY(16)", 0), ("code", "BINARY(4)", None)), "upper")
+    assert [(c.name, c.type) for c in table.columns] == [("K", "BINARY(16)"), ("CODE", "VARBINARY")]
+    made_by_hand = ps.PhoenixTable("S", "T", (ps.PhoenixColumn("K", "BINARY(16)"), ps.PhoenixColumn("CODE", "BINARY(4)")),
+                                   ("K",))  # fmt: skip
+    assert ps.compatibility_problems(table, made_by_hand) == [
+        "column CODE is BINARY(4); it needs VARBINARY (Phoenix 5.2 turns a NULL written by a guarded upsert into "
+        "zero bytes in a BINARY column)"
+    ]
