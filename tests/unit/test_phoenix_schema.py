@@ -225,8 +225,8 @@ def test_binary_columns_outside_the_key_are_varbinary() -> None:
     """Phoenix 5.2 stores a NULL that an UPSERT ... ON DUPLICATE KEY inserts into BINARY(n) as n zero bytes."""
     table = ps.expected_table("S", "T", cols(("k", "BINARY(16)", 0), ("code", "BINARY(4)", None)), "upper")
     assert [(c.name, c.type) for c in table.columns] == [("K", "BINARY(16)"), ("CODE", "VARBINARY")]
-    made_by_hand = ps.PhoenixTable("S", "T", (ps.PhoenixColumn("K", "BINARY(16)"), ps.PhoenixColumn("CODE", "BINARY(4)")),
-                                   ("K",))  # fmt: skip
+    by_hand = (ps.PhoenixColumn("K", "BINARY(16)"), ps.PhoenixColumn("CODE", "BINARY(4)"))
+    made_by_hand = ps.PhoenixTable("S", "T", by_hand, ("K",))
     assert ps.compatibility_problems(table, made_by_hand) == [
         "column CODE is BINARY(4); it needs VARBINARY (Phoenix 5.2 turns a NULL written by a guarded upsert into "
         "zero bytes in a BINARY column)"
