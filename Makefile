@@ -14,7 +14,7 @@ export PATH := $(HOME)/.cargo/bin:$(PATH)
 export UV_PROJECT_ENVIRONMENT := $(VENV)
 
 .DEFAULT_GOAL := help
-.PHONY: help install browser run test soak unit integration lint fmt stack-up stack-down stack-status protos clean
+.PHONY: help install browser run test soak unit integration lint docs fmt stack-up stack-down stack-status protos clean
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -53,6 +53,9 @@ unit: install ## Unit tests only (no servers, seconds)
 
 integration: install browser ## Integration tests only (starts the real services once per session)
 	$(BIN)/pytest -m "integration or e2e"
+
+docs: install ## Regenerate docs/configuration.md from the config model (a unit test fails when it is stale)
+	$(BIN)/python -m cdcflow.config.reference > docs/configuration.md
 
 lint: install ## ruff (lint + format check), mypy --strict, and the layout's import rules (import-linter)
 	$(BIN)/ruff check src tests benchmarks

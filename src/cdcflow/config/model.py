@@ -30,7 +30,9 @@ class _Strict(BaseModel):
 class StackConfig(_Strict):
     """The local stack `cdcflow run` starts (the embedded default)."""
 
+    # Where the local stack keeps its services' data and logs; null: ~/.local/state/cdcflow/stack.
     home: Path | None = None
+    # Services `cdcflow run` and `stack up` start (any of mariadb, mysql, kafka, hbase, phoenix, spark).
     components: tuple[str, ...] = DEFAULT_COMPONENTS
 
     @field_validator("components")
@@ -48,9 +50,14 @@ class StackConfig(_Strict):
 class KafkaConfig(_Strict):
     """Where change events go. `bootstrap_servers: null` means the local stack's Kafka."""
 
+    # Kafka brokers (host:port,...); null: the local stack's Kafka.
     bootstrap_servers: str | None = None
+    # Compression of the records the captures produce.
     compression: Literal["none", "gzip", "snappy", "lz4", "zstd"] = "lz4"
+    # How long a producer waits to fill a batch (librdkafka linger.ms).
     linger_ms: int = Field(default=5, ge=0)
+    # How long a record may take to be acknowledged before the capture fails loudly (nothing is checkpointed
+    # past it).
     delivery_timeout_ms: int = Field(default=60_000, ge=1000)
     # Passed to librdkafka unchanged: security.protocol, sasl.mechanism, sasl.username, ssl.ca.location, ...
     properties: dict[str, str] = {}
@@ -59,10 +66,13 @@ class KafkaConfig(_Strict):
 class RouteConfig(_Strict):
     """Which HBase tables go where. Table patterns: `*` wildcards and ${yyyy} ${MM} ${dd} ${yyyyMM} ..."""
 
+    # HBase table pattern this route applies to (`ns:table` or `table`; `*` and date placeholders).
     table: str
     topic: str | None = None  # default: <topic_prefix>.<namespace>.<table>
+    # True: the matching tables' changes are not published at all.
     drop: bool = False
     columns: tuple[str, ...] = ("*",)  # "family:qualifier" patterns to keep
+    # "family:qualifier" patterns to leave out (applied after `columns`).
     exclude_columns: tuple[str, ...] = ()
     values: dict[str, str] = {}  # value decoding hints: {"cf:name": "utf8", "cf:n*": "long"}
 
@@ -96,12 +106,14 @@ class PeerConfig(_Strict):
     # Our session's timeout: after a pause or partition longer than this, ZooKeeper drops our rs znode
     # and we register again on the new session. Shorter: a dead instance is dropped by HBase sooner.
     zk_session_timeout_s: float = Field(default=10.0, ge=4, le=40)
+    # Add the peer as a serial peer (HBase keeps each region's order across region moves).
     serial: bool = True
     # Per-peer HBase settings given at `peer add` (replication.source.ratio, ...).
     hbase_config: dict[str, str] = {"replication.source.ratio": "1.0"}
     # Who may replicate to us (empty: anyone who reaches the port). Clusters: the UUIDs of source
     # clusters (the last id of each WAL entry's cluster_ids); networks: CIDRs of client addresses.
     allowed_clusters: tuple[str, ...] = ()
+    # CIDRs of client addresses allowed to connect (empty: any).
     allowed_networks: tuple[str, ...] = ()
     # Connections beyond this evict the longest-idle one, or are refused when none is idle.
     max_connections: int = Field(default=1000, ge=1)
@@ -146,14 +158,19 @@ class HBaseBackfillConfig(_Strict):
 
 
 class HBaseSourceConfig(_Strict):
+    # Name of this source in events (`source.name`) and in offsets and metrics.
     name: str = "hbase"
     zk_quorum: str | None = None  # the source cluster's ZooKeeper; null: the local stack's HBase
+    # The source cluster's znode parent (zookeeper.znode.parent).
     znode_parent: str = "/hbase"
+    # Topics are <topic_prefix>.<namespace>.<table> unless a route names one.
     topic_prefix: str = "cdcflow"
+    # Per-table routing, filtering and value decoding; tables no route matches go to their default topic.
     routes: tuple[RouteConfig, ...] = ()
     # A new peer replays each region server's current WAL from its start. Drop edits whose WAL
     # write time is older than this (epoch ms), or older than the peer's creation (`peer add`).
     skip_edits_before_ms: int | None = None
+    # Drop edits older than the peer's creation time (written at `peer add`).
     skip_edits_before_peer_creation: bool = False
     # Memory of calls being received and processed (frames as they arrive, then their decoded events):
     # past it the peer stops reading its sockets and TCP pushes back on HBase. A frame (one call) may not
@@ -161,12 +178,15 @@ class HBaseSourceConfig(_Strict):
     # peer stays under 300 MB of RSS whatever the backlog; HBase ships at most 64 MB per call by default
     # (replication.source.size.capacity), more only for a single larger WAL entry.
     max_inflight_mb: int = Field(default=192, ge=1)
+    # Largest call (frame) accepted from HBase; must fit in max_inflight_mb.
     max_frame_mb: int = Field(default=192, ge=1)
     # A change event larger than this (or than its topic's max.message.bytes) cannot be one Kafka record:
     # split (default) publishes a marker in the table's topic and the whole event in parts to
     # oversize_topic; refuse answers HBase with an error (its queue waits until the limit is raised).
     max_record_bytes: int = Field(default=8 * 2**20, ge=256 * 1024, le=256 * 2**20)
+    # What to do with a change event larger than max_record_bytes: split into parts, or refuse the call.
     oversize: Literal["split", "refuse"] = "split"
+    # Where the parts of split oversize events go.
     oversize_topic: str = "cdcflow-hbase-oversize"
     # `after` repeats Put values without a decoding hint as base64 (as `cells` has them): doubles records.
     after_base64: bool = False
@@ -185,9 +205,13 @@ class HBaseSourceConfig(_Strict):
 class MySqlTlsConfig(_Strict):
     """TLS to the MySQL/MariaDB server (MySQL's --ssl-mode names; docs/mysql.md "TLS")."""
 
+    # TLS mode, as MySQL's --ssl-mode: disabled, preferred, required, verify_ca, verify_identity.
     mode: Literal["disabled", "preferred", "required", "verify_ca", "verify_identity"] = "preferred"
+    # PEM file of the CA that signed the server's certificate (verify_ca, verify_identity).
     ca_file: str | None = None
+    # PEM client certificate (with key_file), for servers that require one.
     cert_file: str | None = None
+    # PEM private key of cert_file.
     key_file: str | None = None
 
     @model_validator(mode="after")
@@ -209,6 +233,7 @@ class MySqlSnapshotConfig(_Strict):
     """Initial snapshot of selected tables, interleaved with the stream (DBLog-style watermarks)."""
 
     tables: tuple[str, ...] = ()  # "db.table" patterns; empty: no snapshot
+    # Rows per snapshot chunk (one SELECT by primary key range).
     chunk_size: int = Field(default=5000, ge=1)
     # A table cdcflow writes watermarks to (created if missing). The database must be in the binlog.
     watermark_table: str = Field(default="cdcflow.watermarks", pattern=r"^[A-Za-z0-9_$]+\.[A-Za-z0-9_$]+$")
@@ -217,21 +242,30 @@ class MySqlSnapshotConfig(_Strict):
 class MySqlSourceConfig(_Strict):
     """A MySQL/MariaDB server read as a replica (binlog) and published to Kafka."""
 
+    # Name of this source in events (`source.name`), offsets and metrics.
     name: str = Field(default="mysql", pattern=r"^[A-Za-z0-9_.\-]+$")
     # null: the local stack's MariaDB (with its replication user)
     host: str | None = None
+    # Server port; null: 3306, or the local stack's.
     port: int | None = Field(default=None, ge=1, le=65535)
+    # Replication user (needs REPLICATION SLAVE, REPLICATION CLIENT, SELECT; docs/mysql.md).
     user: str | None = None
+    # That user's password.
     password: str | None = None
     server_id: int = Field(default=6401, ge=1, le=2**32 - 1)  # must differ from every server and replica
+    # Topics are <topic_prefix>.<db>.<table>.
     topic_prefix: str = Field(default="cdcflow.mysql", pattern=r"^[A-Za-z0-9._\-]+$")
     include: tuple[str, ...] = ("*.*",)  # "db.table" patterns (fnmatch)
+    # "db.table" patterns never captured (applied after include).
     exclude: tuple[str, ...] = ("mysql.*", "sys.*", "information_schema.*", "performance_schema.*", "cdcflow.*")
     # Tables without a primary key: which columns identify a row ({"db.table": ["a", "b"]}).
     key_columns: dict[str, tuple[str, ...]] = {}
     start: Literal["latest", "earliest"] = "latest"  # where a source with no checkpoint begins
+    # Compacted topic holding the capture's checkpoint (binlog position / GTID set).
     offsets_topic: str = "cdcflow-mysql-offsets"
+    # Topic holding every table's shape and DDL, for restarts and for the sinks' typed tables.
     schema_history_topic: str = "cdcflow-mysql-schema-history"
+    # Where undecodable binlog events go with on_undecodable: dead_letter.
     dead_letter_topic: str = "cdcflow-mysql-dead-letter"
     # Rows of prepared XA transactions wait here (compacted) until XA COMMIT / XA ROLLBACK.
     xa_topic: str = "cdcflow-mysql-xa"
@@ -247,10 +281,15 @@ class MySqlSourceConfig(_Strict):
     # split (default) publishes a marker in the table's topic and the whole event in parts to
     # oversize_topic (docs/mysql.md); stop ends the capture with an error naming the row.
     max_record_bytes: int = Field(default=8 * 2**20, ge=64 * 1024, le=256 * 2**20)
+    # What to do with a change event larger than max_record_bytes: split into parts, or stop.
     oversize: Literal["split", "stop"] = "split"
+    # Where the parts of split oversize events go.
     oversize_topic: str = "cdcflow-mysql-oversize"
+    # Partitions of the topics the capture creates (events are keyed by primary key).
     topic_partitions: int = Field(default=1, ge=1)
+    # How often the checkpoint is written (only on transaction boundaries, after Kafka acknowledged).
     checkpoint_interval_ms: int = Field(default=1000, ge=10)
+    # Heartbeat period asked of the server while the binlog is idle.
     heartbeat_s: float = Field(default=1.0, gt=0, le=60)
     max_inflight_mb: int = Field(default=256, ge=1)  # bounds memory in large transactions
     snapshot: MySqlSnapshotConfig = MySqlSnapshotConfig()
@@ -272,7 +311,9 @@ def _check_topic_pattern(value: str) -> str:
 class SinkConfig(_Strict):
     """One sink of the pipeline; its own streaming query, checkpoint and failure handling."""
 
+    # Unique name: the sink's checkpoint directory, metrics label and status entry.
     name: str = Field(pattern=r"^[A-Za-z0-9_\-]+$")
+    # Which sink; its options are listed below by type.
     type: Literal["hbase", "delta", "delta_changelog", "console", "parquet", "phoenix"]
     # Per type: cdcflow.config.sinks (HBaseSinkOptions, DeltaStateOptions, ...), checked at load.
     options: dict[str, Any] = {}
@@ -298,15 +339,20 @@ class SinkConfig(_Strict):
 class PipelineConfig(_Strict):
     topics: str = r"cdcflow\..*"  # Kafka subscribePattern (a Java regex)
     checkpoint_dir: Path | None = None  # default: <stack home>/pipeline/checkpoints
+    # Where records no sink can read go, with the reason.
     dead_letter_topic: str = "cdcflow-dead-letter"
+    # Most Kafka records per micro-batch (Spark's maxOffsetsPerTrigger).
     max_offsets_per_trigger: int = Field(default=200_000, ge=1)
+    # Micro-batch interval of the sinks' queries.
     trigger_seconds: float = Field(default=5.0, gt=0)
     master: str | None = "local[2]"  # null: taken from spark-submit (see `cdcflow pipeline submit`)
+    # Longest wait before a failed sink query is restarted (doubling from 2 s).
     retry_backoff_max_s: float = Field(default=60.0, gt=0)
     # Extra settings of the pipeline's Spark session, e.g. {"spark.sql.catalogImplementation": "hive"}
     # (the Delta sinks then register their tables and views in that metastore). A spark_catalog given
     # here (or with spark-submit --conf) is kept: cdcflow sets Delta's only when none is.
     spark_conf: dict[str, str] = {}
+    # The sinks, each its own query and checkpoint (docs/pipeline.md).
     sinks: tuple[SinkConfig, ...] = ()
 
     @field_validator("topics")
@@ -334,12 +380,17 @@ class DemoConfig(_Strict):
     """The demo workloads `cdcflow run` writes: into the local HBase (cdcflow.demo.hbase_workload) and, when the
     stack has MariaDB, random transactions into `mysql_database` (cdcflow.testing.mysql)."""
 
+    # Whether `cdcflow run` writes the demo workloads.
     enabled: bool = True
+    # HBase tables the demo creates and writes.
     tables: tuple[str, ...] = ("demo_users", "demo_orders", "demo_events")
+    # Row keys per demo table the mutations pick from.
     rows_per_table: int = Field(default=2000, ge=1)
+    # HBase mutations per second, over all demo tables.
     mutations_per_second: float = Field(default=200, gt=0)
     max_mutations: int | None = Field(default=None, ge=1)  # null: until Ctrl-C
     mysql_database: str | None = Field(default="cdcflow_demo", pattern=r"^[A-Za-z0-9_]+$")  # null: no MySQL demo
+    # MariaDB demo transactions per second.
     mysql_transactions_per_second: float = Field(default=20, gt=0)
 
 
@@ -348,9 +399,13 @@ class MetricsConfig(_Strict):
     line's --metrics-port overrides the port of the process it starts."""
 
     host: str = "127.0.0.1"  # the address they listen on; 0.0.0.0 lets a status page on another machine read them
+    # Metrics and health port of `cdcflow hbase run` (null: none).
     hbase_port: int | None = Field(default=None, ge=0, le=65535)
+    # Metrics and health port of `cdcflow mysql run` (null: none).
     mysql_port: int | None = Field(default=None, ge=0, le=65535)
+    # Metrics and health port of `cdcflow pipeline run` (null: none).
     pipeline_port: int | None = Field(default=None, ge=0, le=65535)
+    # Metrics port of `cdcflow verify --every` (null: none).
     verify_port: int | None = Field(default=None, ge=0, le=65535)
 
 
@@ -358,13 +413,16 @@ class UiConfig(_Strict):
     """`cdcflow ui`: the status page. It reads what the processes publish (metrics endpoints, the sinks'
     progress files, the verify topic, HBase's peer state), so it can run on another machine."""
 
+    # Address the status page listens on.
     host: str = "127.0.0.1"
     port: int = Field(default=8790, ge=0, le=65535)  # 0: any free port (printed)
     # Metrics URLs to read (http://host:port/metrics); empty: this config's metrics ports on metrics.host.
     targets: tuple[str, ...] = ()
+    # How often the page reads the metrics endpoints.
     scrape_seconds: float = Field(default=5.0, gt=0, le=300)
     # How often the slower sources are read: progress files, the verify topic, dead letters, the peer's state.
     state_seconds: float = Field(default=30.0, gt=0, le=3600)
+    # How much history the charts keep.
     history_minutes: int = Field(default=60, ge=1, le=24 * 60)
     stalled_after_s: float = Field(default=120.0, gt=0)  # a capture with a backlog and no progress this long
 

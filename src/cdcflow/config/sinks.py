@@ -40,6 +40,8 @@ def _check_table_map(value: dict[str, str]) -> dict[str, str]:
 
 
 class _Mapped(SinkOptions):
+    # Targets chosen per source table: {"db.table" or "<source name>/db.table" (HBase: "namespace.table"):
+    # target}: an HBase table, a Delta state path, a Phoenix "SCHEMA.TABLE"; unmapped tables get the default.
     table_map: dict[str, str] = {}
 
     @field_validator("table_map")
@@ -54,6 +56,7 @@ class HBaseSinkOptions(_Mapped):
     # A target table that does not exist is created with the families its events carry (and any
     # listed here), so a table created at the source while the pipeline runs does not stop the sink.
     create_tables: bool = True
+    # Column families a table created by the sink gets besides the ones its events carry.
     create_families: tuple[str, ...] = ()
     create_max_versions: int = Field(default=1, ge=1)  # VERSIONS of the families it creates
 
@@ -72,7 +75,9 @@ class DeltaStateOptions(_Mapped):
     # Merge-on-read (decision 0014): every batch appends to the change log; a table's changes are
     # folded into its state table once `fold_rows` are pending or the oldest is `fold_interval_s` old.
     log_path: str | None = None  # null: <path>/_changes
+    # Fold a table once this many of its changes are pending.
     fold_rows: int = Field(default=200_000, ge=1)
+    # Fold a table once its oldest pending change is this old.
     fold_interval_s: float = Field(default=60.0, gt=0)
     # The log gets small files every batch: OPTIMIZE it (in the fold thread) every this many log
     # versions; 0: never (then run OPTIMIZE on your own schedule).
@@ -83,6 +88,7 @@ class DeltaStateOptions(_Mapped):
     # New state tables get deletion vectors (folds cost what the changes touch, not the table's
     # size); their readers need Delta reader version 3 (Delta Lake 2.3+, Databricks, Trino, ...).
     deletion_vectors: bool = True
+    # Prefix of the catalog database names (<prefix><db>).
     catalog_database_prefix: str = Field(default="", pattern=r"^[A-Za-z0-9_]*$")
 
     @field_validator("typed_columns")
@@ -106,18 +112,23 @@ class DeltaStateOptions(_Mapped):
 
 
 class DeltaChangelogOptions(SinkOptions):
+    # Delta table every change is appended to (required).
     path: str
 
 
 class ParquetOptions(SinkOptions):
+    # Directory the Parquet files go to (required).
     path: str
 
 
 class PhoenixOptions(_Mapped):
     url: str | None = None  # jdbc:phoenix:<zk>:<znode>; null: the local stack's
     tables: tuple[str, ...] = ("*",)  # "db.table" patterns (fnmatch) to apply
+    # upper (unquoted SQL finds the tables) or preserve (the exact MySQL case).
     name_case: Literal["upper", "preserve"] = "upper"
+    # Create missing tables (and add new columns) from the schema history.
     create_tables: bool = False
+    # The MySQL capture's schema history; null: mysql.schema_history_topic.
     schema_history_topic: str | None = None
     # Rows each executor's connection sends to Phoenix per commit (Phoenix buffers them until then).
     commit_rows: int = Field(default=2000, ge=1, le=100_000)
@@ -131,6 +142,7 @@ class PhoenixOptions(_Mapped):
 
 
 class ConsoleOptions(SinkOptions):
+    # Rows printed per batch.
     rows: int = Field(default=20, ge=1)
 
 
