@@ -194,6 +194,35 @@ def test_incompatible_table_is_refused_with_the_reason(kafka: dict[str, Any], ph
     assert "AMOUNT is DOUBLE; it needs DECIMAL(30,10)" in result["phoenix"], result
 
 
+def test_tables_the_sink_cannot_guard_are_refused_with_what_to_do(
+    kafka: dict[str, Any], phoenix_url: str, tmp_path: Path
+) -> None:
+    """A table of the design before decision 0016 (a plain table plus CDCFLOW's positions table) and a
+    table made by hand without the guard columns: neither is written, each refusal says what to do."""
+    prefix = f"px{uuid.uuid4().hex[:8]}"
+    db = f"shop_{prefix}"
+    schema = db.upper()
+    bootstrap = kafka["bootstrap_servers"]
+    with PhoenixJvm.launch(phoenix_url) as phoenix:
+        for name in ("OLD", "MINE"):
+            phoenix.execute(f'CREATE TABLE "{schema}"."{name}" ("ID" INTEGER NOT NULL PRIMARY KEY, "QTY" INTEGER)')
+        phoenix.execute(f'CREATE TABLE "CDCFLOW"."{schema}__OLD__POS" ("ID" INTEGER NOT NULL PRIMARY KEY, '
+                        '"CDCFLOW_POS" VARCHAR, "CDCFLOW_DELETED" BOOLEAN)')  # fmt: skip
+    results = {}
+    for table in ("old", "mine"):
+        topic = f"{prefix}{table}.{db}.{table}"  # a topic prefix per table: one pipeline run each
+        k.create_topic(bootstrap, topic, partitions=1)
+        k.produce_sync(bootstrap, topic, [(b"1", event(db, table, "c", {"id": 1}, [1, 5, 0], {"id": 1, "qty": 7}))])
+        results[table] = run_pipeline(kafka, phoenix_url, f"{prefix}{table}", tmp_path / f"cp-{table}")["phoenix"]
+    old, mine = results["old"], results["mine"]
+    assert "was written by an earlier cdcflow" in old and f"CDCFLOW.{schema}__OLD__POS" in old, old
+    assert "cdcflow pipeline offsets reset" in old, old
+    assert "without cdcflow's guard columns" in mine and '"_CDCFLOW_POS" VARCHAR' in mine, mine
+    with PhoenixJvm.launch(phoenix_url) as phoenix:
+        for name in ("OLD", "MINE"):  # nothing written
+            assert phoenix.query(f'SELECT COUNT(*) FROM "{schema}"."{name}"') == [[0]]
+
+
 def test_a_value_that_does_not_fit_refuses_the_batch_naming_it_and_applies_nothing(
     kafka: dict[str, Any], phoenix_url: str, tmp_path: Path
 ) -> None:

@@ -115,7 +115,7 @@ def test_chunks_end_at_a_row_count_or_a_byte_budget_and_resume_skips_published_r
 
 def test_hbase_status_shows_an_unreachable_kafka_instead_of_failing(capsys: pytest.CaptureFixture[str]) -> None:
     """`cdcflow hbase status` reads the peer from HBase; the backfill listing is the only part needing Kafka."""
-    from cdcflow.cli.main import _print_backfills
+    from cdcflow.cli.hbase import _print_backfills
     from cdcflow.config import CdcflowConfig
 
     _print_backfills(CdcflowConfig.model_validate({"kafka": {"bootstrap_servers": "127.0.0.1:1"}}))

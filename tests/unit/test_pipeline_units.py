@@ -9,7 +9,7 @@ import pytest
 from pydantic import ValidationError
 from pyspark.sql import Row
 
-from cdcflow.cli.main import format_progress
+from cdcflow.cli.pipeline import format_progress
 from cdcflow.config import PipelineConfig, SinkConfig
 from cdcflow.config.sinks import DeltaStateOptions, HBaseSinkOptions
 from cdcflow.errors import ConfigError

@@ -1,0 +1,161 @@
+"""`cdcflow pipeline`: the Spark pipeline (run, submit, status, offsets)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from cdcflow.cli import wiring
+from cdcflow.cli.common import config_option
+
+
+@click.group()
+def pipeline() -> None:
+    """The Spark pipeline that applies change events to the configured sinks."""
+
+
+@pipeline.command("run")
+@config_option
+@click.option("--available-now", is_flag=True, help="Apply what is in Kafka now, then stop (batch-like run).")
+@click.option("--metrics-port", type=int, default=None, help="Serve per-sink Prometheus metrics on this port "
+              "(default: metrics.pipeline_port; 0: any free port).")  # fmt: skip
+def pipeline_run(config_path: Path | None, available_now: bool, metrics_port: int | None) -> None:
+    """Run one streaming query per sink (plus dead letters) until Ctrl-C."""
+    sys.exit(wiring.run_pipeline(wiring.load(config_path), available_now, metrics_port))
+
+
+@pipeline.command("submit", context_settings={"ignore_unknown_options": True})
+@config_option
+@click.option("--master", default=None, help="Spark master URL (default: pipeline.master).")
+@click.option("--available-now", is_flag=True, help="Apply what is in Kafka now, then stop.")
+@click.option("--dry-run", is_flag=True, help="Print the spark-submit command instead of running it.")
+@click.argument("spark_args", nargs=-1, type=click.UNPROCESSED)
+def pipeline_submit(
+    config_path: Path | None, master: str | None, available_now: bool, dry_run: bool, spark_args: tuple[str, ...]
+) -> None:
+    """Run the pipeline through spark-submit (extra SPARK_ARGS go to spark-submit), with cdcflow's
+    connector jars. On a cluster, cdcflow must be installed on every node's Python."""
+    import os
+    import shlex
+
+    from cdcflow.cli import spark_app
+    from cdcflow.pipeline.session import spark_submit_command
+
+    cfg = wiring.load(config_path)
+    cmd = spark_submit_command(cfg.pipeline, wiring.pipeline_context(cfg), master, spark_args, spark_app.__file__)
+    if config_path:
+        cmd += ["--config", str(config_path.resolve())]
+    if available_now:
+        cmd.append("--available-now")
+    if dry_run:
+        click.echo(shlex.join(cmd))
+        return
+    os.execv(cmd[0], cmd)
+
+
+@pipeline.command("status")
+@config_option
+@click.option("--watch", type=float, default=None, metavar="SECONDS", help="Refresh every SECONDS until Ctrl-C.")
+def pipeline_status(config_path: Path | None, watch: float | None) -> None:
+    """Per sink: state, last batch, rows/s, batch duration, lag and Kafka records not yet read.
+
+    Lag is now minus the source time of the newest applied event: it keeps growing while the
+    source is idle, so read it together with "behind" (0 = caught up with Kafka)."""
+    from cdcflow.pipeline.progress import read_progress
+
+    cfg = wiring.load(config_path)
+    root = wiring.checkpoint_root(cfg)
+    while True:
+        progress = read_progress(root)
+        if watch:
+            click.clear()
+            click.echo(f"cdcflow pipeline status  {time.strftime('%H:%M:%S')}  ({root})")
+        if not progress:
+            click.echo(f"no progress recorded under {root}")
+        for name, doc in progress.items():
+            click.echo(format_progress(name, doc, int(time.time() * 1000)))
+        if not watch:
+            sys.exit(0 if progress and all(d.get("state") != "failing" for d in progress.values()) else 1)
+        time.sleep(watch)
+
+
+@pipeline.group("offsets")
+def pipeline_offsets() -> None:
+    """Show where each sink's query stands in Kafka; move a sink while the pipeline is stopped."""
+
+
+@pipeline_offsets.command("show")
+@config_option
+def pipeline_offsets_show(config_path: Path | None) -> None:
+    """Per sink: its last batch, whether it was applied, and its Kafka offsets against each partition's end."""
+    from cdcflow.clients.kafka import end_offsets
+    from cdcflow.pipeline import offsets
+
+    cfg = wiring.load(config_path)
+    root = wiring.checkpoint_root(cfg)
+    kafka = wiring.kafka(cfg)
+    for sink in cfg.pipeline.sinks:
+        if not (root / sink.name).is_dir():
+            click.echo(f"{sink.name}: no checkpoint yet (its first start reads its topics from the beginning)")
+            continue
+        pos = offsets.read_position(root, sink.name)
+        state = "applied" if pos.committed else "planned, not applied (replayed first on the next start)"
+        click.echo(f"{sink.name}: batch {pos.batch} {state}")
+        for topic, partitions in sorted(pos.positions.items()):
+            ends = end_offsets(kafka, topic)
+            for partition, offset in sorted(partitions.items(), key=lambda kv: int(kv[0])):
+                end = ends.get(int(partition))
+                behind = f", {end - offset} behind" if end is not None else ""
+                click.echo(f"  {topic}[{partition}] at {offset} (end {end}{behind})")
+
+
+@pipeline_offsets.command("reset")
+@config_option
+@click.argument("sink")
+@click.option("--to", "to", required=True, help="earliest, latest, epoch milliseconds or an ISO 8601 time.")
+def pipeline_offsets_reset(config_path: Path | None, sink: str, to: str) -> None:
+    """Move SINK's query (pipeline stopped) so its next batch reads from --to. Back: the sink is given
+    changes it holds and ignores them (position guard). Forward: the changes in between are skipped."""
+    from cdcflow.pipeline import offsets
+
+    cfg = wiring.load(config_path)
+    if sink not in {s.name for s in cfg.pipeline.sinks}:
+        raise click.UsageError(f"no sink {sink!r} in the config ({', '.join(s.name for s in cfg.pipeline.sinks)})")
+    root = wiring.checkpoint_root(cfg)
+    with offsets.checkpoint_lock(root, f"cdcflow pipeline offsets reset {sink}"):
+        current = offsets.read_position(root, sink)
+        target = offsets.target_positions(wiring.kafka(cfg), current.positions, to)
+        batch = offsets.write_reset(root, sink, target)
+    moved = sum(target[t][p] - o for t, parts in current.positions.items() for p, o in parts.items() if p in target[t])
+    click.echo(f"{sink}: batch {batch} ends at {to} ({'+' if moved >= 0 else ''}{moved} records across "
+               f"{sum(len(p) for p in target.values())} partitions); the next batch reads from there")  # fmt: skip
+
+
+def format_progress(name: str, doc: dict[str, Any], now_ms: int) -> str:
+    if doc.get("state") == "failing":
+        return f"{name:14} FAILING ({doc.get('failures')}x, retrying): {doc.get('error')}"
+    ts = doc.get("last_source_ts_ms")
+    lag = f"{(now_ms - ts) / 1000:.1f}s" if ts else "-"
+    rate = doc.get("processed_rows_per_second")
+    behind = doc.get("offsets_behind")
+    line = (
+        f"{name:14} batch {doc.get('batch_id', '-')}: {doc.get('rows', 0)} rows "
+        f"(total {doc.get('total_rows', 0)}), {rate if rate is not None else '-'} rows/s, "
+        f"batch {doc.get('batch_duration_ms') or doc.get('duration_ms') or '-'} ms, lag {lag}, "
+        f"behind {behind if behind is not None else '-'}"
+    )
+    return "\n".join([line, *(format_fold(path, t, now_ms) for path, t in sorted((doc.get("tables") or {}).items()))])
+
+
+def format_fold(path: str, table: dict[str, Any], now_ms: int) -> str:
+    """A merge-on-read Delta table's freshness: changes not folded yet, the last fold."""
+    last = table.get("last_fold_ms")
+    folded = f"folded {(now_ms - last) / 1000:.0f}s ago in {table.get('fold_seconds')}s" if last else "not folded yet"
+    warn = "  STALE: the state table is older than fold_interval_s + 30 s" if table.get("stale") else ""
+    error = f"  fold failing: {table['fold_error']}" if table.get("fold_error") else ""
+    return (f"{'':16}{path}: {table.get('pending_rows', 0)} pending (oldest {table.get('pending_age_s', 0)}s), "
+            f"{folded}{warn}{error}")  # fmt: skip

@@ -1,0 +1,235 @@
+"""`cdcflow verify`: sources compared with their sinks, once or every so often."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from cdcflow.cli import wiring
+from cdcflow.cli.common import F, config_option
+from cdcflow.config import CdcflowConfig
+from cdcflow.errors import CdcflowError
+from cdcflow.stack import Stack
+
+
+@click.group()
+def verify() -> None:
+    """Compare a source table with a sink table and report missing, extra and differing rows."""
+
+
+def _duration(text: str) -> float:
+    """ "90", "90s", "5m", "1h" -> seconds."""
+    units = {"s": 1.0, "m": 60.0, "h": 3600.0}
+    value, unit = (text[:-1], text[-1]) if text and text[-1] in units else (text, "s")
+    try:
+        seconds = float(value) * units[unit]
+    except ValueError:
+        raise click.BadParameter(f"{text!r} is not a duration (e.g. 30s, 5m, 1h)") from None
+    if seconds < 0:
+        raise click.BadParameter(f"{text!r}: a duration cannot be negative")
+    return seconds
+
+
+def _schedule_options(f: F) -> F:
+    """--every / --grace / --metrics-port: the options every comparison takes (docs/operations.md)."""
+    f = click.option(
+        "--metrics-port",
+        type=int,
+        default=None,
+        help="Serve the verify metrics on this port (with --every, default: metrics.verify_port).",
+    )(f)
+    f = click.option("--grace", default=None, metavar="DURATION",
+                     help="Look at differing rows again after DURATION; count only those whose source row is "
+                          "unchanged and whose copy still differs (default: 30s with --every, 0 once).")(f)  # fmt: skip
+    return click.option("--every", default=None, metavar="DURATION",
+                        help="Run a round every DURATION (30s, 5m, 1h) until Ctrl-C, instead of once.")(f)  # fmt: skip
+
+
+def _check_schedule(every: str | None, grace: str | None) -> float | None:
+    """--every in seconds (None: once); a bad --every or --grace is refused before anything connects."""
+    interval = _duration(every) if every is not None else None
+    if interval is not None and interval <= 0:
+        raise click.BadParameter("--every must be longer than 0")
+    if grace is not None:
+        _duration(grace)
+    return interval
+
+
+def _sample_option(f: F) -> F:
+    return click.option("--sample", type=click.IntRange(min=1), default=None, metavar="N",
+                        help="Compare N rows per round, each round the key range after the previous one "
+                             "(default: every row).")(f)  # fmt: skip
+
+
+def _run_rounds(cfg: CdcflowConfig, checks: list[Any], every: str | None, grace: str | None,
+                metrics_port: int | None) -> None:  # fmt: skip
+    """Run each check once, or every `every` until SIGTERM/SIGINT; print and publish every result (metrics,
+    the verify topic). Exit 1 if a check's last result has a confirmed difference (or could not run)."""
+    import signal
+    import threading
+
+    from cdcflow.metrics import serve_metrics
+    from cdcflow.verify.continuous import VerifyRound
+    from cdcflow.verify.publish import ResultPublisher
+
+    interval = _check_schedule(every, grace)
+    grace_s = _duration(grace) if grace is not None else (30.0 if interval is not None else 0.0)
+    # The config's port is for the long-running form; a single round serves metrics only when asked.
+    port = metrics_port if metrics_port is not None else (cfg.metrics.verify_port if interval is not None else None)
+    if port is not None:
+        serve_metrics(port, cfg.metrics.host)
+    try:
+        kafka = wiring.kafka(cfg)
+    except CdcflowError as exc:  # the result is still printed (and in the metrics)
+        click.echo(f"note: results are not published to {cfg.verify.topic}: {exc}", err=True)
+        kafka = None
+    publisher = ResultPublisher(kafka, cfg.verify.topic)
+    stop = threading.Event()
+    if interval is not None:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: stop.set())
+    last: dict[str, VerifyRound] = {}
+    while True:
+        started = time.monotonic()
+        for check in checks:
+            try:
+                result = check.round(grace_s, stop)
+            except CdcflowError as exc:
+                if interval is None:
+                    raise
+                now = int(time.time() * 1000)
+                result = VerifyRound(check.name, now, now, 0, "", "", outstanding=len(check.outstanding),
+                                     error=str(exc))  # fmt: skip
+            last[check.name] = result
+            publisher.publish(result)
+            click.echo(f"{time.strftime('%H:%M:%S ') if interval is not None else ''}{result.summary()}")
+            for example in result.examples:
+                click.echo(f"  {example}")
+        if interval is None or stop.wait(max(0.0, interval - (time.monotonic() - started))):
+            break
+    sys.exit(0 if last and all(r.clean for r in last.values()) else 1)
+
+
+@verify.command("hbase")
+@config_option
+@click.argument("source")
+@click.argument("sink")
+@click.option("--sink-zk", default=None, help="ZooKeeper of the sink cluster (default: the source's).")
+@click.option("--max-versions", type=int, default=1, show_default=True, help="Cell versions per column to compare.")
+@_sample_option
+@_schedule_options
+def verify_hbase_cmd(
+    config_path: Path | None,
+    source: str,
+    sink: str,
+    sink_zk: str | None,
+    max_versions: int,
+    sample: int | None,
+    every: str | None,
+    grace: str | None,
+    metrics_port: int | None,
+) -> None:
+    """Compare HBase table SOURCE with SINK cell by cell (timestamps included). Exit 1 on a confirmed
+    difference (with --every: when stopped, if the last round had one). Each round's result goes to the
+    verify topic and the metrics (docs/operations.md)."""
+    from cdcflow.clients.hbase import connect
+    from cdcflow.verify.continuous import HBaseRangeCheck
+
+    cfg = wiring.load(config_path)
+    _check_schedule(every, grace)
+    src = connect(wiring.source_zk(cfg), cfg.hbase.znode_parent)
+    dst = connect(sink_zk, "/hbase") if sink_zk else src
+    try:
+        _run_rounds(cfg, [HBaseRangeCheck(src, source, dst, sink, max_versions, sample)], every, grace, metrics_port)
+    finally:
+        src.close()
+        if dst is not src:
+            dst.close()
+
+
+@verify.command("hbase-delta")
+@config_option
+@click.argument("source")
+@click.argument("delta_path")
+@click.option("--max-versions", type=int, default=1, show_default=True, help="Cell versions per column to compare.")
+@_sample_option
+@_schedule_options
+def verify_hbase_delta_cmd(
+    config_path: Path | None,
+    source: str,
+    delta_path: str,
+    max_versions: int,
+    sample: int | None,
+    every: str | None,
+    grace: str | None,
+    metrics_port: int | None,
+) -> None:
+    """Compare HBase table SOURCE with the Delta current-state table at DELTA_PATH. Exit 1 on a confirmed
+    difference; --every, --sample and --grace as for `verify hbase`."""
+    from cdcflow.clients.hbase import connect
+    from cdcflow.pipeline.session import build_session
+    from cdcflow.pipeline.sinks.delta.state import hbase_state_rows
+    from cdcflow.verify.continuous import DeltaRangeCheck
+
+    cfg = wiring.load(config_path)
+    _check_schedule(every, grace)
+    spark = build_session("cdcflow-verify", cfg.pipeline.master, conf=cfg.pipeline.spark_conf)
+    spark.sparkContext.setLogLevel("ERROR")
+    src = connect(wiring.source_zk(cfg), cfg.hbase.znode_parent)
+
+    def read_range(start: bytes, stop: bytes) -> Any:
+        return hbase_state_rows(spark, delta_path, max_versions, start, stop)
+
+    try:
+        check = DeltaRangeCheck(src, source, delta_path, read_range, max_versions, sample)
+        _run_rounds(cfg, [check], every, grace, metrics_port)
+    finally:
+        src.close()
+        spark.stop()
+
+
+@verify.command("mysql-phoenix")
+@config_option
+@click.argument("tables", metavar="DB.TABLE...", nargs=-1, required=True)
+@click.option("--url", default=None, help="Phoenix JDBC URL (default: the phoenix sink's, else the local stack's).")
+@_schedule_options
+def verify_mysql_phoenix_cmd(
+    config_path: Path | None,
+    tables: tuple[str, ...],
+    url: str | None,
+    every: str | None,
+    grace: str | None,
+    metrics_port: int | None,
+) -> None:
+    """Compare each MySQL table DB.TABLE with its Phoenix copy (names and table_map from the phoenix sink's
+    options), whole tables, one line per table. Exit 1 if any has a confirmed difference; --every and --grace
+    as for `verify hbase`."""
+    from cdcflow.clients.phoenix import PhoenixJvm
+    from cdcflow.verify.continuous import TableCheck
+    from cdcflow.verify.phoenix import mysql_phoenix_rows
+
+    cfg = wiring.load(config_path)
+    _check_schedule(every, grace)
+    names = []
+    for table in tables:
+        db, dot, name = table.partition(".")
+        if not dot:
+            raise click.UsageError(f"{table!r}: each TABLE must be DB.TABLE")
+        names.append((table, db, name))
+    sink = next((s for s in cfg.pipeline.sinks if s.type == "phoenix"), None)
+    options = dict(sink.options) if sink else {}
+    url = url or options.get("url") or Stack(cfg.stack.resolved_home()).endpoints("phoenix")["jdbc_url"]
+    ep = wiring.mysql_endpoint(cfg, admin=True)
+    with PhoenixJvm.launch(str(url)) as phoenix:  # one JVM for all tables
+
+        def look(db: str, name: str, keys: tuple[str, ...]) -> Any:
+            return lambda: mysql_phoenix_rows(ep, db, name, phoenix, options.get("table_map", {}),
+                                              str(options.get("name_case", "upper")), keys, cfg.mysql.name)  # fmt: skip
+
+        checks = [TableCheck(f"mysql-phoenix {table}", look(db, name, tuple(cfg.mysql.key_columns.get(table, ()))))
+                  for table, db, name in names]  # fmt: skip
+        _run_rounds(cfg, checks, every, grace, metrics_port)
