@@ -35,6 +35,7 @@ from __future__ import annotations
 import logging
 import re
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -55,6 +56,7 @@ from cdcflow.pipeline.sinks.phoenix import schema as ps
 from cdcflow.pipeline.writer_lease import WriterLeases
 
 log = logging.getLogger(__name__)
+TABLE_THREADS = 4  # tables of a batch written at the same time
 DIALECT_CLASS = "io.cdcflow.spark.PhoenixUpsertDialect"
 _ZERO_DATE = ZERO_DATE_PATTERN
 _CATALOG = (
@@ -304,9 +306,15 @@ class PhoenixSink(Sink):
             tables: dict[tuple[str, str, str], set[str]] = {}
             for r in found:
                 tables.setdefault((r["source"], r["db"], r["table"]), set()).add(r["c"])
-            for (source, db, table), columns in sorted(tables.items()):
-                if self._wanted(db, table):
-                    self._apply_table(spark, latest, source, db, table, columns, batch_id)
+            wanted = [(key, columns) for key, columns in sorted(tables.items()) if self._wanted(key[1], key[2])]
+            # Tables are resolved (and created) one at a time, on the driver's one connection ...
+            targets = {key: self._target(spark, *key, columns) for key, columns in wanted}
+            # ... and written side by side: each table's check and write are Spark jobs of their own, and
+            # a small table's jobs are mostly fixed waits (scheduling, connections, round trips).
+            with ThreadPoolExecutor(max_workers=max(1, min(TABLE_THREADS, len(wanted)))) as pool:
+                done = [pool.submit(self._apply_table, spark, latest, targets[key], key, batch_id) for key, _ in wanted]
+                for future in done:
+                    future.result()  # the first failure fails the batch (the others ran to their end)
         except PhoenixError:
             self._reset()  # reconnect and re-check the tables on the retry
             raise
@@ -314,11 +322,11 @@ class PhoenixSink(Sink):
             latest.unpersist()
 
     def _apply_table(
-        self, spark: SparkSession, latest: DataFrame, source: str, db: str, table: str, columns: set[str],
+        self, spark: SparkSession, latest: DataFrame, target: ps.PhoenixTable, key: tuple[str, str, str],
         batch_id: int,
     ) -> None:  # fmt: skip
         started = time.perf_counter()
-        target = self._target(spark, source, db, table, columns)
+        source, db, table = key
         rows = latest.where((F.col("source") == source) & (F.col("db") == db) & (F.col("table") == table))
         deleted = F.col("op") == "d"
         converted, problems = [], []
