@@ -213,6 +213,18 @@ def test_status_page_metrics_and_continuous_verify(
         assert f"{name}-dead-letter" in letter and ">copy<" in letter and "not a JSON object" in letter, letter
         assert f"{name}.default.{table}/{partition}@{offset}" in letter, letter
         assert ">1<" in copy_row  # its dead-letter count
+        # Readable charts (issue #36): every capture and the working sink draw each chart with data points,
+        # titled, with the value now and a labelled time axis.
+        capture_charts, sink_charts = {"rows/s", "lag behind the source"}, {"batch time", "Kafka records behind"}
+        expected = {
+            'data-for="capture:[^"]*" data-kind="hbase"': capture_charts,
+            'data-for="capture:[^"]*" data-kind="mysql"': capture_charts,
+            'data-for="sink:copy" data-kind="sink"': capture_charts | sink_charts,
+        }
+        for key, titles in expected.items():
+            charts = _charts_of(dom, key)
+            assert set(charts) == titles and all(n > 0 for n in charts.values()), (key, charts)
+        assert ">-60 min<" in dom and ">now<" in dom
 
         # A row changed directly in the sink: continuous verify confirms it; so does the one-shot command.
         hbase_client.mutate(f"{table}_copy", Put(b"row-00150").add(b"cf", b"tampered", b"by hand", 5))
@@ -259,6 +271,14 @@ def names_served(url: str, names: set[str]) -> bool:
     missing = names - served_names(url)
     assert not missing, f"documented but not served at {url}: {sorted(missing)}"
     return True
+
+
+def _charts_of(dom: str, attributes: str) -> dict[str, int]:
+    """The charts of the capture or sink whose chart group has `attributes` (a regex): title → points drawn."""
+    m = re.search(rf'<div class="chart-group" {attributes}>(.*?)</div></div>', dom, re.S)
+    assert m, f"no charts for {attributes} on the page"
+    found = re.findall(r'<svg class="chart" data-title="([^"]*)" data-points="(\d+)"', m.group(1))
+    return {title: int(points) for title, points in found}
 
 
 def _rows_of(dom: str, table_id: str) -> list[str]:

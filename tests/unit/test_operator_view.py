@@ -19,7 +19,7 @@ from cdcflow.sources.mysql.capture import MySqlCapture
 from cdcflow.sources.mysql.checkpoint import Checkpoint
 from cdcflow.sources.mysql.metrics import MySqlCaptureCollector
 from cdcflow.testing.mysql import source_config
-from cdcflow.ui.status import PeerState, TargetHistory, build_status, parse_metrics, sparkline, total, value
+from cdcflow.ui.status import PeerState, TargetHistory, build_status, chart_svg, parse_metrics, total, value
 from cdcflow.verify.continuous import DeltaRangeCheck, HBaseRangeCheck, TableCheck, VerifyRound
 
 pytestmark = pytest.mark.unit
@@ -55,9 +55,23 @@ def test_rates_and_charts_come_from_consecutive_scrapes() -> None:
     assert h.series_rate("cdcflow_pipeline_rows_total", sink="a") == [(1010.0, 10.0), (1020.0, 20.0)]
     h.add(5000.0, {}, keep_s=3600)  # an hour later the old points are gone
     assert len(h.points) == 1
-    svg = sparkline([(1000.0, 5.0), (1500.0, 10.0), (2000.0, 0.0)], now=2000.0, window_s=1000.0, width=100, height=20)
-    assert 'points="0.0,10.0 50.0,1.0 100.0,19.0"' in svg and "max 10" in svg
-    assert 'points=""' in sparkline([(0.0, 1.0)], now=5000.0, window_s=60.0)  # outside the window: nothing drawn
+
+
+def test_charts_have_axes_units_and_the_current_value() -> None:
+    """Issue #36 item 6: charts a person can read: a title, the value now, a y axis in the unit, minutes."""
+    points = [(1000.0, 5.0), (2800.0, 170.0), (3600.0, 42.0)]
+    svg = chart_svg(points, now=3600.0, window_s=3600.0, title="rows/s", unit="rows/s", width=364, height=144)
+    assert 'data-points="3"' in svg and 'data-title="rows/s"' in svg
+    assert ">now 42.0 rows/s<" in svg  # the newest value, with its unit
+    # y axis from 0 to the next 1-2-5 step above the maximum (170 → 200), labelled in the unit
+    assert ">0.0 rows/s<" in svg and ">100 rows/s<" in svg and ">200 rows/s<" in svg
+    assert ">-60 min<" in svg and ">-30 min<" in svg and ">now<" in svg  # the time axis
+    # the plot spans x 64..356 and y 24..124 (0 at the bottom): 42 of 200 is 21 px above it
+    assert 'points="145.1,121.5 291.1,39.0 356.0,103.0"' in svg
+    lag = chart_svg([(3590.0, 150.0)], now=3600.0, window_s=3600.0, title="lag", unit="s")
+    assert ">now 2.5 min<" in lag and ">100.0 s<" in lag and ">3.3 min<" in lag  # past 2 minutes: minutes
+    empty = chart_svg([(0.0, 1.0)], now=5000.0, window_s=60.0, title="batch time", unit="s")
+    assert 'data-points="0"' in empty and "no data yet" in empty and 'points=""' in empty  # outside the window
 
 
 def test_the_status_names_what_needs_attention() -> None:

@@ -20,7 +20,7 @@ from starlette.routing import Route
 
 from cdcflow.errors import ConfigError
 from cdcflow.ui.collector import Collector
-from cdcflow.ui.status import sparkline
+from cdcflow.ui.status import chart_svg
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +46,8 @@ _templates.filters["seconds"] = _seconds
 
 
 def create_app(collector: Collector, window_s: float) -> Starlette:
-    def chart(points: list[tuple[float, float]], now: float) -> Markup:
-        return Markup(sparkline(points, now, window_s))
+    def chart(points: list[tuple[float, float]], now: float, title: str, unit: str) -> Markup:
+        return Markup(chart_svg(points, now, window_s, title, unit))
 
     async def page(_request: Request) -> Response:
         status = collector.status()

@@ -7,7 +7,9 @@ inputs on a schedule and `cdcflow.ui.app` renders the result.
 
 from __future__ import annotations
 
+import html
 import itertools
+import math
 import time
 from collections import deque
 from collections.abc import Iterable, Mapping
@@ -264,17 +266,63 @@ def _when(ts: float | None) -> str | None:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts)) if ts else None
 
 
-def sparkline(points: list[tuple[float, float]], now: float, window_s: float, width: int = 240,
-              height: int = 40) -> str:  # fmt: skip
-    """An inline SVG polyline of `points` over the last `window_s` (empty chart when there are none)."""
+def format_value(value: float, unit: str) -> str:
+    """A chart's value with its unit: seconds as s or min, counts without decimals."""
+    if unit == "s":
+        return f"{value:.1f} s" if value < 120 else f"{value / 60:.1f} min"
+    if unit == "rows/s":
+        return f"{value:,.1f} rows/s" if value < 100 else f"{value:,.0f} rows/s"
+    return f"{value:,.0f} {unit}"
+
+
+def _nice_top(value: float) -> float:
+    """The axis top: the next 1, 2 or 5 times a power of ten at or above `value` (1 when it is 0)."""
+    if value <= 0:
+        return 1.0
+    power = 10.0 ** math.floor(math.log10(value))
+    return float(next(step * power for step in (1, 2, 5, 10) if step * power >= value))
+
+
+def chart_svg(points: list[tuple[float, float]], now: float, window_s: float, title: str, unit: str,
+              width: int = 380, height: int = 150) -> str:  # fmt: skip
+    """An SVG line chart of `points` (time, value) over the last `window_s`: a title with the current
+    value, a y axis from 0 with its top and middle labelled in `unit`, a time axis in minutes before
+    now. `data-points` says how many points are drawn (the page test reads it)."""
+    left, right, top_pad, bottom = 64, 8, 24, 20
+    plot_w, plot_h = width - left - right, height - top_pad - bottom
     pts = [(t, v) for t, v in points if t >= now - window_s]
-    top = max((v for _, v in pts), default=0.0) or 1.0
-    coords = " ".join(
-        f"{(t - (now - window_s)) / window_s * width:.1f},{height - v / top * (height - 2) - 1:.1f}" for t, v in pts
-    )
-    return (f'<svg class="chart" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
-            f'role="img" aria-label="max {top:.4g}"><polyline fill="none" stroke="currentColor" stroke-width="1.5" '
-            f'points="{coords}"/></svg>')  # fmt: skip
+    top = _nice_top(max((v for _, v in pts), default=0.0))
+
+    def x(t: float) -> float:
+        return left + (t - (now - window_s)) / window_s * plot_w
+
+    def y(v: float) -> float:
+        return top_pad + plot_h - v / top * plot_h
+
+    current = f"now {format_value(pts[-1][1], unit)}" if pts else "no data yet"
+    minutes = window_s / 60
+    parts = [
+        f'<svg class="chart" data-title="{html.escape(title)}" data-points="{len(pts)}" width="{width}" '
+        f'height="{height}" viewBox="0 0 {width} {height}" role="img" aria-label="{html.escape(title)}: {current}">',
+        f'<text class="chart-title" x="{left}" y="14">{html.escape(title)}</text>',
+        f'<text class="chart-now" x="{width - right}" y="14" text-anchor="end">{current}</text>',
+    ]
+    for frac in (0.0, 0.5, 1.0):  # grid lines with their values
+        gy = y(top * frac)
+        parts.append(f'<line class="grid" x1="{left}" y1="{gy:.1f}" x2="{width - right}" y2="{gy:.1f}"/>')
+        parts.append(f'<text class="axis" x="{left - 4}" y="{gy + 4:.1f}" text-anchor="end">'
+                     f"{format_value(top * frac, unit)}</text>")  # fmt: skip
+    for frac, label in ((0.0, f"-{minutes:.0f} min"), (0.5, f"-{minutes / 2:.0f} min"), (1.0, "now")):
+        anchor = {0.0: "start", 0.5: "middle", 1.0: "end"}[frac]
+        parts.append(f'<text class="axis" x="{left + frac * plot_w:.1f}" y="{height - 4}" '
+                     f'text-anchor="{anchor}">{label}</text>')  # fmt: skip
+    coords = " ".join(f"{x(t):.1f},{y(v):.1f}" for t, v in pts)
+    parts.append(f'<polyline class="line" fill="none" stroke="currentColor" stroke-width="1.5" points="{coords}"/>')
+    if pts:  # the newest point, so a single point is visible too
+        parts.append(f'<circle class="last" cx="{x(pts[-1][0]):.1f}" cy="{y(pts[-1][1]):.1f}" r="2.5" '
+                     'fill="currentColor"/>')  # fmt: skip
+    parts.append("</svg>")
+    return "".join(parts)
 
 
 def fold_rows(
