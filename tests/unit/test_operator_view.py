@@ -66,10 +66,12 @@ def test_charts_have_axes_units_and_the_current_value() -> None:
     # y axis from 0 to the next 1-2-5 step above the maximum (170 → 200), labelled in the unit
     assert ">0.0 rows/s<" in svg and ">100 rows/s<" in svg and ">200 rows/s<" in svg
     assert ">-60 min<" in svg and ">-30 min<" in svg and ">now<" in svg  # the time axis
-    # the plot spans x 64..356 and y 24..124 (0 at the bottom): 42 of 200 is 21 px above it
-    assert 'points="145.1,121.5 291.1,39.0 356.0,103.0"' in svg
+    # the plot spans x 80..356 and y 24..124 (0 at the bottom): 42 of 200 is 21 px above it
+    assert 'points="156.7,121.5 294.7,39.0 356.0,103.0"' in svg
     lag = chart_svg([(3590.0, 150.0)], now=3600.0, window_s=3600.0, title="lag", unit="s")
     assert ">now 2.5 min<" in lag and ">100.0 s<" in lag and ">3.3 min<" in lag  # past 2 minutes: minutes
+    behind = chart_svg([(3590.0, 0.0)], now=3600.0, window_s=3600.0, title="behind", unit="records")
+    assert ">0.5 records<" in behind and ">1 records<" in behind and ">now 0 records<" in behind
     empty = chart_svg([(0.0, 1.0)], now=5000.0, window_s=60.0, title="batch time", unit="s")
     assert 'data-points="0"' in empty and "no data yet" in empty and 'points=""' in empty  # outside the window
 

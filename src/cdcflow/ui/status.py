@@ -272,7 +272,7 @@ def format_value(value: float, unit: str) -> str:
         return f"{value:.1f} s" if value < 120 else f"{value / 60:.1f} min"
     if unit == "rows/s":
         return f"{value:,.1f} rows/s" if value < 100 else f"{value:,.0f} rows/s"
-    return f"{value:,.0f} {unit}"
+    return f"{value:,.0f} {unit}" if value == int(value) or value >= 10 else f"{value:,.1f} {unit}"
 
 
 def _nice_top(value: float) -> float:
@@ -288,7 +288,7 @@ def chart_svg(points: list[tuple[float, float]], now: float, window_s: float, ti
     """An SVG line chart of `points` (time, value) over the last `window_s`: a title with the current
     value, a y axis from 0 with its top and middle labelled in `unit`, a time axis in minutes before
     now. `data-points` says how many points are drawn (the page test reads it)."""
-    left, right, top_pad, bottom = 64, 8, 24, 20
+    left, right, top_pad, bottom = 80, 8, 24, 20
     plot_w, plot_h = width - left - right, height - top_pad - bottom
     pts = [(t, v) for t, v in points if t >= now - window_s]
     top = _nice_top(max((v for _, v in pts), default=0.0))
