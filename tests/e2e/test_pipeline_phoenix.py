@@ -223,6 +223,40 @@ def test_tables_the_sink_cannot_guard_are_refused_with_what_to_do(
             assert phoenix.query(f'SELECT COUNT(*) FROM "{schema}"."{name}"') == [[0]]
 
 
+def test_a_column_added_in_mysql_shows_in_the_view(kafka: dict[str, Any], phoenix_url: str, tmp_path: Path) -> None:
+    """ADD COLUMN in MySQL: the sink adds it to the table it writes, and the view users read shows it."""
+    prefix = f"px{uuid.uuid4().hex[:8]}"
+    db = f"shop_{prefix}"
+    history, topic = f"{prefix}-history", f"{prefix}.{db}.items"
+    bootstrap = kafka["bootstrap_servers"]
+    k.create_topic(bootstrap, history, partitions=1)
+    k.create_topic(bootstrap, topic, partitions=1)
+    cols = [
+        {"name": "id", "type": "INT", "sql_type": "INT", "nullable": False, "key": True, "key_order": 0},
+        {"name": "qty", "type": "INT", "sql_type": "INT", "nullable": True, "key": False, "key_order": None},
+    ]
+    note = {"name": "note", "type": "VARCHAR", "sql_type": "VARCHAR(20)", "nullable": True, "key": False,
+            "key_order": None}  # fmt: skip
+
+    def shape(columns: list[dict[str, Any]], pos: list[int]) -> None:
+        record = {"kind": "table", "source": "db1", "db": db, "table": "items", "columns": columns, "pos": pos}
+        k.produce_sync(bootstrap, history, [(b"db1", json.dumps(record).encode())])
+
+    shape(cols, [1, 1, 0])
+    k.produce_sync(bootstrap, topic, [(b"1", event(db, "items", "c", {"id": 1}, [1, 5, 0], {"id": 1, "qty": 7}))])
+    options = {"create_tables": True, "schema_history_topic": history}
+    assert run_pipeline(kafka, phoenix_url, prefix, tmp_path / "cp", **options)["phoenix"] == "done"
+    shape([*cols, note], [1, 6, 0])  # ALTER TABLE items ADD note VARCHAR(20)
+    k.produce_sync(bootstrap, topic, [
+        (b"2", event(db, "items", "c", {"id": 2}, [1, 7, 0], {"id": 2, "qty": 8, "note": "new"})),
+        (b"1", event(db, "items", "d", {"id": 1}, [1, 8, 0], None)),
+    ])  # fmt: skip
+    assert run_pipeline(kafka, phoenix_url, prefix, tmp_path / "cp", **options)["phoenix"] == "done"
+    with PhoenixJvm.launch(phoenix_url) as phoenix:
+        rows = phoenix.query(f'SELECT "ID", "QTY", "NOTE" FROM "{db.upper()}"."ITEMS"')
+    assert [(int(r[0]), int(r[1]), r[2]) for r in rows] == [(2, 8, "new")]  # the deleted row is a hidden tombstone
+
+
 def test_a_value_that_does_not_fit_refuses_the_batch_naming_it_and_applies_nothing(
     kafka: dict[str, Any], phoenix_url: str, tmp_path: Path
 ) -> None:
