@@ -281,3 +281,21 @@ def test_a_merge_on_read_sinks_tables_show_their_folds_and_warn_when_stale() -> 
     assert "the state table /d/m/shop/items is 95.0 s behind its log" in warnings
     assert "folding /d/m/shop/lines fails (its changes stay in the log): IOException: disk full" in warnings
     assert "orders" not in warnings
+
+
+def test_cdcflow_runs_children_and_their_restarts_are_shown() -> None:
+    now = 10_000.0
+    text = (
+        'cdcflow_run_child_up{child="cdcflow mysql run"} 1\n'
+        'cdcflow_run_child_restarts_total{child="cdcflow mysql run"} 2\n'
+        'cdcflow_run_child_up{child="cdcflow pipeline run"} 0\n'
+        'cdcflow_run_child_restarts_total{child="cdcflow pipeline run"} 0\n'
+    )
+    run = _history("http://run/metrics", (now, text))
+    status = build_status(now, [run], {}, None, {}, [], stalled_after_s=120)
+    assert status["processes"] == [
+        {"child": "cdcflow mysql run", "up": True, "restarts": 2, "target": "http://run/metrics"},
+        {"child": "cdcflow pipeline run", "up": False, "restarts": 0, "target": "http://run/metrics"},
+    ]
+    assert "cdcflow run: cdcflow mysql run ended and was started again 2 time(s)" in status["warnings"]
+    assert any(w.startswith("cdcflow run: cdcflow pipeline run has ended") for w in status["warnings"])

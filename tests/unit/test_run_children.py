@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from cdcflow.demo.children import MAX_BACKOFF_S, Child
+from cdcflow.demo.children import CHILD_RESTARTS, CHILD_UP, MAX_BACKOFF_S, Child
 
 pytestmark = pytest.mark.unit
 
@@ -20,9 +20,12 @@ def wait_exit(child: Child) -> None:
 def test_a_child_that_dies_is_started_again_with_doubling_back_off(tmp_path: Path) -> None:
     child = Child("short-lived", ["--help"], tmp_path / "child.log")  # exits at once, like a crash
     child.start(None)
+    assert child.label == "cdcflow --help" and CHILD_UP.labels(child.label)._value.get() == 1
+    restarts = CHILD_RESTARTS.labels(child.label)._value.get()
     wait_exit(child)
     t = time.monotonic()
     child.supervise(None, now=t)
+    assert CHILD_UP.labels(child.label)._value.get() == 0  # reported as ended (metric, then the status page)
     assert child.restart_at == t + 1.0 and "EXITED with 0; restarting in" in child.state()
     assert "ended (exit code 0" in child.log.read_text() and "starting it again in 1 s" in child.log.read_text()
     first = child.proc
@@ -30,6 +33,8 @@ def test_a_child_that_dies_is_started_again_with_doubling_back_off(tmp_path: Pat
     assert child.proc is first and child.restarts == 0
     child.supervise(None, now=t + 1.01)
     assert child.proc is not first and child.restarts == 1
+    assert CHILD_RESTARTS.labels(child.label)._value.get() == restarts + 1
+    assert CHILD_UP.labels(child.label)._value.get() == 1
     wait_exit(child)
     child.supervise(None, now=time.monotonic())
     assert "starting it again in 2 s" in child.log.read_text()  # doubled

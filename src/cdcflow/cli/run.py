@@ -58,8 +58,13 @@ def run(config_path: Path | None) -> None:
     ports = {"hbase": m.hbase_port or free_port(), "pipeline": m.pipeline_port or free_port()}
     if mysql_admin is not None:
         ports["mysql"] = m.mysql_port or free_port()
-    status = StatusServer(wiring.status_collector(cfg, wiring.metrics_targets(cfg, dict(ports))), cfg.ui.host,
-                          cfg.ui.port, cfg.ui.history_minutes * 60.0)  # fmt: skip
+    # This process's own metrics (its children up, their restarts) are one more target of the page.
+    from cdcflow.metrics import serve_metrics
+
+    own_port = serve_metrics(0, m.host)
+    targets = wiring.metrics_targets(cfg, {**ports, "run": own_port})
+    status = StatusServer(wiring.status_collector(cfg, targets), cfg.ui.host, cfg.ui.port,
+                          cfg.ui.history_minutes * 60.0)  # fmt: skip
     status.start()
     click.echo(f"status page: {status.url}")
     client = wiring.client(cfg)

@@ -24,6 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from prometheus_client import Counter, Gauge
+
 log = logging.getLogger(__name__)
 _PR_SET_PDEATHSIG = 1
 MAX_BACKOFF_S = 60.0
@@ -40,6 +42,11 @@ def die_with_parent(parent_pid: int) -> Callable[[], None]:
             os._exit(1)
 
     return preexec
+
+
+# Served by `cdcflow run` itself (its metrics port is one of the status page's targets).
+CHILD_UP = Gauge("cdcflow_run_child_up", "1 while the child process runs, 0 after it ended", ["child"])
+CHILD_RESTARTS = Counter("cdcflow_run_child_restarts", "Times a child was started again after it ended", ["child"])
 
 
 @dataclass
@@ -66,6 +73,13 @@ class Child:
                                          preexec_fn=die_with_parent(os.getpid()))  # fmt: skip
         self.started_at = time.monotonic()
         self.restart_at = None
+        CHILD_UP.labels(self.label).set(1)
+        CHILD_RESTARTS.labels(self.label)  # the series exists (0) before the first restart
+
+    @property
+    def label(self) -> str:
+        """The child's metric label: its command, e.g. `cdcflow mysql run`."""
+        return " ".join(["cdcflow", *self.args[:2]])
 
     def state(self) -> str:
         if self.proc is None:
@@ -84,6 +98,7 @@ class Child:
             return
         now = time.monotonic() if now is None else now
         if self.restart_at is None:
+            CHILD_UP.labels(self.label).set(0)
             ran = now - self.started_at
             if ran >= STABLE_AFTER_S:
                 self.backoff_s = 1.0
@@ -96,6 +111,7 @@ class Child:
             self.backoff_s = min(self.backoff_s * 2, MAX_BACKOFF_S)
         elif now >= self.restart_at:
             self.restarts += 1
+            CHILD_RESTARTS.labels(self.label).inc()
             self.start(config)
 
     def stop(self, timeout_s: float = 60) -> None:

@@ -124,6 +124,7 @@ def build_status(
     sinks: dict[str, dict[str, Any]] = {}
     checks: dict[str, dict[str, Any]] = {}
     warnings: list[str] = []
+    processes: list[dict[str, Any]] = []
     endpoints = []
     for target in targets:
         endpoints.append({"url": target.url, "up": target.error is None and target.last_ok is not None,
@@ -135,6 +136,14 @@ def build_status(
             continue
         # A target that stopped answering keeps its last values on the page, marked as such.
         stale = _when(target.last_ok) if target.error is not None else None
+        for child in label_values(s, "cdcflow_run_child_up", "child"):  # `cdcflow run`'s supervised children
+            restarts = int(value(s, "cdcflow_run_child_restarts_total", child=child) or 0)
+            up = value(s, "cdcflow_run_child_up", child=child) == 1.0
+            processes.append({"child": child, "up": up, "restarts": restarts, "target": target.url})
+            if not up:
+                warnings.append(f"cdcflow run: {child} has ended; it is started again with back-off (see its log)")
+            elif restarts:
+                warnings.append(f"cdcflow run: {child} ended and was started again {restarts} time(s)")
         if any(k[0].startswith("cdcflow_hbase_") for k in s):
             acked = value(s, "cdcflow_hbase_acknowledged_wal_timestamp_seconds")
             last_call = value(s, "cdcflow_hbase_last_call_timestamp_seconds")
@@ -257,7 +266,7 @@ def build_status(
         "generated_at": _when(now), "generated_at_s": now,
         "captures": captures, "sinks": sorted(sinks.values(), key=lambda d: d["name"]),
         "verify": sorted(checks.values(), key=lambda d: d["check"]),
-        "dead_letters": dead_letters, "warnings": warnings, "targets": endpoints,
+        "dead_letters": dead_letters, "warnings": warnings, "targets": endpoints, "processes": processes,
         "peer": None if peer is None else peer.__dict__,
     }  # fmt: skip
 
