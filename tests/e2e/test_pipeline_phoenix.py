@@ -76,7 +76,7 @@ def test_a_session_made_without_the_phoenix_jars_gets_them(phoenix_url: str) -> 
     assert all(Path(j).name in listed for j in wanted), listed
     jvm = spark.sparkContext._jvm
     loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()  # type: ignore[union-attr]
-    assert loader.loadClass("io.cdcflow.spark.PhoenixUpsertDialect").getName().endswith("PhoenixUpsertDialect")
+    assert loader.loadClass("io.cdcflow.spark.GuardedUpsert").getName().endswith("GuardedUpsert")
 
 
 def run_pipeline(kafka: dict[str, Any], url: str, prefix: str, checkpoints: Path, **options: Any) -> dict[str, str]:

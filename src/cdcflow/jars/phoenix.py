@@ -69,7 +69,7 @@ def _pyspark_jars() -> Path:
 
 
 def helper_jar() -> Path:
-    """cdcflow's JVM helper (PhoenixUpsertDialect + Rows), compiled once per source version."""
+    """cdcflow's JVM helper (GuardedUpsert + Rows), compiled once per source version."""
     sources = sorted(JAVA_SOURCES.glob("*.java"))
     spark_jars = _pyspark_jars()
     digest = hashlib.sha256(b"".join(p.read_bytes() for p in sources) + str(spark_jars).encode()).hexdigest()[:12]

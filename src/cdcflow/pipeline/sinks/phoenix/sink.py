@@ -57,7 +57,6 @@ from cdcflow.pipeline.writer_lease import WriterLeases
 
 log = logging.getLogger(__name__)
 TABLE_THREADS = 4  # tables of a batch written at the same time
-DIALECT_CLASS = "io.cdcflow.spark.PhoenixUpsertDialect"
 _ZERO_DATE = ZERO_DATE_PATTERN
 _CATALOG = (
     "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_SIZE, DECIMAL_DIGITS, NULLABLE, KEY_SEQ, ORDINAL_POSITION "
@@ -125,9 +124,6 @@ class PhoenixSink(Sink):
             jvm = spark.sparkContext._jvm
             assert jvm is not None
             loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
-            dialects = jvm.org.apache.spark.sql.jdbc.JdbcDialects
-            if dialects.get(self.url).getClass().getName() != DIALECT_CLASS:
-                dialects.registerDialect(loader.loadClass(DIALECT_CLASS).newInstance())
             self._conn = PhoenixConnection(jvm, loader, self.url)
         return self._conn
 

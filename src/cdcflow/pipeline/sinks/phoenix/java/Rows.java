@@ -1,4 +1,4 @@
-// Reads a JDBC ResultSet in bulk for cdcflow's Python side (compiled with PhoenixUpsertDialect).
+// Reads a JDBC ResultSet in bulk for cdcflow's Python side (compiled with GuardedUpsert).
 //
 // Python reaches the JVM through Py4J, where every call is a socket round trip; reading a
 // result cell by cell would cost one round trip per value. fetch() returns up to maxRows rows
