@@ -239,6 +239,28 @@ class MySqlSnapshotConfig(_Strict):
     watermark_table: str = Field(default="cdcflow.watermarks", pattern=r"^[A-Za-z0-9_$]+\.[A-Za-z0-9_$]+$")
 
 
+class OutputConfig(_Strict):
+    """How a source writes its change events (docs/debezium.md)."""
+
+    # cdcflow: change-event-v1 (docs/pipeline.md). debezium: Debezium's MySQL/MariaDB connector envelope,
+    # key and value representations, read as they are by Debezium-aware tools (Flink, Kafka Connect sinks).
+    format: Literal["cdcflow", "debezium"] = "cdcflow"
+    # debezium format: wrap key and value as Kafka Connect's JsonConverter does with schemas.enable=true
+    # ({"schema": ..., "payload": ...}); off: the bare payload (schemas.enable=false).
+    schemas: bool = False
+    # debezium format: a tombstone (same key, no value) after each delete, so compacted topics drop the row.
+    tombstones: bool = True
+    # debezium format: a topic for BEGIN/END records of each transaction, with its event counts per table
+    # (Debezium's provide.transaction.metadata); null: none.
+    transaction_topic: str | None = Field(default=None, pattern=r"^[A-Za-z0-9._\-]+$")
+
+    @model_validator(mode="after")
+    def _debezium_only(self) -> OutputConfig:
+        if self.format == "cdcflow" and (self.schemas or self.transaction_topic):
+            raise ValueError("output.schemas and output.transaction_topic apply to output.format: debezium only")
+        return self
+
+
 class MySqlSourceConfig(_Strict):
     """A MySQL/MariaDB server read as a replica (binlog) and published to Kafka."""
 
@@ -294,6 +316,7 @@ class MySqlSourceConfig(_Strict):
     max_inflight_mb: int = Field(default=256, ge=1)  # bounds memory in large transactions
     snapshot: MySqlSnapshotConfig = MySqlSnapshotConfig()
     tls: MySqlTlsConfig = MySqlTlsConfig()
+    output: OutputConfig = OutputConfig()
 
 
 def _check_topic_pattern(value: str) -> str:

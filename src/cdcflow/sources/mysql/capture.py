@@ -37,6 +37,7 @@ from cdcflow.clients.kafka.producer import DeliveryCallback, ProducerSettings, S
 from cdcflow.clients.mysql import BinlogStream, MySqlEndpoint, StreamStart, query
 from cdcflow.config import KafkaConfig, MySqlSourceConfig
 from cdcflow.errors import CdcflowError, RetryableError, ServiceUnavailable, TerminalError
+from cdcflow.events.debezium.envelope import DebeziumTable, transaction_begin, transaction_end
 from cdcflow.events.json_codec import encode
 from cdcflow.events.model import ChangeEvent
 from cdcflow.events.oversize import split as split_oversize
@@ -63,6 +64,8 @@ from cdcflow.sources.mysql.binlog.gtid_set import GtidSet
 from cdcflow.sources.mysql.binlog.mysql_events import MySqlGtidEvent, TransactionPayloadEvent
 from cdcflow.sources.mysql.changes import TxnContext, key_columns, row_changes, row_records
 from cdcflow.sources.mysql.checkpoint import AckFrontier, Checkpoint, PendingTxn
+from cdcflow.sources.mysql.debezium_fields import field_from_information_schema
+from cdcflow.sources.mysql.debezium_records import DebeziumOutput, DebeziumRecords
 from cdcflow.sources.mysql.preflight import ServerInfo, preflight
 from cdcflow.sources.mysql.snapshot import Snapshotter
 from cdcflow.sources.mysql.transactions import QueryRole, TransactionState, history_behind, savepoint_name
@@ -131,6 +134,7 @@ class MySqlCapture:
         self.streaming = threading.Event()  # set once the binlog stream is open (tests wait for it)
         self.stream_open = False  # whether it is open now (metrics)
         self.last_read = 0.0  # monotonic time of the last event read (heartbeats included): liveness
+        self.debezium: DebeziumRecords | None = None  # output.format: debezium (set once the server is known)
 
     # -- set-up ----------------------------------------------------------------------------------------
 
@@ -202,6 +206,15 @@ class MySqlCapture:
     def run(self, stop: threading.Event) -> CaptureStats:
         self.server = preflight(self.ep, self.cfg.server_id)
         log.info("MySQL source %s: %s at %s:%s", self.cfg.name, self.server.version, self.ep.host, self.ep.port)
+        out = self.cfg.output
+        if out.format == "debezium":
+            connector = "mariadb" if self.server.mariadb else "mysql"
+            self.debezium = DebeziumRecords(DebeziumOutput(self.cfg.name, connector, out.schemas, out.tombstones))
+            log.info("output format: debezium (%s connector's events%s%s)", connector,
+                     ", with Connect schemas" if out.schemas else "", ", tombstones after deletes"
+                     if out.tombstones else "")  # fmt: skip
+        if out.transaction_topic:
+            create_store_topic(self.bootstrap, out.transaction_topic, compact=False)
         for topic, compact in ((self.cfg.offsets_topic, True), (self.cfg.schema_history_topic, False),
                                (self.cfg.xa_topic, True)):  # fmt: skip
             create_store_topic(self.bootstrap, topic, compact=compact)
@@ -377,11 +390,13 @@ class MySqlCapture:
         elif isinstance(ev, XidEvent):
             if position.open is not None:
                 self._release_group(position)
+                self._debezium_transaction_end(position, h)
                 self._end_group(h, position)
         elif isinstance(ev, XaPrepareEvent):
             if position.open is not None:
                 if ev.one_phase:  # XA COMMIT ... ONE PHASE: an ordinary commit
                     self._release_group(position)
+                    self._debezium_transaction_end(position, h)
                 else:
                     self._hold_prepared(ev.xid, position)
                 self._end_group(h, position)
@@ -422,6 +437,7 @@ class MySqlCapture:
             return
         if role is QueryRole.COMMIT:
             self._release_group(position)
+            self._debezium_transaction_end(position, ev.header)
         elif role is QueryRole.ROLLBACK:
             if position.streamed_rows:
                 raise TerminalError(
@@ -458,7 +474,7 @@ class MySqlCapture:
     def _send_change(self, record: HeldRecord, txn: PendingTxn) -> None:
         snapshot = self.snapshot
         if record.table and snapshot is not None and snapshot.chunk is not None and snapshot.chunk.in_window:
-            snapshot.observe(record.table, record.key or b"")
+            snapshot.observe(record.table, record.identity or record.key or b"")
         self._send(record.topic, record.key, record.value, txn)
         if record.table:
             self.stats.events += 1
@@ -594,7 +610,7 @@ class MySqlCapture:
 
     # -- publishing ------------------------------------------------------------------------------------
 
-    def _send(self, topic: str, key: bytes | None, value: bytes, txn: PendingTxn) -> None:
+    def _send(self, topic: str, key: bytes | None, value: bytes | None, txn: PendingTxn) -> None:
         txn.outstanding += 1
         self.producer.send(topic, key, value, txn.on_delivery)
 
@@ -610,9 +626,15 @@ class MySqlCapture:
                 if reads:
                     db, table = chunk_table.split(".", 1)
                     topic = self.topic_for(db, table)
-                    for change in reads:
-                        for record in self._change_records(change, topic, ""):
-                            self._emit(record, position, txn)
+                    if self.debezium is not None:
+                        self._ensure_topic(topic)
+                        dbz = self.debezium.known(chunk_table) or self._debezium_table_from_server(db, table)
+                        for key, value, _identity in self.debezium.reads(dbz, reads):
+                            self._emit(HeldRecord(topic, key, value, ""), position, txn)
+                    else:
+                        for change in reads:
+                            for record in self._change_records(change, topic, ""):
+                                self._emit(record, position, txn)
                     self.stats.snapshot_rows += len(reads)
             return
         if ev.header.type == PARTIAL_UPDATE_ROWS:
@@ -620,6 +642,11 @@ class MySqlCapture:
         topic = self.topic_for(schema.db, schema.table)
         keys = key_columns(schema, self.cfg.key_columns)
         table = schema.qualified
+        if self.debezium is not None:
+            # Debezium: a table without a primary key (nor message.key.columns) has records without a key
+            keyed = bool(schema.primary_key) or table in self.cfg.key_columns
+            self._publish_debezium_rows(ev, position, topic, keys if keyed else ())
+            return
         encoded = row_records(ev, ctx, self.cfg.name, keys, self._ensure_topic(topic))
         if encoded is not None:
             for key, value in encoded:
@@ -628,6 +655,53 @@ class MySqlCapture:
         for change in row_changes(ev, ctx, self.cfg.name, keys):  # a record too large: split as events
             for record in self._change_records(change, topic, table):
                 self._emit(record, position, txn)
+
+    def _publish_debezium_rows(self, ev: RowsEvent, position: TransactionState, topic: str,
+                               keys: tuple[str, ...]) -> None:  # fmt: skip
+        """output.format: debezium. A record larger than its topic takes cannot be split in this format
+        (Debezium consumers would not reassemble it): the capture stops naming it (docs/debezium.md)."""
+        assert self.debezium is not None and ev.schema is not None and position.open is not None
+        ctx, txn = position.open
+        limit = self._ensure_topic(topic)
+        table = ev.schema.qualified
+        out = self.cfg.output
+        if out.transaction_topic and ctx.order == 0:
+            begin_key, begin = transaction_begin(ctx.id, ev.header.timestamp * 1000, out.schemas)
+            self._emit(HeldRecord(out.transaction_topic, begin_key, begin), position, txn)
+        for key, value, identity in self.debezium.rows(ev, ctx, keys):
+            if value is not None and len(value) > limit:
+                raise TerminalError(
+                    f"a change of {table} at {ctx.file}:{ev.header.start_pos} ({ctx.gtid}) is {len(value)} bytes, "
+                    f"over the {limit} bytes topic {topic} takes; the debezium format cannot split it: raise the "
+                    "topic's max.message.bytes and mysql.max_record_bytes, or use output.format: cdcflow"
+                )  # fmt: skip
+            self._emit(HeldRecord(topic, key, value, table if value is not None else "", identity), position, txn)
+
+    def _debezium_transaction_end(self, position: TransactionState, commit: EventHeader) -> None:
+        """The END record of a committed group that published rows (output.transaction_topic)."""
+        out = self.cfg.output
+        if not out.transaction_topic or position.open is None:
+            return
+        ctx, txn = position.open
+        if ctx.order == 0:
+            return
+        key, value = transaction_end(ctx.id, commit.timestamp * 1000, ctx.table_orders, out.schemas)
+        self._send(out.transaction_topic, key, value, txn)
+
+    def _debezium_table_from_server(self, db: str, table: str) -> DebeziumTable:
+        """A snapshotted table no TABLE_MAP has described yet: its columns from information_schema."""
+        assert self.debezium is not None
+        rows = query(self.ep, "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, IS_NULLABLE = 'YES', COLUMN_KEY = 'PRI' "
+                     "FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s "
+                     "ORDER BY ORDINAL_POSITION", (db, table))  # fmt: skip
+        fields = [field_from_information_schema(str(n), str(d), str(c), bool(null)) for n, d, c, null, _pk in rows]
+        key_cols = query(
+            self.ep,
+            "SELECT COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE WHERE TABLE_SCHEMA = %s "
+            "AND TABLE_NAME = %s AND CONSTRAINT_NAME = 'PRIMARY' ORDER BY ORDINAL_POSITION",
+            (db, table),
+        )
+        return self.debezium.table_of(db, table, fields, tuple(str(k) for (k,) in key_cols))
 
     def _maybe_publish_schema(self, ev: TableMapEvent, ctx: TxnContext, txn: PendingTxn) -> None:
         """Record a table's columns in the schema history whenever they differ from the last ones seen.

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import orjson
 
@@ -38,6 +38,7 @@ class TxnContext:
     seq: int  # the GTID's sequence number
     event_index: int = 0  # rows events of the group so far (the capture counts them)
     order: int = 0  # events emitted so far in this transaction
+    table_orders: dict[str, int] = field(default_factory=dict)  # the same per "db.table" (Debezium's format)
 
 
 def key_columns(schema: TableSchema, configured: Mapping[str, tuple[str, ...]]) -> tuple[str, ...]:

@@ -16,6 +16,12 @@ from collections.abc import Iterator
 from typing import IO, NamedTuple
 
 _FRAME = struct.Struct("<Hi H I")  # topic length, key length (-1: no key), table length, value length
+# Records with a tombstone or an identity (the debezium format) take a second frame, marked by a topic
+# length no topic has (Kafka allows 249 characters), so records held in the XA topic by an earlier
+# version still read: marker, topic length, key length, table length, value length (-1: a tombstone),
+# identity length (-1: none).
+_MARK = 0xFFFF
+_FRAME2 = struct.Struct("<HHi H i i")
 
 
 class HeldRecord(NamedTuple):
@@ -23,17 +29,26 @@ class HeldRecord(NamedTuple):
 
     topic: str
     key: bytes | None
-    value: bytes
+    value: bytes | None  # None: a tombstone (the debezium format's record after a delete)
     table: str = ""  # "db.table" of a change event ("" for anything else)
+    # The row's identity as the snapshot compares it (changes.py's key), where the Kafka key is another
+    # form of it (the debezium format); None: the key is the identity.
+    identity: bytes | None = None
 
     def size(self) -> int:
-        return len(self.value) + len(self.key or b"") + len(self.topic) + len(self.table)
+        held = len(self.value or b"") + len(self.key or b"") + len(self.identity or b"")
+        return held + len(self.topic) + len(self.table)
 
     def to_bytes(self) -> bytes:
         topic, table = self.topic.encode(), self.table.encode()
         key_len = -1 if self.key is None else len(self.key)
-        return b"".join((_FRAME.pack(len(topic), key_len, len(table), len(self.value)), topic, self.key or b"",
-                         table, self.value))  # fmt: skip
+        if self.value is not None and self.identity is None:
+            return b"".join((_FRAME.pack(len(topic), key_len, len(table), len(self.value)), topic, self.key or b"",
+                             table, self.value))  # fmt: skip
+        value_len = -1 if self.value is None else len(self.value)
+        identity_len = -1 if self.identity is None else len(self.identity)
+        return b"".join((_FRAME2.pack(_MARK, len(topic), key_len, len(table), value_len, identity_len), topic,
+                         self.key or b"", table, self.value or b"", self.identity or b""))  # fmt: skip
 
     @classmethod
     def from_bytes(cls, data: bytes) -> HeldRecord:
@@ -46,9 +61,16 @@ class HeldRecord(NamedTuple):
 def _read_frame(data: bytes, offset: int) -> tuple[HeldRecord, int]:
     if offset + _FRAME.size > len(data):
         raise ValueError("held record: truncated frame header")
-    topic_len, key_len, table_len, value_len = _FRAME.unpack_from(data, offset)
-    p = offset + _FRAME.size
-    end = p + topic_len + max(key_len, 0) + table_len + value_len
+    if struct.unpack_from("<H", data, offset)[0] == _MARK:
+        if offset + _FRAME2.size > len(data):
+            raise ValueError("held record: truncated frame header")
+        _mark, topic_len, key_len, table_len, value_len, identity_len = _FRAME2.unpack_from(data, offset)
+        p = offset + _FRAME2.size
+    else:
+        topic_len, key_len, table_len, value_len = _FRAME.unpack_from(data, offset)
+        identity_len = -1
+        p = offset + _FRAME.size
+    end = p + topic_len + max(key_len, 0) + table_len + max(value_len, 0) + max(identity_len, 0)
     if end > len(data):
         raise ValueError("held record: truncated frame")
     topic = data[p : p + topic_len].decode()
@@ -57,7 +79,10 @@ def _read_frame(data: bytes, offset: int) -> tuple[HeldRecord, int]:
     p += max(key_len, 0)
     table = data[p : p + table_len].decode()
     p += table_len
-    return HeldRecord(topic, key, data[p : p + value_len], table), end
+    value = None if value_len < 0 else data[p : p + value_len]
+    p += max(value_len, 0)
+    identity = None if identity_len < 0 else data[p : p + identity_len]
+    return HeldRecord(topic, key, value, table, identity), end
 
 
 class RecordBuffer:

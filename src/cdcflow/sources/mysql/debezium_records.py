@@ -1,0 +1,126 @@
+"""Rows events and snapshot reads as Debezium records (the `debezium` output format). Pure: no I/O.
+
+The counterpart of changes.row_records for `mysql.output.format: debezium`: the same changes, with the
+same keys chosen (changes.key_columns), written as Debezium's MySQL/MariaDB connector writes them. A
+delete is followed by a tombstone (a record with the same key and no value) unless `tombstones` is off,
+and an UPDATE that changes the key is a delete of the old key, its tombstone and a create of the new one,
+as in Debezium. `transaction` is always filled: {id: the GTID, total_order, data_collection_order}.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import orjson
+
+from cdcflow.events.debezium.columns import Field
+from cdcflow.events.debezium.envelope import DebeziumTable, Row, source_block
+from cdcflow.events.model import ChangeEvent
+from cdcflow.sources.mysql.binlog.columns import TableSchema
+from cdcflow.sources.mysql.binlog.events import RowsEvent
+from cdcflow.sources.mysql.changes import TxnContext
+from cdcflow.sources.mysql.debezium_fields import fields_from_binlog
+
+# (Kafka key, value, identity); value None: a tombstone. identity: the row's key as changes.py writes it
+# (`{"id":7}`, names sorted), which the snapshot compares with the keys of the rows it selected.
+Record = tuple[bytes | None, bytes | None, bytes]
+
+
+@dataclass(frozen=True)
+class DebeziumOutput:
+    server_name: str  # the source's name, Debezium's topic.prefix
+    connector: str  # "mysql" | "mariadb"
+    schemas: bool  # JsonConverter's schemas.enable
+    tombstones: bool
+
+
+class DebeziumRecords:
+    """Makes Debezium records; keeps one DebeziumTable per table schema seen."""
+
+    def __init__(self, out: DebeziumOutput) -> None:
+        self.out = out
+        self._by_schema: dict[int, tuple[TableSchema, DebeziumTable]] = {}
+        self._by_name: dict[str, tuple[list[dict[str, object]], tuple[str, ...], DebeziumTable]] = {}
+
+    def table(self, schema: TableSchema, key_cols: tuple[str, ...]) -> DebeziumTable:
+        held = self._by_schema.get(id(schema))
+        if held is not None and held[0] is schema:
+            return held[1]
+        described = schema.describe()
+        named = self._by_name.get(schema.qualified)
+        if named is not None and named[0] == described and named[1] == key_cols:
+            table = named[2]
+        else:
+            table = self.table_of(schema.db, schema.table, fields_from_binlog(schema), key_cols)
+            self._by_name[schema.qualified] = (described, key_cols, table)
+        if len(self._by_schema) > 4096:
+            self._by_schema.clear()
+        self._by_schema[id(schema)] = (schema, table)
+        return table
+
+    def known(self, qualified: str) -> DebeziumTable | None:
+        """The table as the newest TABLE_MAP described it, if one did."""
+        named = self._by_name.get(qualified)
+        return named[2] if named else None
+
+    def table_of(self, db: str, table: str, fields: Sequence[Field], key_cols: tuple[str, ...]) -> DebeziumTable:
+        return DebeziumTable(self.out.server_name, self.out.connector, db, table, tuple(fields), key_cols,
+                             schemas=self.out.schemas)  # fmt: skip
+
+    def rows(self, ev: RowsEvent, txn: TxnContext, key_cols: tuple[str, ...]) -> list[Record]:
+        """The records of one rows event, in order."""
+        schema = ev.schema
+        assert schema is not None, "filtered tables are not turned into changes"
+        table = self.table(schema, key_cols)
+        h = ev.header
+        qualified = schema.qualified
+        now_us = time.time_ns() // 1000
+        out: list[Record] = []
+        # a table without a key: records have no Kafka key, so no tombstones; the snapshot never reads it,
+        # but every column stands for the row's identity as in changes.py
+        tombstones = self.out.tombstones and bool(key_cols)
+        names = sorted(key_cols) if key_cols else sorted(f.name for f in table.fields)
+
+        def record(op: str, before: Row | None, after: Row | None, index: int) -> None:
+            txn.order += 1
+            per_table = txn.table_orders[qualified] = txn.table_orders.get(qualified, 0) + 1
+            source = source_block(self.out.connector, self.out.server_name, schema.db, schema.table,
+                                  h.timestamp * 1000, "false", h.server_id, txn.gtid, txn.file, h.start_pos,
+                                  index, (txn.seq, txn.event_index, index))  # fmt: skip
+            transaction = {"id": txn.id, "total_order": txn.order, "data_collection_order": per_table}
+            image = after if after is not None else before
+            assert image is not None
+            key = table.key(image)
+            identity = orjson.dumps({n: image.get(n) for n in names})
+            out.append((key, table.value(op, before, after, source, transaction, now_us), identity))
+            if op == "d" and tombstones:
+                out.append((key, None, identity))
+
+        for index, (before, after) in enumerate(ev.rows):
+            if ev.kind == "insert":
+                record("c", None, after, index)
+            elif ev.kind == "delete":
+                record("d", before, None, index)
+            else:
+                assert before is not None and after is not None
+                if not key_cols or table.key_payload(before) == table.key_payload(after):
+                    record("u", before, after, index)
+                else:
+                    record("d", before, None, index)
+                    record("c", None, after, index)
+        return out
+
+    def reads(self, table: DebeziumTable, changes: Sequence[ChangeEvent]) -> list[Record]:
+        """Snapshot reads (op r) released by a watermark."""
+        now_us = time.time_ns() // 1000
+        out: list[Record] = []
+        for change in changes:
+            s = change.source
+            after = change.after or {}
+            source = source_block(self.out.connector, self.out.server_name, s.db, s.table, s.ts_ms, "incremental",
+                                  int(s.extra.get("server_id") or 0), s.extra.get("gtid"), str(s.extra.get("file", "")),
+                                  int(s.extra.get("position") or 0), int(s.extra.get("row") or 0), s.pos)  # fmt: skip
+            out.append((table.key(after), table.value("r", None, after, source, None, now_us), change.key))
+        return out
