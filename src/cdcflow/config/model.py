@@ -250,14 +250,20 @@ class OutputConfig(_Strict):
     schemas: bool = False
     # debezium format: a tombstone (same key, no value) after each delete, so compacted topics drop the row.
     tombstones: bool = True
+    # debezium format: DECIMAL columns as Debezium's decimal.handling.mode: precise (Connect's Decimal, bytes),
+    # string (exact text; what Flink's debezium-json reads) or double (lossy).
+    decimal_handling: Literal["precise", "string", "double"] = "precise"
     # debezium format: a topic for BEGIN/END records of each transaction, with its event counts per table
     # (Debezium's provide.transaction.metadata); null: none.
     transaction_topic: str | None = Field(default=None, pattern=r"^[A-Za-z0-9._\-]+$")
 
     @model_validator(mode="after")
     def _debezium_only(self) -> OutputConfig:
-        if self.format == "cdcflow" and (self.schemas or self.transaction_topic):
-            raise ValueError("output.schemas and output.transaction_topic apply to output.format: debezium only")
+        if self.format == "cdcflow" and (self.schemas or self.transaction_topic or self.decimal_handling != "precise"):
+            raise ValueError(
+                "output.schemas, output.transaction_topic and output.decimal_handling apply to "
+                "output.format: debezium only"
+            )
         return self
 
 

@@ -42,3 +42,10 @@ DELTA_ARTIFACT = "delta-spark_4.2_2.13"  # from Delta 4.1 on, one artifact per S
 PHOENIX_VERSION = "5.2.1"
 PHOENIX_HBASE_COMPAT = "2.6.0"
 PHOENIX_CLIENT_HBASE = "2.5"
+
+# Flink, only as a third-party reader of cdcflow's debezium-format topics in the tests
+# (cdcflow.testing.flink): PyFlink from PyPI in its own virtualenv (its pins, py4j and apache-beam among
+# them, clash with the project's), the Kafka SQL connector and the Confluent-registry Avro format from
+# Maven Central (checked 2026-11-27: 5.0.0-2.2 is the connector built for Flink 2.2).
+FLINK_VERSION = "2.2.0"
+FLINK_KAFKA_CONNECTOR = "5.0.0-2.2"

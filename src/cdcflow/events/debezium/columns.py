@@ -17,6 +17,7 @@ import datetime as dt
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from cdcflow.errors import TerminalError
@@ -67,6 +68,16 @@ class Field:
         """cdcflow value -> Debezium value for this column (None stays None, except where Debezium puts
         a value in a NOT NULL column that holds MariaDB's zero date)."""
         make = KINDS.get(self.kind)
+        if make is None:
+            raise TerminalError(f"unknown Debezium value kind {self.kind!r} for column {self.name}")
+        return make(self, binary)
+
+    def reader(self, binary: bool) -> Callable[[Any], Any]:
+        """The inverse: a Debezium value of this column -> the cdcflow value (docs/mysql.md), for readers of
+        debezium-format topics (the pipeline, the tests). Exact except where Debezium's form loses
+        something: zero dates (null or the epoch), decimal.handling.mode=double; an unsigned BIGINT in
+        `long` mode is restored. `binary`: bytes arrive as bytes (Avro, Flink), not base64 text."""
+        make = READERS.get(self.kind)
         if make is None:
             raise TerminalError(f"unknown Debezium value kind {self.kind!r} for column {self.name}")
         return make(self, binary)
@@ -224,10 +235,16 @@ def _geometry(f: Field, binary: bool) -> Callable[[Any], Any]:
     return convert
 
 
+def _decimal_double(_f: Field, _binary: bool) -> Callable[[Any], Any]:
+    return lambda v: None if v is None else float(v)
+
+
 KINDS: dict[str, Callable[[Field, bool], Callable[[Any], Any]]] = {
     "plain": _identity,  # integers, FLOAT, DOUBLE, YEAR, strings, ENUM, SET, JSON text
     "unsigned_long": _unsigned_long,
-    "decimal": _decimal,
+    "decimal": _decimal,  # decimal.handling.mode=precise (Debezium's default)
+    "decimal_string": _identity,  # decimal.handling.mode=string: cdcflow's own rendering
+    "decimal_double": _decimal_double,  # decimal.handling.mode=double (lossy, as in Debezium)
     "date": _date,
     "datetime": _datetime,
     "zoned_timestamp": _zoned_timestamp,
@@ -235,4 +252,126 @@ KINDS: dict[str, Callable[[Field, bool], Callable[[Any], Any]]] = {
     "bytes": _bytes,
     "bit": _bit,
     "geometry": _geometry,
+}
+
+
+# -- the inverse conversions: Debezium value -> cdcflow value -------------------------------------------------
+
+
+def _shortest_float32(value: float) -> float:
+    """A float32 as cdcflow renders it: the shortest decimal that reads back as the same float32."""
+    exact = struct.pack("<f", value)
+    for digits in range(6, 10):
+        short = float(f"{value:.{digits}g}")
+        if struct.pack("<f", short) == exact:
+            return short
+    return value
+
+
+def _read_plain(f: Field, _binary: bool) -> Callable[[Any], Any]:
+    if f.connect_type == "float":
+        return lambda v: None if v is None else _shortest_float32(float(v))
+    return lambda v: v
+
+
+def _read_unsigned_long(_f: Field, _binary: bool) -> Callable[[Any], Any]:
+    return lambda v: None if v is None else (v + _TWO_64 if v < 0 else v)
+
+
+def _raw(v: Any, binary: bool) -> bytes:
+    return bytes(v) if binary else base64.b64decode(v)
+
+
+def _scaled(unscaled: int, scale: int) -> str:
+    sign = "-" if unscaled < 0 else ""
+    digits = str(abs(unscaled)).rjust(scale + 1, "0")
+    return f"{sign}{digits[: len(digits) - scale]}.{digits[len(digits) - scale :]}" if scale else f"{sign}{digits}"
+
+
+def _read_decimal(f: Field, binary: bool) -> Callable[[Any], Any]:
+    return lambda v: None if v is None else _scaled(int.from_bytes(_raw(v, binary), "big", signed=True), f.scale)
+
+
+def _read_decimal_string(f: Field, _binary: bool) -> Callable[[Any], Any]:
+    # a string (JSON) or a decimal.Decimal (Flink, Avro readers): always s decimals
+    return lambda v: None if v is None else f"{Decimal(str(v)):.{f.scale}f}"
+
+
+def _read_date(_f: Field, _binary: bool) -> Callable[[Any], Any]:
+    def read(v: Any) -> Any:
+        if v is None:
+            return None
+        d = dt.date.fromordinal(int(v) + _EPOCH_ORDINAL)
+        return f"{d.year:04d}-{d.month:02d}-{d.day:02d}"
+
+    return read
+
+
+def _frac_text(micros: int, fsp: int) -> str:
+    return f".{micros:06d}"[: fsp + 1] if fsp else ""
+
+
+def _read_datetime(f: Field, _binary: bool) -> Callable[[Any], Any]:
+    per_unit = 1000 if f.fsp <= 3 else 1
+
+    def read(v: Any) -> Any:
+        if v is None:
+            return None
+        micros = int(v) * per_unit
+        days, rest = divmod(micros, 86_400_000_000)
+        d = dt.date.fromordinal(days + _EPOCH_ORDINAL)
+        seconds, frac = divmod(rest, 1_000_000)
+        hh, mm, ss = seconds // 3600, seconds // 60 % 60, seconds % 60
+        return f"{d.year:04d}-{d.month:02d}-{d.day:02d} {hh:02d}:{mm:02d}:{ss:02d}" + _frac_text(frac, f.fsp)
+
+    return read
+
+
+def _read_time(f: Field, _binary: bool) -> Callable[[Any], Any]:
+    def read(v: Any) -> Any:
+        if v is None:
+            return None
+        micros = int(v)
+        sign = "-" if micros < 0 else ""
+        seconds, frac = divmod(abs(micros), 1_000_000)
+        return f"{sign}{seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}" + _frac_text(frac, f.fsp)
+
+    return read
+
+
+def _read_bytes(_f: Field, binary: bool) -> Callable[[Any], Any]:
+    if not binary:
+        return lambda v: v
+    return lambda v: None if v is None else base64.b64encode(bytes(v)).decode("ascii")
+
+
+def _read_bit(f: Field, binary: bool) -> Callable[[Any], Any]:
+    if f.length == 1:
+        return lambda v: None if v is None else int(bool(v))
+    return lambda v: None if v is None else int.from_bytes(_raw(v, binary), "little")
+
+
+def _read_geometry(_f: Field, binary: bool) -> Callable[[Any], Any]:
+    def read(v: Any) -> Any:
+        if v is None:
+            return None
+        wkb, srid = v["wkb"], v["srid"]
+        return base64.b64encode(struct.pack("<I", srid or 0) + _raw(wkb, binary)).decode("ascii")
+
+    return read
+
+
+READERS: dict[str, Callable[[Field, bool], Callable[[Any], Any]]] = {
+    "plain": _read_plain,
+    "unsigned_long": _read_unsigned_long,
+    "decimal": _read_decimal,
+    "decimal_string": _read_decimal_string,
+    "decimal_double": _identity,
+    "date": _read_date,
+    "datetime": _read_datetime,
+    "zoned_timestamp": _identity,
+    "time": _read_time,
+    "bytes": _read_bytes,
+    "bit": _read_bit,
+    "geometry": _read_geometry,
 }

@@ -209,7 +209,8 @@ class MySqlCapture:
         out = self.cfg.output
         if out.format == "debezium":
             connector = "mariadb" if self.server.mariadb else "mysql"
-            self.debezium = DebeziumRecords(DebeziumOutput(self.cfg.name, connector, out.schemas, out.tombstones))
+            self.debezium = DebeziumRecords(DebeziumOutput(self.cfg.name, connector, out.schemas, out.tombstones,
+                                                           out.decimal_handling))  # fmt: skip
             log.info("output format: debezium (%s connector's events%s%s)", connector,
                      ", with Connect schemas" if out.schemas else "", ", tombstones after deletes"
                      if out.tombstones else "")  # fmt: skip
@@ -694,7 +695,9 @@ class MySqlCapture:
         rows = query(self.ep, "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, IS_NULLABLE = 'YES', COLUMN_KEY = 'PRI' "
                      "FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s "
                      "ORDER BY ORDINAL_POSITION", (db, table))  # fmt: skip
-        fields = [field_from_information_schema(str(n), str(d), str(c), bool(null)) for n, d, c, null, _pk in rows]
+        handling = self.debezium.out.decimal_handling
+        fields = [field_from_information_schema(str(n), str(d), str(c), bool(null), handling)
+                  for n, d, c, null, _pk in rows]  # fmt: skip
         key_cols = query(
             self.ep,
             "SELECT COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE WHERE TABLE_SCHEMA = %s "

@@ -18,7 +18,13 @@ from cdcflow.sources.mysql.binlog.columns import BINARY_COLLATION, Column, Table
 _DECIMAL = "org.apache.kafka.connect.data.Decimal"
 
 
-def _decimal(name: str, precision: int, scale: int, optional: bool) -> Field:
+def _decimal(name: str, precision: int, scale: int, optional: bool, handling: str) -> Field:
+    """DECIMAL as Debezium's decimal.handling.mode says: precise (Connect's Decimal, the default),
+    string (cdcflow's own text, what Flink's JSON formats read), or double."""
+    if handling == "string":
+        return Field(name, "string", "decimal_string", optional, scale=scale)
+    if handling == "double":
+        return Field(name, "double", "decimal_double", optional, scale=scale)
     return Field(name, "bytes", "decimal", optional, _DECIMAL,
                  (("scale", str(scale)), ("connect.decimal.precision", str(precision))), scale=scale)  # fmt: skip
 
@@ -39,7 +45,7 @@ def _labels(kind: str, name: str, labels: tuple[str, ...], optional: bool) -> Fi
     return Field(name, "string", "plain", optional, logical, (("allowed", ",".join(labels)),))
 
 
-def field_from_column(c: Column) -> Field:
+def field_from_column(c: Column, decimal_handling: str = "precise") -> Field:
     """One binlog column -> its Debezium field."""
     name, opt, ty, meta = c.name, c.nullable, c.type, c.metadata
     if ty == t.TINY:
@@ -55,7 +61,7 @@ def field_from_column(c: Column) -> Field:
     if ty == t.YEAR:
         return Field(name, "int32", "plain", opt, "io.debezium.time.Year")
     if ty in (t.NEWDECIMAL, t.DECIMAL):
-        return _decimal(name, meta >> 8, meta & 0xFF, opt)
+        return _decimal(name, meta >> 8, meta & 0xFF, opt, decimal_handling)
     if ty == t.FLOAT:
         return Field(name, "float", "plain", opt)
     if ty == t.DOUBLE:
@@ -86,15 +92,16 @@ def field_from_column(c: Column) -> Field:
     raise ValueError(f"column {name}: type {c.type_name} has no Debezium representation")
 
 
-def fields_from_binlog(schema: TableSchema) -> tuple[Field, ...]:
-    return tuple(field_from_column(c) for c in schema.columns)
+def fields_from_binlog(schema: TableSchema, decimal_handling: str = "precise") -> tuple[Field, ...]:
+    return tuple(field_from_column(c, decimal_handling) for c in schema.columns)
 
 
 _SIZES = re.compile(r"\((\d+)(?:,(\d+))?\)")
 _LABEL = re.compile(r"'((?:[^']|'')*)'")
 
 
-def field_from_information_schema(name: str, data_type: str, column_type: str, nullable: bool) -> Field:
+def field_from_information_schema(name: str, data_type: str, column_type: str, nullable: bool,
+                                  decimal_handling: str = "precise") -> Field:  # fmt: skip
     """One column as information_schema.COLUMNS shows it (DATA_TYPE, COLUMN_TYPE, IS_NULLABLE = 'YES')."""
     dtype, ctype = data_type.lower(), column_type.lower()
     unsigned = "unsigned" in ctype
@@ -110,7 +117,7 @@ def field_from_information_schema(name: str, data_type: str, column_type: str, n
     if dtype == "year":
         return Field(name, "int32", "plain", nullable, "io.debezium.time.Year")
     if dtype in ("decimal", "numeric"):
-        return _decimal(name, first or 10, second, nullable)
+        return _decimal(name, first or 10, second, nullable, decimal_handling)
     if dtype == "float":
         return Field(name, "float", "plain", nullable)
     if dtype in ("double", "real"):

@@ -34,6 +34,7 @@ class DebeziumOutput:
     connector: str  # "mysql" | "mariadb"
     schemas: bool  # JsonConverter's schemas.enable
     tombstones: bool
+    decimal_handling: str = "precise"  # Debezium's decimal.handling.mode
 
 
 class DebeziumRecords:
@@ -53,7 +54,9 @@ class DebeziumRecords:
         if named is not None and named[0] == described and named[1] == key_cols:
             table = named[2]
         else:
-            table = self.table_of(schema.db, schema.table, fields_from_binlog(schema), key_cols)
+            table = self.table_of(
+                schema.db, schema.table, fields_from_binlog(schema, self.out.decimal_handling), key_cols
+            )
             self._by_name[schema.qualified] = (described, key_cols, table)
         if len(self._by_schema) > 4096:
             self._by_schema.clear()
