@@ -17,6 +17,7 @@ from cdcflow.stack.kafka import KafkaService
 from cdcflow.stack.mariadb import MariaDBService
 from cdcflow.stack.mysql import MySQLService
 from cdcflow.stack.phoenix import PhoenixService
+from cdcflow.stack.registry import RegistryService
 from cdcflow.stack.service import Service
 from cdcflow.stack.spark import SparkService
 
@@ -30,6 +31,7 @@ def make_service(name: str) -> Service:
         "mariadb": MariaDBService,
         "mysql": MySQLService,
         "phoenix": PhoenixService,
+        "registry": RegistryService,
         "spark": SparkService,
     }
     if name not in factories:
