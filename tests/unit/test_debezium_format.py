@@ -177,7 +177,7 @@ def records(kind: str, rows: list[tuple[Any, Any]], *, schemas: bool = False, to
             keys: tuple[str, ...] = ("order_id", "line")) -> tuple[list[Any], TxnContext]:  # fmt: skip
     ev = RowsEvent(HEADER, kind, 7, SCHEMA, tuple(rows))
     ctx = TxnContext("0-11-21", "0-11-21", "binlog.000001", 21, event_index=1)
-    out = DebeziumRecords(DebeziumOutput("src", "mariadb", schemas, tombstones)).rows(ev, ctx, keys)
+    out = DebeziumRecords(DebeziumOutput("src", "mariadb", schemas, tombstones)).rows(ev, ctx, keys, "topic")
     return [(orjson.loads(k) if k else None, orjson.loads(v) if v else None, i) for k, v, i in out], ctx
 
 

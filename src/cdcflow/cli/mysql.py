@@ -34,7 +34,7 @@ def mysql_run(config_path: Path | None, metrics_port: int | None) -> None:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    capture = MySqlCapture(cfg.mysql, cfg.kafka, wiring.mysql_endpoint(cfg), wiring.bootstrap(cfg))
+    capture = MySqlCapture(cfg.mysql, wiring.kafka_config(cfg), wiring.mysql_endpoint(cfg), wiring.bootstrap(cfg))
     port = metrics_port if metrics_port is not None else cfg.metrics.mysql_port
     if port is not None:
         REGISTRY.register(MySqlCaptureCollector(capture))

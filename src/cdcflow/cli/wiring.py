@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from cdcflow.clients.hbase import NativeHBaseClient
 from cdcflow.clients.kafka import KafkaEndpoint
 from cdcflow.clients.mysql import MySqlEndpoint, MySqlTls
-from cdcflow.config import CdcflowConfig, load_config
+from cdcflow.config import CdcflowConfig, KafkaConfig, load_config
 from cdcflow.errors import CdcflowError, ConfigError
 from cdcflow.stack import Stack
 
@@ -46,6 +46,14 @@ def bootstrap(cfg: CdcflowConfig) -> str:
 def kafka(cfg: CdcflowConfig) -> KafkaEndpoint:
     """Kafka with the connection settings (SASL, TLS) of `kafka.properties`, for every client."""
     return KafkaEndpoint.of(bootstrap(cfg), cfg.kafka.properties)
+
+
+def kafka_config(cfg: CdcflowConfig) -> KafkaConfig:
+    """`kafka:` with the schema registry filled in from the local stack when Avro output needs one."""
+    if cfg.kafka.schema_registry_url or cfg.mysql.output.serialization != "avro":
+        return cfg.kafka
+    url = str(Stack(cfg.stack.resolved_home()).endpoints("registry")["url"])
+    return cfg.kafka.model_copy(update={"schema_registry_url": url})
 
 
 def prepare_peer_cluster(cfg: CdcflowConfig) -> str:

@@ -56,6 +56,9 @@ class KafkaConfig(_Strict):
     compression: Literal["none", "gzip", "snappy", "lz4", "zstd"] = "lz4"
     # How long a producer waits to fill a batch (librdkafka linger.ms).
     linger_ms: int = Field(default=5, ge=0)
+    # Schema registry with Confluent's REST API, for Avro output (output.serialization: avro);
+    # null: the local stack's (cdcflow stack up registry).
+    schema_registry_url: str | None = None
     # How long a record may take to be acknowledged before the capture fails loudly (nothing is checkpointed
     # past it).
     delivery_timeout_ms: int = Field(default=60_000, ge=1000)
@@ -245,6 +248,9 @@ class OutputConfig(_Strict):
     # cdcflow: change-event-v1 (docs/pipeline.md). debezium: Debezium's MySQL/MariaDB connector envelope,
     # key and value representations, read as they are by Debezium-aware tools (Flink, Kafka Connect sinks).
     format: Literal["cdcflow", "debezium"] = "cdcflow"
+    # json, or avro: Confluent's wire format (schema id + Avro binary), the schemas registered in the schema
+    # registry (kafka.schema_registry_url) under <topic>-key and <topic>-value. Avro: debezium format only.
+    serialization: Literal["json", "avro"] = "json"
     # debezium format: wrap key and value as Kafka Connect's JsonConverter does with schemas.enable=true
     # ({"schema": ..., "payload": ...}); off: the bare payload (schemas.enable=false).
     schemas: bool = False

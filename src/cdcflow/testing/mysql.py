@@ -44,9 +44,10 @@ class CaptureThread:
 
     def __init__(
         self, cfg: MySqlSourceConfig, mariadb: dict[str, Any], bootstrap: str,
-        kafka_properties: dict[str, str] | None = None,
+        kafka_properties: dict[str, str] | None = None, registry_url: str | None = None,
     ) -> None:  # fmt: skip
-        kafka = KafkaConfig(bootstrap_servers=bootstrap, properties=kafka_properties or {})
+        kafka = KafkaConfig(bootstrap_servers=bootstrap, properties=kafka_properties or {},
+                            schema_registry_url=registry_url)  # fmt: skip
         t = cfg.tls
         endpoint = dataclasses.replace(repl_endpoint(mariadb), tls=MySqlTls(t.mode, t.ca_file, t.cert_file, t.key_file))
         self.capture = MySqlCapture(cfg, kafka, endpoint, bootstrap)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import binascii
 import datetime as dt
+import re
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,8 +24,15 @@ from typing import Any
 from cdcflow.errors import TerminalError
 
 _EPOCH_ORDINAL = dt.date(1970, 1, 1).toordinal()
+_NOT_AVRO = re.compile(r"[^A-Za-z0-9_]")
 _TWO_64 = 1 << 64
 _TWO_63 = 1 << 63
+
+
+def avro_name(name: str) -> str:
+    """A valid Avro name for `name` (letters, digits and _, not starting with a digit)."""
+    fixed = _NOT_AVRO.sub("_", name)
+    return "_" + fixed if not fixed or fixed[0].isdigit() else fixed
 
 
 class UnconvertibleValue(TerminalError):

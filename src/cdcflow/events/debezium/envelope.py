@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 
 from cdcflow import __version__
-from cdcflow.events.debezium.columns import Field
+from cdcflow.events.debezium.columns import Field, avro_name
 
 VERSION = f"cdcflow-{__version__}"
 # Debezium's snapshot markers; cdcflow's snapshot is chunked under watermarks (DBLog), like Debezium's
@@ -75,8 +75,10 @@ class DebeziumTable:
     fields: tuple[Field, ...]
     key_names: tuple[str, ...]  # key columns, in key order
     schemas: bool = False  # wrap key and value as JsonConverter does with schemas.enable=true
-    _convert: list[tuple[str, Callable[[Any], Any]]] = field(init=False, repr=False)
-    _key_convert: list[tuple[str, Callable[[Any], Any]]] = field(init=False, repr=False)
+    # Avro (avro.py): bytes stay bytes and field names are Avro-safe; JSON: bytes are base64 text
+    binary: bool = False
+    _convert: list[tuple[str, str, Callable[[Any], Any]]] = field(init=False, repr=False)
+    _key_convert: list[tuple[str, str, Callable[[Any], Any]]] = field(init=False, repr=False)
     _value_head: bytes = field(init=False, repr=False)
     _key_head: bytes = field(init=False, repr=False)
 
@@ -85,8 +87,9 @@ class DebeziumTable:
         missing = [k for k in self.key_names if k not in by_name]
         if missing:
             raise ValueError(f"{self.db}.{self.table}: key columns {missing} are not columns of the table")
-        self._convert = [(f.name, f.converter(binary=False)) for f in self.fields]
-        self._key_convert = [(k, by_name[k].converter(binary=False)) for k in self.key_names]
+        out_name = avro_name if self.binary else str
+        self._convert = [(out_name(f.name), f.name, f.converter(self.binary)) for f in self.fields]
+        self._key_convert = [(out_name(k), k, by_name[k].converter(self.binary)) for k in self.key_names]
         self._value_head = b'{"schema":' + orjson.dumps(self.value_schema()) + b',"payload":'
         self._key_head = b'{"schema":' + orjson.dumps(self.key_schema()) + b',"payload":'
 
@@ -123,10 +126,17 @@ class DebeziumTable:
     def row(self, image: Row | None) -> dict[str, Any] | None:
         if image is None:
             return None
-        return {name: convert(image.get(name)) for name, convert in self._convert}
+        return {out: convert(image.get(name)) for out, name, convert in self._convert}
 
     def key_payload(self, image: Row) -> dict[str, Any]:
-        return {name: convert(image.get(name)) for name, convert in self._key_convert}
+        return {out: convert(image.get(name)) for out, name, convert in self._key_convert}
+
+    def envelope(self, op: str, before: Row | None, after: Row | None, source: dict[str, Any],
+                 transaction: dict[str, Any] | None, now_us: int) -> dict[str, Any]:  # fmt: skip
+        return {
+            "before": self.row(before), "after": self.row(after), "source": source, "transaction": transaction,
+            "op": op, "ts_ms": now_us // 1000, "ts_us": now_us, "ts_ns": now_us * 1000,
+        }  # fmt: skip
 
     def key(self, image: Row) -> bytes | None:
         """The Kafka key; None for a table without key columns (Debezium writes such records unkeyed)."""
@@ -137,11 +147,7 @@ class DebeziumTable:
 
     def value(self, op: str, before: Row | None, after: Row | None, source: dict[str, Any],
               transaction: dict[str, Any] | None, now_us: int) -> bytes:  # fmt: skip
-        envelope = {
-            "before": self.row(before), "after": self.row(after), "source": source, "transaction": transaction,
-            "op": op, "ts_ms": now_us // 1000, "ts_us": now_us, "ts_ns": now_us * 1000,
-        }  # fmt: skip
-        payload = orjson.dumps(envelope)
+        payload = orjson.dumps(self.envelope(op, before, after, source, transaction, now_us))
         return self._value_head + payload + b"}" if self.schemas else payload
 
 
@@ -183,17 +189,26 @@ def _wrap(schema: dict[str, Any], payload: dict[str, Any], schemas: bool) -> byt
     return orjson.dumps({"schema": schema, "payload": payload} if schemas else payload)
 
 
-def transaction_begin(txn_id: str, ts_ms: int, schemas: bool) -> tuple[bytes, bytes]:
-    """(key, value) of a BEGIN record."""
-    value = {"status": "BEGIN", "id": txn_id, "event_count": None, "data_collections": None, "ts_ms": ts_ms}
-    return _wrap(TRANSACTION_KEY_SCHEMA, {"id": txn_id}, schemas), _wrap(TRANSACTION_VALUE_SCHEMA, value, schemas)
+def begin_payload(txn_id: str, ts_ms: int) -> dict[str, Any]:
+    return {"status": "BEGIN", "id": txn_id, "event_count": None, "data_collections": None, "ts_ms": ts_ms}
 
 
-def transaction_end(txn_id: str, ts_ms: int, counts: Mapping[str, int], schemas: bool) -> tuple[bytes, bytes]:
-    """(key, value) of an END record; `counts`: events per "db.table", in first-seen order."""
-    value = {
+def end_payload(txn_id: str, ts_ms: int, counts: Mapping[str, int]) -> dict[str, Any]:
+    """`counts`: events per "db.table", in first-seen order."""
+    return {
         "status": "END", "id": txn_id, "event_count": sum(counts.values()),
         "data_collections": [{"data_collection": name, "event_count": n} for name, n in counts.items()],
         "ts_ms": ts_ms,
     }  # fmt: skip
+
+
+def transaction_begin(txn_id: str, ts_ms: int, schemas: bool) -> tuple[bytes, bytes]:
+    """(key, value) of a BEGIN record, in JSON."""
+    value = begin_payload(txn_id, ts_ms)
+    return _wrap(TRANSACTION_KEY_SCHEMA, {"id": txn_id}, schemas), _wrap(TRANSACTION_VALUE_SCHEMA, value, schemas)
+
+
+def transaction_end(txn_id: str, ts_ms: int, counts: Mapping[str, int], schemas: bool) -> tuple[bytes, bytes]:
+    """(key, value) of an END record, in JSON."""
+    value = end_payload(txn_id, ts_ms, counts)
     return _wrap(TRANSACTION_KEY_SCHEMA, {"id": txn_id}, schemas), _wrap(TRANSACTION_VALUE_SCHEMA, value, schemas)

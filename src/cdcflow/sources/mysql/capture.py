@@ -35,9 +35,10 @@ from cdcflow.clients.kafka import (
 )
 from cdcflow.clients.kafka.producer import DeliveryCallback, ProducerSettings, SyncProducer
 from cdcflow.clients.mysql import BinlogStream, MySqlEndpoint, StreamStart, query
+from cdcflow.clients.registry import SchemaRegistry
 from cdcflow.config import KafkaConfig, MySqlSourceConfig
-from cdcflow.errors import CdcflowError, RetryableError, ServiceUnavailable, TerminalError
-from cdcflow.events.debezium.envelope import DebeziumTable, transaction_begin, transaction_end
+from cdcflow.errors import CdcflowError, ConfigError, RetryableError, ServiceUnavailable, TerminalError
+from cdcflow.events.debezium.envelope import DebeziumTable
 from cdcflow.events.json_codec import encode
 from cdcflow.events.model import ChangeEvent
 from cdcflow.events.oversize import split as split_oversize
@@ -111,6 +112,7 @@ class MySqlCapture:
         producer_factory: Callable[[ProducerSettings], SyncProducer] = SyncProducer,
     ) -> None:  # fmt: skip
         self.cfg = cfg
+        self.kafka = kafka
         self.ep = endpoint
         # Every Kafka client of the capture (admin, readers of its own topics) gets kafka.properties too.
         self.bootstrap = KafkaEndpoint.of(bootstrap, kafka.properties)
@@ -209,9 +211,17 @@ class MySqlCapture:
         out = self.cfg.output
         if out.format == "debezium":
             connector = "mariadb" if self.server.mariadb else "mysql"
-            self.debezium = DebeziumRecords(DebeziumOutput(self.cfg.name, connector, out.schemas, out.tombstones,
-                                                           out.decimal_handling))  # fmt: skip
-            log.info("output format: debezium (%s connector's events%s%s)", connector,
+            register = None
+            if out.serialization == "avro":
+                if not self.kafka.schema_registry_url:
+                    raise ConfigError("mysql.output.serialization is avro: set kafka.schema_registry_url "
+                                      "(or run the local stack's registry: cdcflow stack up registry)")  # fmt: skip
+                register = SchemaRegistry(self.kafka.schema_registry_url).register
+            self.debezium = DebeziumRecords(
+                DebeziumOutput(self.cfg.name, connector, out.schemas, out.tombstones, out.decimal_handling,
+                               out.serialization, out.transaction_topic), register,
+            )  # fmt: skip
+            log.info("output format: debezium, %s (%s connector's events%s%s)", out.serialization, connector,
                      ", with Connect schemas" if out.schemas else "", ", tombstones after deletes"
                      if out.tombstones else "")  # fmt: skip
         if out.transaction_topic:
@@ -630,7 +640,7 @@ class MySqlCapture:
                     if self.debezium is not None:
                         self._ensure_topic(topic)
                         dbz = self.debezium.known(chunk_table) or self._debezium_table_from_server(db, table)
-                        for key, value, _identity in self.debezium.reads(dbz, reads):
+                        for key, value, _identity in self.debezium.reads(dbz, reads, topic):
                             self._emit(HeldRecord(topic, key, value, ""), position, txn)
                     else:
                         for change in reads:
@@ -667,9 +677,9 @@ class MySqlCapture:
         table = ev.schema.qualified
         out = self.cfg.output
         if out.transaction_topic and ctx.order == 0:
-            begin_key, begin = transaction_begin(ctx.id, ev.header.timestamp * 1000, out.schemas)
+            begin_key, begin, _ = self.debezium.transaction_record(ctx.id, ev.header.timestamp * 1000, None)
             self._emit(HeldRecord(out.transaction_topic, begin_key, begin), position, txn)
-        for key, value, identity in self.debezium.rows(ev, ctx, keys):
+        for key, value, identity in self.debezium.rows(ev, ctx, keys, topic):
             if value is not None and len(value) > limit:
                 raise TerminalError(
                     f"a change of {table} at {ctx.file}:{ev.header.start_pos} ({ctx.gtid}) is {len(value)} bytes, "
@@ -686,7 +696,8 @@ class MySqlCapture:
         ctx, txn = position.open
         if ctx.order == 0:
             return
-        key, value = transaction_end(ctx.id, commit.timestamp * 1000, ctx.table_orders, out.schemas)
+        assert self.debezium is not None
+        key, value, _ = self.debezium.transaction_record(ctx.id, commit.timestamp * 1000, ctx.table_orders)
         self._send(out.transaction_topic, key, value, txn)
 
     def _debezium_table_from_server(self, db: str, table: str) -> DebeziumTable:

@@ -10,13 +10,23 @@ as in Debezium. `transaction` is always filled: {id: the GTID, total_order, data
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 import orjson
 
+from cdcflow.events.debezium.avro import AvroTable, AvroTransactions, Register
 from cdcflow.events.debezium.columns import Field
-from cdcflow.events.debezium.envelope import DebeziumTable, Row, source_block
+from cdcflow.events.debezium.envelope import (
+    DebeziumTable,
+    Row,
+    begin_payload,
+    end_payload,
+    source_block,
+    transaction_begin,
+    transaction_end,
+)
 from cdcflow.events.model import ChangeEvent
 from cdcflow.sources.mysql.binlog.columns import TableSchema
 from cdcflow.sources.mysql.binlog.events import RowsEvent
@@ -35,13 +45,32 @@ class DebeziumOutput:
     schemas: bool  # JsonConverter's schemas.enable
     tombstones: bool
     decimal_handling: str = "precise"  # Debezium's decimal.handling.mode
+    serialization: str = "json"  # json | avro (Confluent's wire format, schemas in a registry)
+    transaction_topic: str | None = None  # BEGIN/END records (Debezium's provide.transaction.metadata)
+
+
+class _Codec(Protocol):
+    """Key and value bytes of one table: DebeziumTable (JSON) or AvroTable."""
+
+    @property
+    def key_names(self) -> tuple[str, ...]: ...
+
+    def key_payload(self, image: Row) -> dict[str, Any]: ...
+    def key(self, image: Row) -> bytes | None: ...
+    def value(self, op: str, before: Row | None, after: Row | None, source: dict[str, Any],
+              transaction: dict[str, Any] | None, now_us: int) -> bytes: ...  # fmt: skip
 
 
 class DebeziumRecords:
     """Makes Debezium records; keeps one DebeziumTable per table schema seen."""
 
-    def __init__(self, out: DebeziumOutput) -> None:
+    def __init__(self, out: DebeziumOutput, register: Register | None = None) -> None:
+        if out.serialization == "avro" and register is None:
+            raise ValueError("Avro serialization needs a schema registry")
         self.out = out
+        self._register = register
+        self._avro: dict[tuple[str, int], tuple[DebeziumTable, AvroTable]] = {}
+        self._transactions: AvroTransactions | None = None
         self._by_schema: dict[int, tuple[TableSchema, DebeziumTable]] = {}
         self._by_name: dict[str, tuple[list[dict[str, object]], tuple[str, ...], DebeziumTable]] = {}
 
@@ -70,13 +99,41 @@ class DebeziumRecords:
 
     def table_of(self, db: str, table: str, fields: Sequence[Field], key_cols: tuple[str, ...]) -> DebeziumTable:
         return DebeziumTable(self.out.server_name, self.out.connector, db, table, tuple(fields), key_cols,
-                             schemas=self.out.schemas)  # fmt: skip
+                             schemas=self.out.schemas, binary=self.out.serialization == "avro")  # fmt: skip
 
-    def rows(self, ev: RowsEvent, txn: TxnContext, key_cols: tuple[str, ...]) -> list[Record]:
+    def codec(self, topic: str, table: DebeziumTable) -> _Codec:
+        """How records of `table` in `topic` are written: the table itself (JSON), or its Avro form, made (and
+        its schemas registered) the first time a table shape is written to a topic."""
+        if self._register is None:
+            return table
+        held = self._avro.get((topic, id(table)))
+        if held is not None and held[0] is table:
+            return held[1]
+        avro = AvroTable(table, topic, self._register)
+        if len(self._avro) > 4096:
+            self._avro.clear()
+        self._avro[(topic, id(table))] = (table, avro)
+        return avro
+
+    def transaction_record(self, txn_id: str, ts_ms: int, counts: Mapping[str, int] | None) -> Record:
+        """A BEGIN (counts None) or END record of the transaction metadata topic."""
+        payload = begin_payload(txn_id, ts_ms) if counts is None else end_payload(txn_id, ts_ms, counts)
+        if self._register is None:
+            make = transaction_begin if counts is None else None
+            key, value = (make(txn_id, ts_ms, self.out.schemas) if make is not None
+                          else transaction_end(txn_id, ts_ms, counts or {}, self.out.schemas))  # fmt: skip
+            return key, value, b""
+        if self._transactions is None:
+            assert self.out.transaction_topic is not None
+            self._transactions = AvroTransactions(self.out.transaction_topic, self._register)
+        key, value = self._transactions.encode({"id": txn_id}, payload)
+        return key, value, b""
+
+    def rows(self, ev: RowsEvent, txn: TxnContext, key_cols: tuple[str, ...], topic: str) -> list[Record]:
         """The records of one rows event, in order."""
         schema = ev.schema
         assert schema is not None, "filtered tables are not turned into changes"
-        table = self.table(schema, key_cols)
+        table = self.codec(topic, self.table(schema, key_cols))
         h = ev.header
         qualified = schema.qualified
         now_us = time.time_ns() // 1000
@@ -84,7 +141,7 @@ class DebeziumRecords:
         # a table without a key: records have no Kafka key, so no tombstones; the snapshot never reads it,
         # but every column stands for the row's identity as in changes.py
         tombstones = self.out.tombstones and bool(key_cols)
-        names = sorted(key_cols) if key_cols else sorted(f.name for f in table.fields)
+        names = sorted(key_cols) if key_cols else sorted(c.name for c in schema.columns)
 
         def record(op: str, before: Row | None, after: Row | None, index: int) -> None:
             txn.order += 1
@@ -115,8 +172,9 @@ class DebeziumRecords:
                     record("c", None, after, index)
         return out
 
-    def reads(self, table: DebeziumTable, changes: Sequence[ChangeEvent]) -> list[Record]:
+    def reads(self, described: DebeziumTable, changes: Sequence[ChangeEvent], topic: str) -> list[Record]:
         """Snapshot reads (op r) released by a watermark."""
+        table = self.codec(topic, described)
         now_us = time.time_ns() // 1000
         out: list[Record] = []
         for change in changes:
