@@ -39,6 +39,12 @@ def hbase(services: ServiceHarness) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="session")
+def registry(services: ServiceHarness) -> dict[str, Any]:
+    """The stack's schema registry (Confluent's REST API), for Avro topics."""
+    return services.endpoints("registry")
+
+
+@pytest.fixture(scope="session")
 def mariadb(services: ServiceHarness) -> dict[str, Any]:
     return services.endpoints("mariadb")
 
