@@ -88,12 +88,15 @@ def _check(reader: Any, writer: Any, rn: _Names, wn: _Names, path: str, problems
             _check(reader, branch, rn, wn, path, problems, seen)
         return
     if rk == "union":
+        closest: list[str] | None = None
         for branch in reader:
             sub: list[str] = []
             _check(branch, writer, rn, wn, path, sub, seen)
             if not sub:
                 return
-        problems.append(f"{where}: the reader's union has no branch for the writer's {wk}")
+            if _kind(rn.resolve(branch)) == wk:  # the branch meant for it: say why it does not fit
+                closest = sub
+        problems.extend(closest or [f"{where}: the reader's union has no branch for the writer's {wk}"])
         return
     if rk in PRIMITIVES or wk in PRIMITIVES:
         if rk != wk and rk not in PROMOTIONS.get(wk, set()):
