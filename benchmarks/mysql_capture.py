@@ -15,6 +15,9 @@ stack home is taken from CDCFLOW__STACK__HOME or the default). In one run, on on
    kit in ../shared/anchors/debezium (its README; skipped with a line saying so when it is not set up).
 
 With --runs N the capture and the baseline run N times each; figures are median [min-max].
+With --formats cdcflow,debezium-json,debezium-avro each run also captures the same backlog in the other output
+formats (issue #35: debezium+Avro within 0.8x of cdcflow+JSON); Avro needs the stack's registry
+(`cdcflow stack up registry`).
 
     .venv/bin/python benchmarks/mysql_capture.py [--inserts 100000 --updates 50000 --deletes 20000]
 """
@@ -119,7 +122,12 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=1, help="capture and baseline this many times each")
     parser.add_argument("--anchor-rows", type=int, default=0, help="also drain ROWS through the Debezium kit")
     parser.add_argument("--anchor-repeat", type=int, default=3)
+    parser.add_argument("--formats", default="cdcflow", help="comma-separated: cdcflow, debezium-json, debezium-avro")
     args = parser.parse_args()
+    formats = [f.strip() for f in args.formats.split(",") if f.strip()]
+    unknown = set(formats) - set(OUTPUTS)
+    if unknown or formats[0] != "cdcflow":
+        parser.error(f"--formats: choose from {', '.join(OUTPUTS)}, cdcflow first (got {args.formats})")
     home = Path(os.environ.get("CDCFLOW__STACK__HOME") or default_stack_home())
     stack = Stack(home)
     mariadb, bootstrap = stack.endpoints("mariadb"), str(stack.endpoints("kafka")["bootstrap_servers"])
@@ -137,8 +145,13 @@ def main() -> None:
     print(f"workload: {rows} row changes ({args.inserts} inserts in 500-row statements, {args.updates} single-row "
           f"updates in 500-row transactions, one {args.deletes}-row DELETE), written in {write_s:.1f} s")  # fmt: skip
 
+    registry = stack.endpoints("registry")["url"] if "debezium-avro" in formats else None
     fig = Figures()
     for run in range(args.runs):
+        for fmt in formats[1:]:  # the other formats first, alternating which runs first has no meaning here
+            f_events, f_s, _pairs, _topic = capture_once(mariadb, bootstrap, db, start, end, fmt, registry)
+            fig.add(fmt, f_events / f_s)
+            print(f"run {run + 1}: {fmt}: {f_events} events acknowledged in {f_s:.1f} s = {f_events / f_s:,.0f} rows/s")
         events, capture_s, pairs, topic = capture_once(mariadb, bootstrap, db, start, end)
         mb = sum(len(v) for _, v in pairs) / 2**20
         base_s = raw_producer(bootstrap, pairs, f"{topic}.baseline")
@@ -151,6 +164,9 @@ def main() -> None:
         fig.add("ratio", base_s / capture_s)
     print(f"capture : {fig.summary('capture')} rows/s; raw producer {fig.summary('baseline')} rows/s; "
           f"capture/baseline {fig.summary('ratio', '{:.2f}')} (median [min-max] of {args.runs})")  # fmt: skip
+    for fmt in formats[1:]:
+        ratio = statistics.median(fig.values[fmt]) / statistics.median(fig.values["capture"])
+        print(f"output {fmt}: {fig.summary(fmt)} rows/s = {ratio:.2f} of the cdcflow format's median")
 
     dec_rows, dec_s = decode_only_rows(repl, start, rows)
     print(f"decode only, cdcflow decoder: {dec_rows} rows in {dec_s:.1f} s = {dec_rows / dec_s:,.0f} rows/s")
@@ -166,11 +182,19 @@ def main() -> None:
 Pairs = list[tuple[bytes | None, bytes]]
 
 
-def capture_once(mariadb: object, bootstrap: str, db: str, start: str, end: str) -> tuple[int, float, Pairs, str]:
+OUTPUTS: dict[str, dict[str, str]] = {
+    "cdcflow": {},
+    "debezium-json": {"format": "debezium"},
+    "debezium-avro": {"format": "debezium", "serialization": "avro"},
+}
+
+
+def capture_once(mariadb: object, bootstrap: str, db: str, start: str, end: str, fmt: str = "cdcflow",
+                 registry: str | None = None) -> tuple[int, float, Pairs, str]:  # fmt: skip
     """A fresh capture (own name, topics, checkpoint at `start`) until its checkpoint reaches `end`."""
     name = f"bench{uuid.uuid4().hex[:6]}"
-    cfg = source_config(name, [db], start="latest")
-    capture = CaptureThread(cfg, mariadb, bootstrap)  # type: ignore[arg-type]
+    cfg = source_config(name, [db], start="latest", output=OUTPUTS[fmt])
+    capture = CaptureThread(cfg, mariadb, bootstrap, registry_url=registry)  # type: ignore[arg-type]
     # start from the GTID before the workload: the checkpoint topic gets that position first
     from cdcflow.clients.kafka.client import produce_sync
     from cdcflow.sources.mysql.checkpoint import Checkpoint

@@ -47,8 +47,11 @@ EDGES = """(2, -2147483648, 4294967295, -9223372036854775808, 184467440737095516
   'x', 'héllo 😀', 'caf€', REPEAT('t', 300), X'00FF10', X'0102', X'', '', 'a,b,c,d', b'1111111111', b'0',
   b'1000000000000000000000000000000000000000000000000000000000000001', '[1, 2.5, "x", null, {"k": true}]',
   '2024-00-15', ST_GeomFromText('LINESTRING(0 0,1 1)', 4326), POINT(1.5, -2), NULL, 7)"""
-COLUMNS = [line.strip().split()[0] for line in TYPES.strip("()\n ").replace(",\n", ",").split(",")
-           if line.strip() and line.strip().split()[0].isidentifier() and not line.strip()[0].isdigit()]
+COLUMNS = [
+    line.strip().split()[0]
+    for line in TYPES.strip("()\n ").replace(",\n", ",").split(",")
+    if line.strip() and line.strip().split()[0].isidentifier() and not line.strip()[0].isdigit()
+]
 # years before 100 (Debezium's two-digit-year adjustment applies), the rest NULL or defaults
 EARLY_YEARS = "(" + ", ".join({"id": "3", "i": "5", "dt": "'0001-01-01'", "dtm": "'0099-12-31 23:59:59.5'",
                                "dt_nn": "DEFAULT", "i_def": "1"}.get(c, "NULL") for c in COLUMNS) + ")"  # fmt: skip
@@ -134,8 +137,10 @@ def documented(path: str, dbz: Any, cf: Any) -> str | None:
         return "POINT"  # the binlog says GEOMETRY
     if column == "dt_nn" and cf == 0:
         return "zero date in a NOT NULL column"  # Debezium writes the column default, cdcflow the epoch
-    if isinstance(dbz, int) and isinstance(cf, int) and (
-        (column == "dt" and cf < YEAR_100_DAYS) or (column == "dtm" and cf < YEAR_100_DAYS * 86_400_000_000)
+    if (
+        isinstance(dbz, int)
+        and isinstance(cf, int)
+        and ((column == "dt" and cf < YEAR_100_DAYS) or (column == "dtm" and cf < YEAR_100_DAYS * 86_400_000_000))
     ):
         return "years before 100"  # Debezium's two-digit-year adjustment turns 0001 into 2001
     if column == "yr" and dbz == 1900 and cf == 0:

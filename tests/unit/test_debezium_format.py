@@ -271,7 +271,8 @@ LOSSLESS = [
     (Field("tm", "int64", "time", fsp=0), "-838:59:59"), (Field("tm", "int64", "time", fsp=1), "-00:00:00.1"),
     (Field("tm", "int64", "time", fsp=6), "838:59:58.999999"), (Field("b", "bytes", "bit", length=64), 2**64 - 1),
     (Field("b", "boolean", "bit", length=1), 1), (Field("bl", "bytes", "bytes"), "AP8Q"),
-    (Field("f", "float", "plain"), 3.14159), (Field("g", "struct", "geometry"), base64.b64encode(b"\1\0\0\0wkb").decode()),
+    (Field("f", "float", "plain"), 3.14159),
+    (Field("g", "struct", "geometry"), base64.b64encode(b"\1\0\0\0wkb").decode()),
 ]  # fmt: skip
 
 

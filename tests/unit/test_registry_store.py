@@ -32,7 +32,8 @@ B_REQUIRED = {"name": "b", "type": "string"}
         (record({"name": "a", "type": ["null", "int"], "default": None}), record(A), True),  # made nullable
         (record(A), record({"name": "a", "type": ["null", "int"], "default": None}), False),  # a null cannot be an int
         (record({"name": "a", "type": {"type": "int", "connect.type": "int16"}}), record(A), True),  # properties
-        ({"type": "enum", "name": "E", "symbols": ["x", "y", "z"]}, {"type": "enum", "name": "E", "symbols": ["x"]}, True),
+        ({"type": "enum", "name": "E", "symbols": ["x", "y", "z"]},
+         {"type": "enum", "name": "E", "symbols": ["x"]}, True),
         ({"type": "enum", "name": "E", "symbols": ["x"]}, {"type": "enum", "name": "E", "symbols": ["x", "y"]}, False),
         (record(A, name="Other"), record(A), False),
         ({"type": "array", "items": "long"}, {"type": "array", "items": "int"}, True),

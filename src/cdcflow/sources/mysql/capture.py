@@ -219,7 +219,8 @@ class MySqlCapture:
                 register = SchemaRegistry(self.kafka.schema_registry_url).register
             self.debezium = DebeziumRecords(
                 DebeziumOutput(self.cfg.name, connector, out.schemas, out.tombstones, out.decimal_handling,
-                               out.serialization, out.transaction_topic), register,
+                               out.serialization, out.transaction_topic, identities=bool(self.cfg.snapshot.tables)),
+                register,
             )  # fmt: skip
             log.info("output format: debezium, %s (%s connector's events%s%s)", out.serialization, connector,
                      ", with Connect schemas" if out.schemas else "", ", tombstones after deletes"
@@ -485,7 +486,7 @@ class MySqlCapture:
     def _send_change(self, record: HeldRecord, txn: PendingTxn) -> None:
         snapshot = self.snapshot
         if record.table and snapshot is not None and snapshot.chunk is not None and snapshot.chunk.in_window:
-            snapshot.observe(record.table, record.identity or record.key or b"")
+            snapshot.observe(record.table, record.identity if record.identity is not None else record.key or b"")
         self._send(record.topic, record.key, record.value, txn)
         if record.table:
             self.stats.events += 1

@@ -47,6 +47,7 @@ class DebeziumOutput:
     decimal_handling: str = "precise"  # Debezium's decimal.handling.mode
     serialization: str = "json"  # json | avro (Confluent's wire format, schemas in a registry)
     transaction_topic: str | None = None  # BEGIN/END records (Debezium's provide.transaction.metadata)
+    identities: bool = True  # make each record's identity (only a running snapshot compares them)
 
 
 class _Codec(Protocol):
@@ -141,6 +142,7 @@ class DebeziumRecords:
         # a table without a key: records have no Kafka key, so no tombstones; the snapshot never reads it,
         # but every column stands for the row's identity as in changes.py
         tombstones = self.out.tombstones and bool(key_cols)
+        identities = self.out.identities
         names = sorted(key_cols) if key_cols else sorted(c.name for c in schema.columns)
 
         def record(op: str, before: Row | None, after: Row | None, index: int) -> None:
@@ -153,7 +155,7 @@ class DebeziumRecords:
             image = after if after is not None else before
             assert image is not None
             key = table.key(image)
-            identity = orjson.dumps({n: image.get(n) for n in names})
+            identity = orjson.dumps({n: image.get(n) for n in names}) if identities else b""
             out.append((key, table.value(op, before, after, source, transaction, now_us), identity))
             if op == "d" and tombstones:
                 out.append((key, None, identity))
