@@ -42,6 +42,11 @@ def test_env_overrides_file(tmp_path: Path) -> None:
         ("mysql:\n  tls: {mode: required, ca_file: /nonexistent/ca.pem}\n", "is not a file"),
         ("mysql:\n  tls: {mode: required, cert_file: /etc/hostname}\n", "go together"),
         ("mysql:\n  tls: {mode: sometimes}\n", "mysql.tls.mode"),
+        ("mysql:\n  output: {format: cdcflow, serialization: avro}\n", "debezium only"),
+        ("mysql:\n  output: {schemas: true}\n", "debezium only"),
+        ("mysql:\n  output: {format: debezium, serialization: avro, schemas: true}\n", "schema is in the registry"),
+        ("mysql:\n  output: {format: debezium, decimal_handling: exact}\n", "mysql.output.decimal_handling"),
+        ("mysql:\n  output: {format: protobuf}\n", "mysql.output.format"),
     ],
 )
 def test_bad_config_gets_one_clear_error(tmp_path: Path, text: str, message: str) -> None:
@@ -71,3 +76,17 @@ def test_each_malformed_record_is_dead_lettered_by_the_first_sink_that_reads_its
     writers = {t: [i for i, o in enumerate(owned) if re.fullmatch(o, t)] for t in topics}
     # a topic some sink reads: exactly one writer, the first sink reading it; others: none
     assert writers == {"a.x": [0], "a.y": [0], "b.y": [1], "c.z": [], "ab.x": [], "b": []}
+
+
+def test_the_pipeline_refuses_sinks_that_would_read_debezium_format_topics(tmp_path: Path) -> None:
+    from cdcflow.cli.wiring import refuse_other_formats
+
+    path = tmp_path / "c.yaml"
+    path.write_text("mysql:\n  output: {format: debezium}\npipeline:\n  sinks: [{name: c, type: console}]\n")
+    with pytest.raises(ConfigError, match="reads the cdcflow format only"):
+        refuse_other_formats(load_config(path, environ={}))
+    path.write_text(
+        "mysql:\n  output: {format: debezium}\npipeline:\n  sinks: [{name: c, type: console, "
+        "topics: 'cdcflow\\\\.hbase\\\\..*'}]\n"
+    )
+    refuse_other_formats(load_config(path, environ={}))  # HBase topics only: fine

@@ -8,6 +8,7 @@ spark-submit application (cli/spark_app.py) both use it.
 from __future__ import annotations
 
 import logging
+import re
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -107,6 +108,23 @@ def pipeline_context(cfg: CdcflowConfig) -> dict[str, Any]:
     return context
 
 
+def refuse_other_formats(cfg: CdcflowConfig) -> None:
+    """The pipeline reads the cdcflow format; a sink whose topics take a MySQL source's debezium-format topics
+    would dead-letter every record, so it is refused at start, saying what to change."""
+    if cfg.mysql.output.format == "cdcflow":
+        return
+    sample = f"{cfg.mysql.topic_prefix}.db.table"
+    for sink in cfg.pipeline.sinks:
+        pattern = sink.topics or cfg.pipeline.topics
+        if re.fullmatch(pattern, sample):
+            raise ConfigError(
+                f"pipeline sink {sink.name!r} reads topics {pattern!r}, which include the MySQL source's "
+                f"({cfg.mysql.topic_prefix}.*), written in the {cfg.mysql.output.format} format; the pipeline reads "
+                "the cdcflow format only (docs/debezium.md): give the sink topics that leave them out, or set "
+                "mysql.output.format: cdcflow"
+            )
+
+
 def run_pipeline(cfg: CdcflowConfig, available_now: bool, metrics_port: int | None) -> int:
     """Run one streaming query per sink (plus dead letters) until SIGTERM/SIGINT; the exit code."""
     import signal
@@ -116,6 +134,7 @@ def run_pipeline(cfg: CdcflowConfig, available_now: bool, metrics_port: int | No
 
     if not cfg.pipeline.sinks:
         raise ConfigError("no sinks configured (pipeline.sinks)")
+    refuse_other_formats(cfg)
     context = pipeline_context(cfg)
     # The metrics port is taken before anything else opens a connection: a client socket's ephemeral
     # port could otherwise be the very port asked for.

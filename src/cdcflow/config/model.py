@@ -265,11 +265,12 @@ class OutputConfig(_Strict):
 
     @model_validator(mode="after")
     def _debezium_only(self) -> OutputConfig:
-        if self.format == "cdcflow" and (self.schemas or self.transaction_topic or self.decimal_handling != "precise"):
-            raise ValueError(
-                "output.schemas, output.transaction_topic and output.decimal_handling apply to "
-                "output.format: debezium only"
-            )
+        debezium_only = self.schemas or self.transaction_topic or self.decimal_handling != "precise"
+        if self.format == "cdcflow" and (debezium_only or self.serialization != "json"):
+            raise ValueError("output.schemas, output.serialization, output.transaction_topic and "
+                             "output.decimal_handling apply to output.format: debezium only")  # fmt: skip
+        if self.serialization == "avro" and self.schemas:
+            raise ValueError("output.schemas wraps JSON records; with Avro the schema is in the registry: drop it")
         return self
 
 
