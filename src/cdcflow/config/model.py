@@ -262,6 +262,11 @@ class OutputConfig(_Strict):
     # debezium format: a topic for BEGIN/END records of each transaction, with its event counts per table
     # (Debezium's provide.transaction.metadata); null: none.
     transaction_topic: str | None = Field(default=None, pattern=r"^[A-Za-z0-9._\-]+$")
+    # Heartbeat records (either format): every heartbeat_interval_s, a record keyed by the source's name with
+    # its acknowledged position and the time of the newest change it read, busy or idle (Debezium's
+    # heartbeat.interval.ms and __debezium-heartbeat topic); null: none.
+    heartbeat_topic: str | None = Field(default=None, pattern=r"^[A-Za-z0-9._\-]+$")
+    heartbeat_interval_s: float = Field(default=10.0, gt=0, le=3600)
 
     @model_validator(mode="after")
     def _debezium_only(self) -> OutputConfig:

@@ -21,7 +21,14 @@ from typing import Any
 import fastavro
 
 from cdcflow.events.debezium.columns import avro_name
-from cdcflow.events.debezium.envelope import TRANSACTION_KEY_SCHEMA, TRANSACTION_VALUE_SCHEMA, DebeziumTable, Row
+from cdcflow.events.debezium.envelope import (
+    HEARTBEAT_KEY_SCHEMA,
+    HEARTBEAT_VALUE_SCHEMA,
+    TRANSACTION_KEY_SCHEMA,
+    TRANSACTION_VALUE_SCHEMA,
+    DebeziumTable,
+    Row,
+)
 
 MAGIC = b"\x00"
 _PRIMITIVE = {"int8": "int", "int16": "int", "int32": "int", "int64": "long", "float": "float", "double": "double",
@@ -259,13 +266,22 @@ class AvroTable:
         return out.getvalue()
 
 
-class AvroTransactions:
-    """BEGIN/END records of the transaction metadata topic in Avro."""
+class AvroRecords:
+    """Records of one fixed key and value schema in Avro (transaction metadata, heartbeats)."""
 
-    def __init__(self, topic: str, register: Register) -> None:
-        key_schema, value_schema = avro_schema(TRANSACTION_KEY_SCHEMA), avro_schema(TRANSACTION_VALUE_SCHEMA)
+    def __init__(self, topic: str, key: dict[str, Any], value: dict[str, Any], register: Register) -> None:
+        key_schema, value_schema = avro_schema(key), avro_schema(value)
         self._key = AvroWriter(key_schema, register(f"{topic}-key", key_schema))
         self._value = AvroWriter(value_schema, register(f"{topic}-value", value_schema))
 
     def encode(self, key: dict[str, Any], value: dict[str, Any]) -> tuple[bytes, bytes]:
         return self._key.encode(key), self._value.encode(value)
+
+
+def avro_transactions(topic: str, register: Register) -> AvroRecords:
+    """BEGIN/END records of the transaction metadata topic in Avro."""
+    return AvroRecords(topic, TRANSACTION_KEY_SCHEMA, TRANSACTION_VALUE_SCHEMA, register)
+
+
+def avro_heartbeats(topic: str, register: Register) -> AvroRecords:
+    return AvroRecords(topic, HEARTBEAT_KEY_SCHEMA, HEARTBEAT_VALUE_SCHEMA, register)

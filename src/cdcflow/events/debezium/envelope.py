@@ -212,3 +212,21 @@ def transaction_end(txn_id: str, ts_ms: int, counts: Mapping[str, int], schemas:
     """(key, value) of an END record, in JSON."""
     value = end_payload(txn_id, ts_ms, counts)
     return _wrap(TRANSACTION_KEY_SCHEMA, {"id": txn_id}, schemas), _wrap(TRANSACTION_VALUE_SCHEMA, value, schemas)
+
+
+# -- heartbeat records (Debezium's heartbeat.interval.ms) -----------------------------------------------------
+
+HEARTBEAT_KEY_SCHEMA: dict[str, Any] = {
+    "type": "struct", "fields": [{"type": "string", "optional": False, "field": "serverName"}], "optional": False,
+    "name": "io.debezium.connector.common.ServerNameKey", "version": 1,
+}  # fmt: skip
+HEARTBEAT_VALUE_SCHEMA: dict[str, Any] = {
+    "type": "struct", "fields": [{"type": "int64", "optional": False, "field": "ts_ms"}], "optional": False,
+    "name": "io.debezium.connector.common.Heartbeat", "version": 1,
+}  # fmt: skip
+
+
+def heartbeat(server_name: str, ts_ms: int, schemas: bool) -> tuple[bytes, bytes]:
+    """(key, value) of a heartbeat record, in JSON: {"serverName"} and {"ts_ms"}, as Debezium writes them."""
+    return (_wrap(HEARTBEAT_KEY_SCHEMA, {"serverName": server_name}, schemas),
+            _wrap(HEARTBEAT_VALUE_SCHEMA, {"ts_ms": ts_ms}, schemas))  # fmt: skip

@@ -39,6 +39,7 @@ from cdcflow.clients.registry import SchemaRegistry
 from cdcflow.config import KafkaConfig, MySqlSourceConfig
 from cdcflow.errors import CdcflowError, ConfigError, RetryableError, ServiceUnavailable, TerminalError
 from cdcflow.events.debezium.envelope import DebeziumTable
+from cdcflow.events.heartbeats import heartbeat_record
 from cdcflow.events.json_codec import encode
 from cdcflow.events.model import ChangeEvent
 from cdcflow.events.oversize import split as split_oversize
@@ -92,6 +93,7 @@ class CaptureStats:
     xa_waiting: int = 0  # prepared XA transactions not completed yet
     xa_unknown: int = 0  # XA COMMIT/ROLLBACK of a transaction prepared before the capture's start
     oversize: int = 0  # changes too large for their topic, published as a marker and parts
+    heartbeats: int = 0  # heartbeat records sent (output.heartbeat_topic)
     partial_json_rows: int = 0  # MySQL: rows of Update_rows_partial events (JSON diffs applied to the before image)
     checkpoints: int = 0
     last_source_ts_ms: int = 0
@@ -227,6 +229,8 @@ class MySqlCapture:
                      if out.tombstones else "")  # fmt: skip
         if out.transaction_topic:
             create_store_topic(self.bootstrap, out.transaction_topic, compact=False)
+        if out.heartbeat_topic:  # compacted: the newest heartbeat per source is what counts
+            create_store_topic(self.bootstrap, out.heartbeat_topic, compact=True)
         for topic, compact in ((self.cfg.offsets_topic, True), (self.cfg.schema_history_topic, False),
                                (self.cfg.xa_topic, True)):  # fmt: skip
             create_store_topic(self.bootstrap, topic, compact=compact)
@@ -322,7 +326,8 @@ class MySqlCapture:
         decoder = BinlogDecoder(collations=self.server.collations, table_filter=self.filter)
         decoder.checksum = stream.checksum
         position = TransactionState(start, frontier, mysql=self.server.mysql)
-        last_flush = time.monotonic()
+        last_flush = last_beat = time.monotonic()
+        beat_every = self.cfg.output.heartbeat_interval_s if self.cfg.output.heartbeat_topic else None
         self._since_poll = 0
         try:
             snapshot = self.snapshot
@@ -344,6 +349,9 @@ class MySqlCapture:
                 if now - last_flush >= self.cfg.checkpoint_interval_ms / 1000:
                     self._checkpoint(frontier)
                     last_flush = now
+                if beat_every is not None and now - last_beat >= beat_every:
+                    self._heartbeat()
+                    last_beat = now
         finally:
             self.stream_open = False
             stream.close()
@@ -689,6 +697,23 @@ class MySqlCapture:
                 )  # fmt: skip
             self._emit(HeldRecord(topic, key, value, table if value is not None else "", identity), position, txn)
 
+    def _heartbeat(self) -> None:
+        """A heartbeat record (output.heartbeat_topic), busy or idle. Not data: a lost one is only late news,
+        so it is not part of any transaction's acknowledgements; a failure is logged."""
+        topic = self.cfg.output.heartbeat_topic
+        assert topic is not None
+        now_ms = int(time.time() * 1000)
+        if self.debezium is not None:
+            key, value = self.debezium.heartbeat_record(topic, now_ms)
+        else:
+            cp = self.stats.checkpoint
+            position = {"gtid_state": cp.gtid_state, "file": cp.file, "pos": cp.pos} if cp else {}
+            key, value = heartbeat_record(
+                "mysql", self.cfg.name, position, self.stats.last_source_ts_ms or None, now_ms
+            )
+        self.producer.send(topic, key, value, _log_heartbeat_failure)
+        self.stats.heartbeats += 1
+
     def _debezium_transaction_end(self, position: TransactionState, commit: EventHeader) -> None:
         """The END record of a committed group that published rows (output.transaction_topic)."""
         out = self.cfg.output
@@ -797,6 +822,11 @@ class UndecodableEvent(TerminalError):
 
 def _is_rows(event_type: int) -> bool:
     return event_type in (23, 24, 25, 30, 31, 32, 39)
+
+
+def _log_heartbeat_failure(err: object, _msg: object) -> None:
+    if err is not None:
+        log.warning("a heartbeat record was not acknowledged: %s", err)
 
 
 def _ignore_ack(_err: object, _msg: object) -> None:

@@ -16,13 +16,14 @@ from typing import Any, Protocol
 
 import orjson
 
-from cdcflow.events.debezium.avro import AvroTable, AvroTransactions, Register
+from cdcflow.events.debezium.avro import AvroRecords, AvroTable, Register, avro_heartbeats, avro_transactions
 from cdcflow.events.debezium.columns import Field
 from cdcflow.events.debezium.envelope import (
     DebeziumTable,
     Row,
     begin_payload,
     end_payload,
+    heartbeat,
     source_block,
     transaction_begin,
     transaction_end,
@@ -71,7 +72,8 @@ class DebeziumRecords:
         self.out = out
         self._register = register
         self._avro: dict[tuple[str, int], tuple[DebeziumTable, AvroTable]] = {}
-        self._transactions: AvroTransactions | None = None
+        self._transactions: AvroRecords | None = None
+        self._heartbeats: AvroRecords | None = None
         self._by_schema: dict[int, tuple[TableSchema, DebeziumTable]] = {}
         self._by_name: dict[str, tuple[list[dict[str, object]], tuple[str, ...], DebeziumTable]] = {}
 
@@ -126,9 +128,17 @@ class DebeziumRecords:
             return key, value, b""
         if self._transactions is None:
             assert self.out.transaction_topic is not None
-            self._transactions = AvroTransactions(self.out.transaction_topic, self._register)
+            self._transactions = avro_transactions(self.out.transaction_topic, self._register)
         key, value = self._transactions.encode({"id": txn_id}, payload)
         return key, value, b""
+
+    def heartbeat_record(self, topic: str, ts_ms: int) -> tuple[bytes, bytes]:
+        """A heartbeat record: key {serverName}, value {ts_ms}, as Debezium writes them."""
+        if self._register is None:
+            return heartbeat(self.out.server_name, ts_ms, self.out.schemas)
+        if self._heartbeats is None:
+            self._heartbeats = avro_heartbeats(topic, self._register)
+        return self._heartbeats.encode({"serverName": self.out.server_name}, {"ts_ms": ts_ms})
 
     def rows(self, ev: RowsEvent, txn: TxnContext, key_cols: tuple[str, ...], topic: str) -> list[Record]:
         """The records of one rows event, in order."""
