@@ -281,3 +281,22 @@ LOSSLESS = [
 def test_readers_give_the_cdcflow_value_back(field: Field, value: Any, binary: bool) -> None:
     assert field.reader(binary)(field.converter(binary)(value)) == value
     assert field.reader(binary)(None) is None
+
+
+@pytest.mark.parametrize(("column", "data_type", "column_type", "parameters"), [
+    (Column("dtm", t.DATETIME2, 6, False, None), "datetime", "datetime(6)", {"__debezium.source.column.type": "DATETIME",
+     "__debezium.source.column.length": "6", "__debezium.source.column.name": "dtm"}),
+    (Column("dtm0", t.DATETIME2, 0, False, None), "datetime", "datetime", {"__debezium.source.column.type": "DATETIME",
+     "__debezium.source.column.name": "dtm0"}),
+    (Column("tm3", t.TIME2, 3, False, None), "time", "time(3)", {"__debezium.source.column.type": "TIME",
+     "__debezium.source.column.length": "3", "__debezium.source.column.name": "tm3"}),
+    (Column("u", t.LONGLONG, 0, True, None), "bigint", "bigint(20) unsigned", {
+     "__debezium.source.column.type": "BIGINT UNSIGNED", "__debezium.source.column.name": "u"}),
+    (Column("i", t.LONG, 0, False, None), "int", "int(11)", None),
+])  # fmt: skip
+def test_source_types_are_propagated_as_debezium_does(column: Column, data_type: str, column_type: str,
+                                                      parameters: dict[str, str] | None) -> None:  # fmt: skip
+    # recorded from Debezium 3.5 with datatype.propagate.source.type=.+\.DATETIME,.+\.TIME,.+\.BIGINT UNSIGNED
+    from_binlog = field_from_column(column, propagate=True)
+    assert from_binlog.connect_schema().get("parameters") == parameters
+    assert field_from_information_schema(column.name, data_type, column_type, True, propagate=True) == from_binlog

@@ -259,6 +259,10 @@ class OutputConfig(_Strict):
     # debezium format: DECIMAL columns as Debezium's decimal.handling.mode: precise (Connect's Decimal, bytes),
     # string (exact text; what Flink's debezium-json reads) or double (lossy).
     decimal_handling: Literal["precise", "string", "double"] = "precise"
+    # debezium format: Debezium's datatype.propagate.source.type for DATETIME, TIME, TIMESTAMP and BIGINT UNSIGNED
+    # columns (their MySQL type and fractional digits in the field's schema parameters), which readers need to
+    # give the exact values back (the cdcflow pipeline needs it); off: Debezium's defaults exactly.
+    propagate_source_types: bool = True
     # debezium format: a topic for BEGIN/END records of each transaction, with its event counts per table
     # (Debezium's provide.transaction.metadata); null: none.
     transaction_topic: str | None = Field(default=None, pattern=r"^[A-Za-z0-9._\-]+$")

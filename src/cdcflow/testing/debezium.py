@@ -3,7 +3,8 @@
 The classpath comes from Maven Central (jars/poms/debezium-connect.xml). The connector streams one
 database from the binlog's current end (`snapshot.mode=no_data`, no locks) with Debezium's defaults for
 every value representation, the JsonConverter with schemas, tombstones after deletes and transaction
-metadata on: the settings cdcflow's debezium format mirrors.
+metadata on, and the source types of DATETIME, TIME, TIMESTAMP and BIGINT UNSIGNED columns propagated: the
+settings cdcflow's debezium format mirrors.
 """
 
 from __future__ import annotations
@@ -75,6 +76,8 @@ class DebeziumConnect:
             "schema.history.internal.kafka.bootstrap.servers": bootstrap,
             "schema.history.internal.kafka.topic": f"{prefix}-schema-history", "include.schema.changes": "false",
             "provide.transaction.metadata": "true",
+            # what cdcflow's mysql.output.propagate_source_types (on by default) mirrors
+            "datatype.propagate.source.type": r".+\.DATETIME,.+\.TIME,.+\.TIMESTAMP,.+\.BIGINT UNSIGNED",
         }  # fmt: skip
         for name, props in (("worker.properties", worker), ("connector.properties", connector)):
             (workdir / name).write_text("".join(f"{k}={v}\n" for k, v in props.items()))

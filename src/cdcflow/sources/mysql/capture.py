@@ -221,7 +221,8 @@ class MySqlCapture:
                 register = SchemaRegistry(self.kafka.schema_registry_url).register
             self.debezium = DebeziumRecords(
                 DebeziumOutput(self.cfg.name, connector, out.schemas, out.tombstones, out.decimal_handling,
-                               out.serialization, out.transaction_topic, identities=bool(self.cfg.snapshot.tables)),
+                               out.serialization, out.transaction_topic, identities=bool(self.cfg.snapshot.tables),
+                               propagate_source_types=out.propagate_source_types),
                 register,
             )  # fmt: skip
             log.info("output format: debezium, %s (%s connector's events%s%s)", out.serialization, connector,
@@ -733,7 +734,8 @@ class MySqlCapture:
                      "FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s "
                      "ORDER BY ORDINAL_POSITION", (db, table))  # fmt: skip
         handling = self.debezium.out.decimal_handling
-        fields = [field_from_information_schema(str(n), str(d), str(c), bool(null), handling)
+        propagate = self.debezium.out.propagate_source_types
+        fields = [field_from_information_schema(str(n), str(d), str(c), bool(null), handling, propagate)
                   for n, d, c, null, _pk in rows]  # fmt: skip
         key_cols = query(
             self.ep,

@@ -9,6 +9,7 @@ subtypes are Geometry structs, and column defaults are not in the schema (docs/d
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 from cdcflow.events.debezium.columns import Field
@@ -45,8 +46,35 @@ def _labels(kind: str, name: str, labels: tuple[str, ...], optional: bool) -> Fi
     return Field(name, "string", "plain", optional, logical, (("allowed", ",".join(labels)),))
 
 
-def field_from_column(c: Column, decimal_handling: str = "precise") -> Field:
-    """One binlog column -> its Debezium field."""
+# Debezium's datatype.propagate.source.type for these types: the Connect schema alone cannot say a DATETIME's
+# or TIME's fractional digits, nor that an int64 is a BIGINT UNSIGNED that wrapped; readers of the topics (the
+# cdcflow pipeline) need both to give the exact values back.
+PROPAGATED = frozenset({"DATETIME", "TIME", "TIMESTAMP", "BIGINT UNSIGNED"})
+
+
+def _source_type(f: Field, type_name: str, length: int) -> Field:
+    """`f` with Debezium's source-type parameters (as `datatype.propagate.source.type` adds them)."""
+    params = [("__debezium.source.column.type", type_name)]
+    if length:
+        params.append(("__debezium.source.column.length", str(length)))
+    params.append(("__debezium.source.column.name", f.name))
+    return dataclasses.replace(f, parameters=f.parameters + tuple(params))
+
+
+def field_from_column(c: Column, decimal_handling: str = "precise", propagate: bool = False) -> Field:
+    """One binlog column -> its Debezium field (`propagate`: with its source type, see PROPAGATED)."""
+    f = _field_from_column(c, decimal_handling)
+    if propagate:
+        name = {t.DATETIME2: "DATETIME", t.DATETIME: "DATETIME", t.TIME2: "TIME", t.TIME: "TIME",
+                t.TIMESTAMP2: "TIMESTAMP", t.TIMESTAMP: "TIMESTAMP"}.get(c.type)  # fmt: skip
+        if name is not None:
+            return _source_type(f, name, f.fsp)
+        if c.type == t.LONGLONG and c.unsigned:
+            return _source_type(f, "BIGINT UNSIGNED", 0)
+    return f
+
+
+def _field_from_column(c: Column, decimal_handling: str) -> Field:
     name, opt, ty, meta = c.name, c.nullable, c.type, c.metadata
     if ty == t.TINY:
         return Field(name, "int16", "plain", opt)
@@ -92,8 +120,9 @@ def field_from_column(c: Column, decimal_handling: str = "precise") -> Field:
     raise ValueError(f"column {name}: type {c.type_name} has no Debezium representation")
 
 
-def fields_from_binlog(schema: TableSchema, decimal_handling: str = "precise") -> tuple[Field, ...]:
-    return tuple(field_from_column(c, decimal_handling) for c in schema.columns)
+def fields_from_binlog(schema: TableSchema, decimal_handling: str = "precise",
+                       propagate: bool = False) -> tuple[Field, ...]:  # fmt: skip
+    return tuple(field_from_column(c, decimal_handling, propagate) for c in schema.columns)
 
 
 _SIZES = re.compile(r"\((\d+)(?:,(\d+))?\)")
@@ -101,8 +130,20 @@ _LABEL = re.compile(r"'((?:[^']|'')*)'")
 
 
 def field_from_information_schema(name: str, data_type: str, column_type: str, nullable: bool,
-                                  decimal_handling: str = "precise") -> Field:  # fmt: skip
+                                  decimal_handling: str = "precise", propagate: bool = False) -> Field:  # fmt: skip
     """One column as information_schema.COLUMNS shows it (DATA_TYPE, COLUMN_TYPE, IS_NULLABLE = 'YES')."""
+    f = _field_from_information_schema(name, data_type, column_type, nullable, decimal_handling)
+    if propagate:
+        dtype = data_type.lower()
+        if dtype in ("datetime", "time", "timestamp"):
+            return _source_type(f, dtype.upper(), f.fsp)
+        if dtype == "bigint" and "unsigned" in column_type.lower():
+            return _source_type(f, "BIGINT UNSIGNED", 0)
+    return f
+
+
+def _field_from_information_schema(name: str, data_type: str, column_type: str, nullable: bool,
+                                   decimal_handling: str) -> Field:  # fmt: skip
     dtype, ctype = data_type.lower(), column_type.lower()
     unsigned = "unsigned" in ctype
     sizes = _SIZES.search(ctype)

@@ -49,6 +49,7 @@ class DebeziumOutput:
     serialization: str = "json"  # json | avro (Confluent's wire format, schemas in a registry)
     transaction_topic: str | None = None  # BEGIN/END records (Debezium's provide.transaction.metadata)
     identities: bool = True  # make each record's identity (only a running snapshot compares them)
+    propagate_source_types: bool = True  # Debezium's datatype.propagate.source.type (debezium_fields.PROPAGATED)
 
 
 class _Codec(Protocol):
@@ -87,7 +88,10 @@ class DebeziumRecords:
             table = named[2]
         else:
             table = self.table_of(
-                schema.db, schema.table, fields_from_binlog(schema, self.out.decimal_handling), key_cols
+                schema.db,
+                schema.table,
+                fields_from_binlog(schema, self.out.decimal_handling, self.out.propagate_source_types),
+                key_cols,
             )
             self._by_name[schema.qualified] = (described, key_cols, table)
         if len(self._by_schema) > 4096:
