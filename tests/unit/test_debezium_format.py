@@ -284,8 +284,9 @@ def test_readers_give_the_cdcflow_value_back(field: Field, value: Any, binary: b
 
 
 @pytest.mark.parametrize(("column", "data_type", "column_type", "parameters"), [
-    (Column("dtm", t.DATETIME2, 6, False, None), "datetime", "datetime(6)", {"__debezium.source.column.type": "DATETIME",
-     "__debezium.source.column.length": "6", "__debezium.source.column.name": "dtm"}),
+    (Column("dtm", t.DATETIME2, 6, False, None), "datetime", "datetime(6)", {
+     "__debezium.source.column.type": "DATETIME", "__debezium.source.column.length": "6",
+     "__debezium.source.column.name": "dtm"}),
     (Column("dtm0", t.DATETIME2, 0, False, None), "datetime", "datetime", {"__debezium.source.column.type": "DATETIME",
      "__debezium.source.column.name": "dtm0"}),
     (Column("tm3", t.TIME2, 3, False, None), "time", "time(3)", {"__debezium.source.column.type": "TIME",
