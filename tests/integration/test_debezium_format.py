@@ -116,7 +116,8 @@ def read_topic(bootstrap: str, topic: str, expected: int, timeout_s: float = 90)
 # -- the documented differences (docs/debezium.md) --------------------------------------------------------------
 
 EXPECTED = {"column defaults", "source.cdcflow_pos", "FLOAT(M,D)", "POINT", "zero date in a NOT NULL column",
-            "years before 100", "YEAR 0", "NULL in a column with a default", "BIGINT UNSIGNED display width"}  # fmt: skip
+            "years before 100", "YEAR 0", "NULL in a column with a default",
+            "BIGINT UNSIGNED display width"}  # fmt: skip
 
 
 YEAR_100_DAYS = (dt.date(100, 1, 1) - dt.date(1970, 1, 1)).days
