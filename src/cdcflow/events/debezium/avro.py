@@ -76,11 +76,11 @@ def avro_schema(connect: dict[str, Any], defined: set[str] | None = None) -> Any
         params = connect.get("parameters", {})
         precision = int(params.get("connect.decimal.precision", 64))
         props.update({"scale": int(params.get("scale", 0)), "precision": precision, "logicalType": "decimal"})
+    if connect.get("parameters"):  # also without a name: the propagated source types
+        props["connect.parameters"] = dict(connect["parameters"])
     if connect_name:
         if "version" in connect:
             props["connect.version"] = connect["version"]
-        if connect.get("parameters"):
-            props["connect.parameters"] = dict(connect["parameters"])
         if "default" in connect:
             props["connect.default"] = connect["default"]
         props["connect.name"] = connect_name

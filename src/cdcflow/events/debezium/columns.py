@@ -297,7 +297,14 @@ def _scaled(unscaled: int, scale: int) -> str:
 
 
 def _read_decimal(f: Field, binary: bool) -> Callable[[Any], Any]:
-    return lambda v: None if v is None else _scaled(int.from_bytes(_raw(v, binary), "big", signed=True), f.scale)
+    def read(v: Any) -> Any:
+        if v is None:
+            return None
+        if isinstance(v, Decimal):  # an Avro reader that applied the decimal logical type itself
+            return f"{v:.{f.scale}f}"
+        return _scaled(int.from_bytes(_raw(v, binary), "big", signed=True), f.scale)
+
+    return read
 
 
 def _read_decimal_string(f: Field, _binary: bool) -> Callable[[Any], Any]:
