@@ -78,15 +78,22 @@ def test_each_malformed_record_is_dead_lettered_by_the_first_sink_that_reads_its
     assert writers == {"a.x": [0], "a.y": [0], "b.y": [1], "c.z": [], "ab.x": [], "b": []}
 
 
-def test_the_pipeline_refuses_sinks_that_would_read_debezium_format_topics(tmp_path: Path) -> None:
-    from cdcflow.cli.wiring import refuse_other_formats
+def test_the_pipeline_reads_debezium_topics_only_with_their_types(tmp_path: Path) -> None:
+    from cdcflow.cli.wiring import debezium_input
 
     path = tmp_path / "c.yaml"
-    path.write_text("mysql:\n  output: {format: debezium}\npipeline:\n  sinks: [{name: c, type: console}]\n")
-    with pytest.raises(ConfigError, match="reads the cdcflow format only"):
-        refuse_other_formats(load_config(path, environ={}))
-    path.write_text(
-        "mysql:\n  output: {format: debezium}\npipeline:\n  sinks: [{name: c, type: console, "
-        "topics: 'cdcflow\\\\.hbase\\\\..*'}]\n"
-    )
-    refuse_other_formats(load_config(path, environ={}))  # HBase topics only: fine
+
+    def context(output: str, topics: str = "") -> dict[str, object]:
+        path.write_text(f"mysql:\n  output: {output}\nkafka:\n  schema_registry_url: http://r:8081\n"
+                        f"pipeline:\n  sinks: [{{name: c, type: console{topics}}}]\n")  # fmt: skip
+        return debezium_input(load_config(path, environ={}))
+
+    assert context("{format: cdcflow}") == {}
+    assert context("{format: debezium, schemas: true}") == {"debezium_topics": r"cdcflow\.mysql\..*"}
+    assert context("{format: debezium, serialization: avro}") == {
+        "debezium_topics": r"cdcflow\.mysql\..*", "schema_registry_url": "http://r:8081"}  # fmt: skip
+    with pytest.raises(ConfigError, match="without their schemas"):
+        context("{format: debezium}")
+    with pytest.raises(ConfigError, match="propagate_source_types"):
+        context("{format: debezium, schemas: true, propagate_source_types: false}")
+    assert context("{format: debezium}", ", topics: 'cdcflow\\\\.hbase\\\\..*'") == {}  # HBase topics only

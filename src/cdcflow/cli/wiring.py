@@ -102,27 +102,39 @@ def pipeline_context(cfg: CdcflowConfig) -> dict[str, Any]:
         "bootstrap_servers": bootstrap(cfg), "zk_quorum": source_zk(cfg), "data_dir": str(data_dir(cfg)),
         "mysql_schema_history_topic": cfg.mysql.schema_history_topic,
         "kafka_properties": dict(cfg.kafka.properties),
+        **debezium_input(cfg),
     }  # fmt: skip
     if any(s.type == "phoenix" and not s.options.get("url") for s in cfg.pipeline.sinks):
         context["phoenix_url"] = Stack(cfg.stack.resolved_home()).endpoints("phoenix")["jdbc_url"]
     return context
 
 
-def refuse_other_formats(cfg: CdcflowConfig) -> None:
-    """The pipeline reads the cdcflow format; a sink whose topics take a MySQL source's debezium-format topics
-    would dead-letter every record, so it is refused at start, saying what to change."""
-    if cfg.mysql.output.format == "cdcflow":
-        return
+def debezium_input(cfg: CdcflowConfig) -> dict[str, Any]:
+    """What the pipeline needs to read the MySQL source's topics when they are in the debezium format: their
+    pattern and the schema registry (Avro). Refused, saying what to change, when the records would not carry
+    their types (JSON without Connect schemas) or exact times (source types not propagated)."""
+    out = cfg.mysql.output
+    if out.format == "cdcflow":
+        return {}
     sample = f"{cfg.mysql.topic_prefix}.db.table"
-    for sink in cfg.pipeline.sinks:
-        pattern = sink.topics or cfg.pipeline.topics
-        if re.fullmatch(pattern, sample):
-            raise ConfigError(
-                f"pipeline sink {sink.name!r} reads topics {pattern!r}, which include the MySQL source's "
-                f"({cfg.mysql.topic_prefix}.*), written in the {cfg.mysql.output.format} format; the pipeline reads "
-                "the cdcflow format only (docs/debezium.md): give the sink topics that leave them out, or set "
-                "mysql.output.format: cdcflow"
-            )
+    reads = [s.name for s in cfg.pipeline.sinks if re.fullmatch(s.topics or cfg.pipeline.topics, sample)]
+    if not reads:
+        return {}
+    if out.serialization == "json" and not out.schemas:
+        raise ConfigError(
+            f"pipeline sink {reads[0]!r} reads the MySQL source's topics ({cfg.mysql.topic_prefix}.*), written in the "
+            "debezium format without their schemas: set mysql.output.schemas: true or serialization: avro (the "
+            "pipeline needs each record's column types), or give the sink topics that leave them out"
+        )
+    if not out.propagate_source_types:
+        raise ConfigError(
+            f"pipeline sink {reads[0]!r} reads the MySQL source's debezium-format topics, whose DATETIME and TIME "
+            "values need their fractional digits: set mysql.output.propagate_source_types: true"
+        )
+    context: dict[str, Any] = {"debezium_topics": rf"{re.escape(cfg.mysql.topic_prefix)}\..*"}
+    if out.serialization == "avro":
+        context["schema_registry_url"] = kafka_config(cfg).schema_registry_url
+    return context
 
 
 def run_pipeline(cfg: CdcflowConfig, available_now: bool, metrics_port: int | None) -> int:
@@ -134,7 +146,6 @@ def run_pipeline(cfg: CdcflowConfig, available_now: bool, metrics_port: int | No
 
     if not cfg.pipeline.sinks:
         raise ConfigError("no sinks configured (pipeline.sinks)")
-    refuse_other_formats(cfg)
     context = pipeline_context(cfg)
     # The metrics port is taken before anything else opens a connection: a client socket's ephemeral
     # port could otherwise be the very port asked for.

@@ -41,6 +41,11 @@ class SchemaRegistry:
         self._ids[(subject, text)] = schema_id
         return schema_id
 
+    def schema(self, schema_id: int) -> str:
+        """The schema text registered under `schema_id` (what a reader of Avro records asks)."""
+        answer = self._call("GET", f"/schemas/ids/{schema_id}", None, what=f"reading schema {schema_id}")
+        return str(answer["schema"])
+
     def _call(self, method: str, path: str, body: bytes | None, what: str) -> Any:
         request = urllib.request.Request(self.url + path, data=body, method=method,
                                          headers={"Content-Type": CONTENT_TYPE, "Accept": CONTENT_TYPE})  # fmt: skip

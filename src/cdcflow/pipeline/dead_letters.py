@@ -21,12 +21,16 @@ def write_dead_letters(
 ) -> None:
     """`records` has topic, partition, offset, kafka_key; `raw` the record's bytes, `error` why."""
     kafka_options = {f"kafka.{k}": v for k, v in java_client_options(context.get("kafka_properties") or {}).items()}
+    # the format the record was expected in: cdcflow's, or the debezium format of a MySQL source's topics
+    debezium = context.get("debezium_topics")
+    expected = F.when(F.col("topic").rlike(f"^(?:{debezium})$"), "debezium") if debezium else F.lit(None)
     out = records.select(
         F.col("kafka_key").alias("key"),
         F.to_json(
             F.struct(
                 F.base64(raw).alias("raw_base64"), "topic", "partition", "offset", error.alias("error"),
-                F.lit(batch_id).alias("batch_id"), F.lit(sink).alias("sink"),
+                F.coalesce(expected, F.lit("cdcflow")).alias("format"), F.lit(batch_id).alias("batch_id"),
+                F.lit(sink).alias("sink"),
             )
         ).alias("value"),
     )  # fmt: skip

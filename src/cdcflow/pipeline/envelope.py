@@ -50,6 +50,7 @@ def envelope_schema() -> StructType:
 
 
 ENVELOPE = envelope_schema()
+TRANSCODE_ERROR = "_transcode_error"
 
 
 def _problem(e: Column) -> Column:
@@ -88,12 +89,16 @@ def parse(raw: DataFrame) -> DataFrame:
     otherwise pushes a filter on it below the projection that parses, inlining `from_json` once per
     field the check reads (a dozen parses per record; measured 1.3 s per 100,000 events)."""
     e, fenced, fields = _parse_columns(raw)
-    parsed = raw.select("topic", "partition", "offset", F.col("key").alias("kafka_key"), "value", e.alias("e"))
+    # A record the debezium transcoder could not read (debezium_input.py) says why in `_transcode_error`.
+    extra = [TRANSCODE_ERROR] if TRANSCODE_ERROR in raw.columns else []
+    parsed = raw.select("topic", "partition", "offset", F.col("key").alias("kafka_key"), "value", *extra,
+                        e.alias("e"))  # fmt: skip
+    problem = F.coalesce(F.col(TRANSCODE_ERROR), fenced) if extra else fenced
     # Two projections in all: each DataFrame step is analysed on the driver, once per batch.
     return parsed.select(
         "topic", "partition", "offset", "kafka_key",
-        F.when(fenced.isNotNull(), F.col("value")).alias("raw"),
-        fenced.alias("problem"), *fields,
+        F.when(problem.isNotNull(), F.col("value")).alias("raw"),
+        problem.alias("problem"), *fields,
     )  # fmt: skip
 
 

@@ -28,6 +28,7 @@ from cdcflow.config import PipelineConfig
 from cdcflow.errors import ConfigError
 from cdcflow.pipeline import metrics
 from cdcflow.pipeline.dead_letters import write_dead_letters
+from cdcflow.pipeline.debezium_input import transcoded
 from cdcflow.pipeline.envelope import dedupe, events_of, malformed_of, parse
 from cdcflow.pipeline.offsets import checkpoint_lock
 from cdcflow.pipeline.progress import PROGRESS_FILE, write_progress
@@ -160,6 +161,7 @@ class Pipeline:
 
     def _sink_fn(self, r: _Runner) -> Any:
         sink = r.sink
+        debezium_topics = self.context.get("debezium_topics")
 
         def apply(df: DataFrame, batch_id: int) -> None:
             started = time.time()
@@ -179,6 +181,8 @@ class Pipeline:
                             sink.name, batch_id, dead, self.context["dead_letter_topic"])  # fmt: skip
 
             def prepared(raw: DataFrame) -> DataFrame:
+                if debezium_topics:  # debezium-format topics become cdcflow events first
+                    raw = transcoded(raw, debezium_topics, self.context.get("schema_registry_url"))
                 parsed = parse(raw)
                 return dedupe(parsed) if sink.wants_deduplicated_events else parsed
 
