@@ -22,7 +22,13 @@ of a sink that must not write a change twice):
   anti-join + idempotent append   the alternative: the batch minus stored identities (same time bound),
                                   appended with txnAppId/txnVersion
 
+With --mysql-formats N (issue #35; needs `cdcflow stack up kafka mariadb registry`) it instead captures one
+MySQL backlog of about N row changes in each output format (cdcflow JSON, debezium JSON with Connect schemas,
+debezium Avro with the registry) and times, per format, the raw copy and the pipeline's parse (for the
+debezium formats: the transcoding into cdcflow events, then the parse) into parquet.
+
 Usage: .venv/bin/python benchmarks/pipeline_breakdown.py [--mutations 100000] [--stack-home DIR]
+       .venv/bin/python benchmarks/pipeline_breakdown.py --mysql-formats 100000
 """
 
 from __future__ import annotations
@@ -53,8 +59,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mutations", type=int, default=100_000)
     ap.add_argument("--stack-home", type=Path, default=None)
+    ap.add_argument("--mysql-formats", type=int, default=0, metavar="ROWS",
+                    help="time the parse of a MySQL backlog captured in each output format instead")  # fmt: skip
     args = ap.parse_args()
     stack = Stack(args.stack_home or default_stack_home())
+    if args.mysql_formats:
+        mysql_formats(stack, args.mysql_formats)
+        return
     zk, bootstrap = stack.endpoints("hbase")["zk_quorum"], stack.endpoints("kafka")["bootstrap_servers"]
     name = f"brk{uuid.uuid4().hex[:6]}"
     workdir = Path(tempfile.mkdtemp(prefix="cdcflow-breakdown-"))
@@ -139,6 +150,73 @@ def batch_floor(spark: SparkSession, raw: Callable[[], DataFrame], workdir: Path
         for _ in range(3):  # the fill of a fresh changelog is not part of the figure
             step()
         print(f"  {label:44} {took[-1]:6.2f} s", flush=True)
+
+
+
+def mysql_formats(stack: Stack, rows: int) -> None:
+    """Issue #35's goal: parsing Avro costs at most half of parsing the same events as JSON; parquet on Avro
+    events at least 0.7 of the raw copy."""
+    from mysql_capture import OUTPUTS, capture_once, write_workload  # type: ignore[import-not-found]
+
+    from cdcflow.clients.mysql import execute, query
+    from cdcflow.pipeline.debezium_input import transcoded
+    from cdcflow.testing.mysql import admin_endpoint
+
+    mariadb, bootstrap = stack.endpoints("mariadb"), str(stack.endpoints("kafka")["bootstrap_servers"])
+    registry = stack.endpoints("registry")["url"]
+    admin = admin_endpoint(mariadb)
+    db = f"brk_{uuid.uuid4().hex[:6]}"
+    execute(admin, f"CREATE DATABASE {db}", f"CREATE TABLE {db}.t (id BIGINT PRIMARY KEY, n INT, name VARCHAR(64), "
+            "amount DECIMAL(12,2), at DATETIME(6), body TEXT, ratio DOUBLE, flag TINYINT UNSIGNED, day DATE, "
+            "tag VARCHAR(32)) DEFAULT CHARSET=utf8mb4")  # fmt: skip
+    (start,) = query(admin, "SELECT @@gtid_binlog_pos")[0]
+    changes = write_workload(admin, db, rows * 10 // 17, rows * 5 // 17, rows * 2 // 17)
+    (end,) = query(admin, "SELECT @@gtid_binlog_pos")[0]
+    topics = {}
+    for fmt in OUTPUTS:
+        events, seconds, _pairs, topic = capture_once(mariadb, bootstrap, db, start, end, fmt, registry)
+        topics[fmt] = topic
+        print(f"captured {events} events as {fmt} in {seconds:.1f} s into {topic}", flush=True)
+    spark = build_session("cdcflow-breakdown-formats")
+    spark.sparkContext.setLogLevel("ERROR")
+    print(f"machine: {machine_summary()}; Spark {versions.SPARK_VERSION} (local[2]); {changes} row changes")
+    workdir = Path(tempfile.mkdtemp(prefix="cdcflow-breakdown-formats-"))
+    outputs = iter(range(1_000_000))
+    figures: dict[str, float] = {}
+
+    def raw(topic: str) -> DataFrame:
+        return (spark.read.format("kafka").option("kafka.bootstrap.servers", bootstrap)
+                .option("subscribe", topic).option("startingOffsets", "earliest").load())  # fmt: skip
+
+    def timed(label: str, step: Callable[[], object]) -> None:
+        for _ in range(3):
+            started = time.perf_counter()
+            step()
+            seconds = time.perf_counter() - started
+        figures[label] = seconds
+        print(f"  {label:44} {seconds:6.2f} s", flush=True)
+
+    for fmt, topic in topics.items():
+        pattern = topic.replace(".", "\\.")
+
+        def parsed(topic: str = topic, fmt: str = fmt, pattern: str = pattern) -> DataFrame:
+            source = raw(topic)
+            if fmt != "cdcflow":
+                source = transcoded(source, pattern, registry)
+            return events_of(parse(source))
+
+        def out() -> str:
+            return str(workdir / f"o{next(outputs)}")
+
+        timed(f"{fmt}: raw → parquet", lambda topic=topic, out=out: raw(topic).write.parquet(out()))
+        timed(f"{fmt}: parse → parquet", lambda parsed=parsed, out=out: parsed().write.parquet(out()))
+    base = figures["cdcflow: parse → parquet"] - figures["cdcflow: raw → parquet"]
+    for fmt in ("debezium-json", "debezium-avro"):
+        cost = figures[f"{fmt}: parse → parquet"] - figures[f"{fmt}: raw → parquet"]
+        share = figures[f"{fmt}: raw → parquet"] / figures[f"{fmt}: parse → parquet"]
+        print(f"parse cost of {fmt} = {cost / base:.2f}x the cdcflow JSON parse; parquet on {fmt} events = "
+              f"{share:.2f} of its raw copy")  # fmt: skip
+    execute(admin, f"DROP DATABASE {db}")
 
 
 if __name__ == "__main__":

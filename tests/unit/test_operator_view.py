@@ -203,6 +203,17 @@ def test_the_mysql_capture_metrics_are_its_counters_when_scraped() -> None:
     assert value(samples, "cdcflow_mysql_checkpoint_timestamp_seconds", source="m1") == 1_699_999_999
     capture.stats.events += 1  # read again at the next scrape, not copied
     assert value(parse_metrics(generate_latest(reg).decode()), "cdcflow_mysql_events_total", source="m1") == 42
+    assert value(samples, "cdcflow_mysql_output_info", source="m1", format="cdcflow", serialization="json") == 1
+
+
+def test_the_status_page_shows_each_mysql_sources_output_format() -> None:
+    now = 10_000.0
+    text = ('cdcflow_mysql_events_total{source="m"} 5\ncdcflow_mysql_streaming{source="m"} 1\n'
+            'cdcflow_mysql_output_info{format="debezium",serialization="avro",source="m"} 1\n')  # fmt: skip
+    status = build_status(now, [_history("http://mysql/metrics", (now, text))], {}, None, {}, [],
+                          stalled_after_s=120)  # fmt: skip
+    (capture,) = status["captures"]
+    assert capture["format"] == "debezium (avro)"
 
 
 @pytest.mark.parametrize("args, message", [

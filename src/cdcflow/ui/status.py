@@ -40,6 +40,12 @@ def label_values(samples: Samples, name: str, label: str) -> list[str]:
     return sorted({dict(k[1])[label] for k in samples if k[0] == name and label in dict(k[1])})
 
 
+def labels_of(samples: Samples, name: str, **labels: str) -> dict[str, str]:
+    """The labels of the first series of `name` whose labels include `labels` (empty: none)."""
+    want = set(labels.items())
+    return next((dict(ls) for (n, ls) in samples if n == name and want <= set(ls)), {})
+
+
 def total(samples: Samples, name: str, **labels: str) -> float:
     """Sum over the series of `name` whose labels include `labels`."""
     want = set(labels.items())
@@ -176,6 +182,9 @@ def build_status(
                 "chart_lag": target.series("cdcflow_mysql_last_source_timestamp_seconds",
                                            transform=lambda t, v: max(0.0, t - v), source=source),
             }  # fmt: skip
+            output = labels_of(s, "cdcflow_mysql_output_info", source=source)
+            if output:
+                capture["format"] = f"{output.get('format')} ({output.get('serialization')})"
             captures.append(capture)
             if lag is not None and lag > stalled_after_s and not rate:
                 warnings.append(f"MySQL source {source} looks stalled: nothing read for {lag:.0f} s "

@@ -67,3 +67,8 @@ class MySqlCaptureCollector(Collector):
             gauge = GaugeMetricFamily(f"cdcflow_mysql_{name}", text, labels=["source"])
             gauge.add_metric([source], value)
             yield gauge
+        out = self.capture.cfg.output
+        info = GaugeMetricFamily("cdcflow_mysql_output_info", "The format the capture writes its events in (always 1)",
+                                 labels=["source", "format", "serialization"])  # fmt: skip
+        info.add_metric([source, out.format, out.serialization], 1.0)
+        yield info
