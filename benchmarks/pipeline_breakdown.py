@@ -202,7 +202,7 @@ def mysql_formats(stack: Stack, rows: int) -> None:
         def parsed(topic: str = topic, fmt: str = fmt, pattern: str = pattern) -> DataFrame:
             source = raw(topic)
             if fmt != "cdcflow":
-                source = transcoded(source, pattern, registry)
+                source = transcoded(source, [(pattern, "avro" if fmt.endswith("avro") else "json")], registry)
             return events_of(parse(source))
 
         def out() -> str:

@@ -1,7 +1,8 @@
 """The pipeline reads the debezium format too: a randomized MariaDB workload captured twice, in Debezium's JSON
 with Kafka Connect schemas and in Avro with the stack's registry, applied by one Delta sink; every table of
 both equals SELECT * row by row, as with the cdcflow format. Records the pipeline cannot read (garbage, a
-Debezium JSON record without its schema) go to the dead-letter topic with their bytes."""
+Debezium JSON record without its schema, bytes that are no Avro record the registry knows) go to the
+dead-letter topic with their bytes and the reason."""
 
 from __future__ import annotations
 
@@ -52,6 +53,9 @@ def test_debezium_json_and_avro_topics_apply_exactly_and_unreadable_records_are_
             capture.stop()
     garbage = [b"not json at all", b'{"before": null, "after": {"id": 1}, "op": "c", "source": {}}']
     k.produce_sync(bootstrap, f"{sources[0].topic_prefix}.{db}.accounts", [(b"k", g) for g in garbage])
+    not_avro = b"\x00\x00\x00\x7f\xffno such schema"  # read by Spark's Avro path, which must refuse it too
+    k.produce_sync(bootstrap, f"{sources[1].topic_prefix}.{db}.accounts", [(b"k", not_avro)])
+    garbage.append(not_avro)
 
     pattern = rf"cdcflow\.({sources[0].name}|{sources[1].name})\..*"
     delta_root = tmp_path / "delta"
@@ -60,8 +64,9 @@ def test_debezium_json_and_avro_topics_apply_exactly_and_unreadable_records_are_
         sinks=(SinkConfig(name="delta", type="delta", options={"path": str(delta_root), "mysql_layout": "json",
                                                                "register_in_catalog": False}),),
     )  # fmt: skip
-    context = {"bootstrap_servers": bootstrap, "zk_quorum": "unused:2181", "debezium_topics": pattern,
-               "schema_registry_url": registry["url"]}  # fmt: skip
+    context = {"bootstrap_servers": bootstrap, "zk_quorum": "unused:2181", "schema_registry_url": registry["url"],
+               "debezium_topics": [[rf"cdcflow\.{sources[0].name}\..*", "json"],
+                                   [rf"cdcflow\.{sources[1].name}\..*", "avro"]]}  # fmt: skip
     pipeline = Pipeline(config, context, tmp_path / "checkpoints")
     assert pipeline.run(available_now=True) == {"delta": "done"}
     spark = pipeline.spark
@@ -77,9 +82,10 @@ def test_debezium_json_and_avro_topics_apply_exactly_and_unreadable_records_are_
             assert report.clean, f"{where}: {report.summary()}\n" + "\n".join(report.examples)
             assert rebuilt or table == "xa_ledger", f"{where}: no rows"
 
-    dead = k.consume(bootstrap, config.dead_letter_topic, expected=2, timeout_s=60)
+    dead = k.consume(bootstrap, config.dead_letter_topic, expected=3, timeout_s=60)
     letters = [orjson.loads(r.value or b"") for r in dead]
     assert sorted(base64.b64decode(letter["raw_base64"]) for letter in letters) == sorted(garbage), letters
     assert all(letter["format"] == "debezium" for letter in letters)
     reasons = " | ".join(letter["error"] for letter in letters)
     assert "not JSON" in reasons and "without Kafka Connect's schema" in reasons, reasons
+    assert "not an Avro record of a schema the registry has" in reasons, reasons

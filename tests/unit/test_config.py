@@ -89,9 +89,9 @@ def test_the_pipeline_reads_debezium_topics_only_with_their_types(tmp_path: Path
         return debezium_input(load_config(path, environ={}))
 
     assert context("{format: cdcflow}") == {}
-    assert context("{format: debezium, schemas: true}") == {"debezium_topics": r"cdcflow\.mysql\..*"}
+    assert context("{format: debezium, schemas: true}") == {"debezium_topics": [[r"cdcflow\.mysql\..*", "json"]]}
     assert context("{format: debezium, serialization: avro}") == {
-        "debezium_topics": r"cdcflow\.mysql\..*", "schema_registry_url": "http://r:8081"}  # fmt: skip
+        "debezium_topics": [[r"cdcflow\.mysql\..*", "avro"]], "schema_registry_url": "http://r:8081"}  # fmt: skip
     with pytest.raises(ConfigError, match="without their schemas"):
         context("{format: debezium}")
     with pytest.raises(ConfigError, match="propagate_source_types"):

@@ -131,7 +131,8 @@ def debezium_input(cfg: CdcflowConfig) -> dict[str, Any]:
             f"pipeline sink {reads[0]!r} reads the MySQL source's debezium-format topics, whose DATETIME and TIME "
             "values need their fractional digits: set mysql.output.propagate_source_types: true"
         )
-    context: dict[str, Any] = {"debezium_topics": rf"{re.escape(cfg.mysql.topic_prefix)}\..*"}
+    # (topic pattern, serialization) per source writing the debezium format
+    context: dict[str, Any] = {"debezium_topics": [[rf"{re.escape(cfg.mysql.topic_prefix)}\..*", out.serialization]]}
     if out.serialization == "avro":
         context["schema_registry_url"] = kafka_config(cfg).schema_registry_url
     return context

@@ -46,6 +46,19 @@ class SchemaRegistry:
         answer = self._call("GET", f"/schemas/ids/{schema_id}", None, what=f"reading schema {schema_id}")
         return str(answer["schema"])
 
+    def subjects(self) -> list[str]:
+        return [str(s) for s in self._call("GET", "/subjects", None, what="listing subjects")]
+
+    def version_numbers(self, subject: str) -> list[int]:
+        quoted = urllib.parse.quote(subject, safe="")
+        return [int(n) for n in self._call("GET", f"/subjects/{quoted}/versions", None, what=f"listing {subject}")]
+
+    def version(self, subject: str, number: int) -> tuple[int, str]:
+        """(schema id, schema text) of one version of `subject`."""
+        quoted = urllib.parse.quote(subject, safe="")
+        found = self._call("GET", f"/subjects/{quoted}/versions/{number}", None, what=f"reading {subject}")
+        return int(found["id"]), str(found["schema"])
+
     def _call(self, method: str, path: str, body: bytes | None, what: str) -> Any:
         request = urllib.request.Request(self.url + path, data=body, method=method,
                                          headers={"Content-Type": CONTENT_TYPE, "Accept": CONTENT_TYPE})  # fmt: skip

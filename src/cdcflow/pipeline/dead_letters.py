@@ -22,7 +22,7 @@ def write_dead_letters(
     """`records` has topic, partition, offset, kafka_key; `raw` the record's bytes, `error` why."""
     kafka_options = {f"kafka.{k}": v for k, v in java_client_options(context.get("kafka_properties") or {}).items()}
     # the format the record was expected in: cdcflow's, or the debezium format of a MySQL source's topics
-    debezium = context.get("debezium_topics")
+    debezium = "|".join(f"(?:{pattern})" for pattern, _ in context.get("debezium_topics") or [])
     expected = F.when(F.col("topic").rlike(f"^(?:{debezium})$"), "debezium") if debezium else F.lit(None)
     out = records.select(
         F.col("kafka_key").alias("key"),

@@ -1,7 +1,8 @@
 """Topics in the debezium format, read by the pipeline: each record turned into the cdcflow change event
 before the parse (events/debezium/transcode.py), so the sinks do not know which format arrived.
 
-A Spark `mapInArrow` step over the Kafka rows of a batch: records of the debezium topics get their value
+Avro records of schemas Spark's Avro reader takes are read inside Spark (debezium_avro.py). Everything else:
+a Spark `mapInArrow` step over the Kafka rows of a batch: records of the debezium topics get their value
 replaced by the transcoded event; their tombstones (no value) are dropped; a record the transcoder cannot
 read keeps its bytes and gets the reason in `_transcode_error`, so the parse dead-letters it as it arrived,
 saying why. Other topics pass untouched. Avro writer
@@ -16,11 +17,13 @@ from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
 from cdcflow.clients.registry import SchemaRegistry
 from cdcflow.events.debezium.transcode import Transcoder
 from cdcflow.events.json_codec import MalformedEvent
+from cdcflow.pipeline.debezium_avro import decoded, event_json, writer_schemas
 from cdcflow.pipeline.envelope import TRANSCODE_ERROR
 
 _TRANSCODERS: dict[str | None, Transcoder] = {}  # per registry, kept by the Python worker across batches
@@ -68,7 +71,47 @@ def transcode_batches(batches: Iterator[pa.RecordBatch], pattern: str, registry_
         yield kept.append_column(TRANSCODE_ERROR, pa.array(errors, type=pa.string()))
 
 
-def transcoded(raw: DataFrame, pattern: str, registry_url: str | None) -> DataFrame:
-    """`raw` (Kafka rows) with the debezium-format topics' values as cdcflow change events."""
+def transcoded(raw: DataFrame, sources: list[tuple[str, str]], registry_url: str | None) -> DataFrame:
+    """`raw` (Kafka rows) with the debezium-format topics' values as cdcflow change events. `sources`: (topic
+    pattern, serialization) per source writing the debezium format. Avro sources are read inside Spark, in the
+    same pass over the batch (debezium_avro.py); JSON ones, and Avro schemas Spark cannot take, through the
+    Python transcoder (a second pass over the rows it needs)."""
     schema = StructType([*raw.schema.fields, StructField(TRANSCODE_ERROR, StringType())])
-    return raw.mapInArrow(lambda batches: transcode_batches(batches, pattern, registry_url), schema)
+    json_pattern = "|".join(f"(?:{p})" for p, serialization in sources if serialization != "avro")
+    avro_pattern = "|".join(f"(?:{p})" for p, serialization in sources if serialization == "avro")
+
+    def python(rows: DataFrame, pattern: str) -> DataFrame:
+        return rows.mapInArrow(lambda batches: transcode_batches(batches, pattern, registry_url), schema)
+
+    if not avro_pattern or registry_url is None:
+        return python(raw, "|".join(f"(?:{p})" for p, _ in sources))
+    writers = writer_schemas(registry_url, avro_pattern)
+    is_avro_topic = F.col("topic").rlike(f"^(?:{avro_pattern})$")
+    schema_id = F.conv(F.hex(F.substring("value", 2, 4)), 16, 10).cast("long")
+    wide = list(writers.too_wide)
+    to_python = is_avro_topic & F.col("value").isNotNull() & schema_id.isin(wide) if wide else F.lit(False)
+    if json_pattern:
+        to_python = to_python | F.col("topic").rlike(f"^(?:{json_pattern})$")
+    # tombstones are for compaction only; the rest of an Avro source's records are read here or dead-lettered
+    native = raw.where(~to_python & ~(is_avro_topic & F.col("value").isNull()))
+    readable = is_avro_topic & (F.hex(F.substring("value", 1, 1)) == "00") & schema_id.isin(list(writers.readable))
+    # one projection decodes each record with its own schema, the next writes the event from it
+    stage = native.select(
+        *raw.columns, F.when(readable, schema_id).alias("_schema_id"),
+        *(decoded(F.col("value"), schema_id, w).alias(f"_avro{w.schema_id}") for w in writers.readable.values()),
+    )  # fmt: skip
+    events = [event_json(F.col(f"_avro{w.schema_id}"), w) for w in writers.readable.values()]
+    event = F.coalesce(*events) if events else F.lit(None).cast("string")
+    error = F.when(F.col("_schema_id").isNull(), F.lit("debezium format: not an Avro record of a schema the registry "
+                                                       "has for this topic"))  # fmt: skip
+    error = error.otherwise(F.concat(F.lit("debezium format: an Avro record that schema "),
+                                     F.col("_schema_id").cast("string"),
+                                     F.lit(" does not read, or without source.cdcflow_pos")))  # fmt: skip
+    out = stage.withColumn("_event", F.when(F.col("_schema_id").isNotNull(), event)).select(
+        *(F.coalesce(F.col("_event").cast("binary"), F.col("value")).alias("value") if c == "value" else F.col(c)
+          for c in raw.columns),
+        F.when(is_avro_topic & F.col("_event").isNull(), error).alias(TRANSCODE_ERROR),
+    )  # fmt: skip
+    if wide or json_pattern:
+        return out.unionByName(python(raw.where(to_python), "|".join(f"(?:{p})" for p, _ in sources)))
+    return out
