@@ -22,7 +22,7 @@ from cdcflow.testing.mysql import (
     CaptureThread,
     MySqlWorkload,
     admin_endpoint,
-    server_position,
+    run_and_catch_up,
     source_config,
 )
 from cdcflow.verify.mysql import compare_tables, key_json, source_rows, table_columns
@@ -41,16 +41,7 @@ def test_debezium_json_and_avro_topics_apply_exactly_and_unreadable_records_are_
         source_config(unique_name("pda"), [db], output={"format": "debezium", "serialization": "avro"}),
     )
     captures = [CaptureThread(cfg, mariadb, bootstrap, registry_url=registry["url"]).start() for cfg in sources]
-    try:
-        for _ in range(150):
-            workload.transaction()
-        workload.close()
-        end = server_position(admin)
-        for capture in captures:
-            capture.wait_for_checkpoint(end)
-    finally:
-        for capture in captures:
-            capture.stop()
+    run_and_catch_up(workload, 150, captures)
     garbage = [b"not json at all", b'{"before": null, "after": {"id": 1}, "op": "c", "source": {}}']
     k.produce_sync(bootstrap, f"{sources[0].topic_prefix}.{db}.accounts", [(b"k", g) for g in garbage])
     not_avro = b"\x00\x00\x00\x7f\xffno such schema"  # read by Spark's Avro path, which must refuse it too

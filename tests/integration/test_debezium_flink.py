@@ -19,7 +19,7 @@ from cdcflow.clients.mysql import query
 from cdcflow.sources.mysql.debezium_fields import field_from_information_schema
 from cdcflow.testing import unique_name
 from cdcflow.testing.flink import FlinkTable, cdcflow_row, flink_type, read_tables
-from cdcflow.testing.mysql import CaptureThread, MySqlWorkload, admin_endpoint, server_position, source_config
+from cdcflow.testing.mysql import CaptureThread, MySqlWorkload, admin_endpoint, run_and_catch_up, source_config
 from cdcflow.verify.mysql import compare_tables, key_json, source_rows
 
 TABLES = ("accounts", "order_lines", "audit", "xa_ledger")
@@ -50,15 +50,7 @@ def test_flink_sql_rebuilds_the_tables_from_cdcflows_debezium_json_and_avro(
     avro = source_config(unique_name("dbza"), [db], output={"format": "debezium", "serialization": "avro"})
     captures = [CaptureThread(cfg, mariadb, bootstrap, registry_url=registry["url"]).start()
                 for cfg in (wrapped, bare, avro)]  # fmt: skip
-    try:
-        for _ in range(250):
-            workload.transaction()
-        workload.close()
-        end = server_position(admin)
-        for capture in captures:
-            capture.wait_for_checkpoint(end)
-    finally:
-        stats = [capture.stop() for capture in captures]
+    stats = run_and_catch_up(workload, 250, captures)
     assert workload.statements > 500 and workload.xa_commits and workload.savepoint_rollbacks
     assert all(s.events > 0 for s in stats)
 

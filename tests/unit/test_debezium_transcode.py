@@ -33,10 +33,22 @@ SCHEMA = TableSchema(7, "shop", "things", (
     Column("g", t.GEOMETRY, 4, False, None),
 ), (0,))  # fmt: skip
 ROW: dict[str, Any] = {
-    "id": 18446744073709551615, "small": -3, "amount": "-12.500000", "f": 3.14159, "day": "0001-01-01",
-    "at0": "2038-01-19 03:14:07", "at3": "1969-12-31 23:59:59.999", "at6": "9999-12-31 23:59:59.999999",
-    "ts": "2024-02-29T12:34:56.78Z", "tm": "-838:59:59.0000", "ubig": 2**63 + 5, "bits": 513, "flag": 1,
-    "blob": base64.b64encode(b"\x00\xff").decode(), "name": "héllo 😀", "colour": "green",
+    "id": 18446744073709551615,
+    "small": -3,
+    "amount": "-12.500000",
+    "f": 3.14159,
+    "day": "0001-01-01",
+    "at0": "2038-01-19 03:14:07",
+    "at3": "1969-12-31 23:59:59.999",
+    "at6": "9999-12-31 23:59:59.999999",
+    "ts": "2024-02-29T12:34:56.78Z",
+    "tm": "-838:59:59.0000",
+    "ubig": 2**63 + 5,
+    "bits": 513,
+    "flag": 1,
+    "blob": base64.b64encode(b"\x00\xff").decode(),
+    "name": "héllo 😀",
+    "colour": "green",
     "g": base64.b64encode(struct.pack("<I", 4326) + b"\x01\x01\x00\x00\x00" + b"\x00" * 16).decode(),
 }
 NULLS = {**{name: None for name in ROW}, "id": 2}

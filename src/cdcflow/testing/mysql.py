@@ -96,6 +96,21 @@ class CaptureThread:
         return self.capture.stats
 
 
+def run_and_catch_up(workload: MySqlWorkload, transactions: int, captures: list[CaptureThread]) -> list[CaptureStats]:
+    """`transactions` of `workload`, then every capture until it checkpointed the server's end; stopped either
+    way. Their stats."""
+    try:
+        for _ in range(transactions):
+            workload.transaction()
+        workload.close()
+        end = server_position(workload.ep)
+        for capture in captures:
+            capture.wait_for_checkpoint(end)
+    finally:
+        stats = [capture.stop() for capture in captures]
+    return stats
+
+
 def server_position(ep: MySqlEndpoint) -> str:
     """Where the server's binlog ends, as a caught-up capture's checkpoint names it: MariaDB's
     @@gtid_binlog_pos, MySQL's @@gtid_executed (normalized as cdcflow writes GTID sets)."""

@@ -46,10 +46,9 @@ def _labels(kind: str, name: str, labels: tuple[str, ...], optional: bool) -> Fi
     return Field(name, "string", "plain", optional, logical, (("allowed", ",".join(labels)),))
 
 
-# Debezium's datatype.propagate.source.type for these types: the Connect schema alone cannot say a DATETIME's
-# or TIME's fractional digits, nor that an int64 is a BIGINT UNSIGNED that wrapped; readers of the topics (the
-# cdcflow pipeline) need both to give the exact values back.
-PROPAGATED = frozenset({"DATETIME", "TIME", "TIMESTAMP", "BIGINT UNSIGNED"})
+# Debezium's datatype.propagate.source.type, for DATETIME, TIME, TIMESTAMP and BIGINT UNSIGNED columns: the
+# Connect schema alone cannot say a DATETIME's or TIME's fractional digits, nor that an int64 is a BIGINT
+# UNSIGNED that wrapped; readers of the topics (the cdcflow pipeline) need both to give the exact values back.
 
 
 def _source_type(f: Field, type_name: str, length: int) -> Field:
@@ -62,7 +61,7 @@ def _source_type(f: Field, type_name: str, length: int) -> Field:
 
 
 def field_from_column(c: Column, decimal_handling: str = "precise", propagate: bool = False) -> Field:
-    """One binlog column -> its Debezium field (`propagate`: with its source type, see PROPAGATED)."""
+    """One binlog column -> its Debezium field (`propagate`: with its source type, see _source_type)."""
     f = _field_from_column(c, decimal_handling)
     if propagate:
         name = {t.DATETIME2: "DATETIME", t.DATETIME: "DATETIME", t.TIME2: "TIME", t.TIME: "TIME",

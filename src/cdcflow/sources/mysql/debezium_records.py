@@ -49,7 +49,7 @@ class DebeziumOutput:
     serialization: str = "json"  # json | avro (Confluent's wire format, schemas in a registry)
     transaction_topic: str | None = None  # BEGIN/END records (Debezium's provide.transaction.metadata)
     identities: bool = True  # make each record's identity (only a running snapshot compares them)
-    propagate_source_types: bool = True  # Debezium's datatype.propagate.source.type (debezium_fields.PROPAGATED)
+    propagate_source_types: bool = True  # Debezium's datatype.propagate.source.type (debezium_fields)
 
 
 class _Codec(Protocol):
