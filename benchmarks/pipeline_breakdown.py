@@ -152,7 +152,6 @@ def batch_floor(spark: SparkSession, raw: Callable[[], DataFrame], workdir: Path
         print(f"  {label:44} {took[-1]:6.2f} s", flush=True)
 
 
-
 def mysql_formats(stack: Stack, rows: int) -> None:
     """Issue #35's goal: parsing Avro costs at most half of parsing the same events as JSON; parquet on Avro
     events at least 0.7 of the raw copy."""
