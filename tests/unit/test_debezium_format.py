@@ -3,7 +3,7 @@
 Expected values were recorded from Debezium 3.5.0.Final's MariaDB connector (JsonConverter, default
 representations) on MariaDB 10.11, for the SQL literal named in each case; the cdcflow inputs are how
 cdcflow renders the same literal (docs/mysql.md). The live comparison with Debezium on the same
-transactions is tests/integration/test_debezium_format.py.
+transactions is tests/integration/test_debezium_comparison.py.
 """
 
 from __future__ import annotations

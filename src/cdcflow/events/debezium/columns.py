@@ -6,7 +6,7 @@ module only converts. Values come in as cdcflow renders them in change-event-v1 
 types and their JSON") and go out as Debezium's defaults render them (`time.precision.mode=
 adaptive_time_microseconds`, `decimal.handling.mode=precise`, `bigint.unsigned.handling.mode=long`,
 `binary.handling.mode=bytes`), checked against Debezium 3.5's own events (tests/integration/
-test_debezium_format.py). Bytes are base64 strings in JSON (`binary=False`), raw `bytes` for Avro.
+test_debezium_comparison.py). Bytes are base64 strings in JSON (`binary=False`), raw `bytes` for Avro.
 """
 
 from __future__ import annotations
