@@ -270,6 +270,7 @@ class OutputConfig(_Strict):
     # its acknowledged position and the time of the newest change it read, busy or idle (Debezium's
     # heartbeat.interval.ms and __debezium-heartbeat topic); null: none.
     heartbeat_topic: str | None = Field(default=None, pattern=r"^[A-Za-z0-9._\-]+$")
+    # Seconds between two heartbeat records.
     heartbeat_interval_s: float = Field(default=10.0, gt=0, le=3600)
 
     @model_validator(mode="after")
