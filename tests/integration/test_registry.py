@@ -54,3 +54,25 @@ def test_confluents_client_registers_serializes_and_reads_back(tmp_path: Path) -
         assert json.loads(again.get_schema(first).schema_str) == V1
     finally:
         stack.down()
+
+
+def test_the_captures_registry_client_retries_an_outage_and_stops_on_a_refusal(tmp_path: Path) -> None:
+    """What the capture does with the registry's answers: unreachable is retryable (it resumes from its
+    checkpoint), a refused schema is terminal and says the registry's reason."""
+    from cdcflow.clients.registry import RegistryRefused, SchemaRegistry
+    from cdcflow.errors import RetryableError
+    from cdcflow.stack.ports import free_port
+
+    with pytest.raises(RetryableError, match="unreachable"):
+        SchemaRegistry(f"http://127.0.0.1:{free_port()}", timeout_s=2).register("t-value", V1)
+    stack = Stack(tmp_path / "stack")
+    stack.up(["registry"])
+    try:
+        client = SchemaRegistry(stack.endpoints("registry")["url"])
+        subject = unique_name("orders") + "-value"
+        first = client.register(subject, V1)
+        assert client.register(subject, V1) == first and json.loads(client.schema(first)) == V1
+        with pytest.raises(RegistryRefused, match=r"HTTP 409.*qty"):
+            client.register(subject, V3_BAD)
+    finally:
+        stack.down()
