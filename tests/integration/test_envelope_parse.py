@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
+from cdcflow.events.heartbeats import heartbeat_record
 from cdcflow.events.json_codec import SCHEMA_ID
-from cdcflow.pipeline.envelope import dedupe, events_of, malformed_of, parse
+from cdcflow.pipeline.envelope import dedupe, events_of, heartbeat_ts, malformed_of, parse
 from cdcflow.pipeline.session import build_session
 
 KAFKA = "key binary, value binary, topic string, partition int, offset long"
@@ -83,3 +84,18 @@ def test_parse_in_a_second_session_of_the_same_process(spark: SparkSession) -> N
     again = spark.newSession()
     rows = parse(kafka_frame(again, [json.dumps(event([7])).encode(), b"{"])).collect()
     assert [r["problem"] for r in rows] == [None, "not a JSON object"]
+
+
+def test_heartbeat_records_are_neither_events_nor_dead_letters_and_carry_their_source_time(
+    spark: SparkSession,
+) -> None:
+    position = {"gtid_state": "0-1-7", "file": "mariadb-bin.000002", "pos": 4567}
+    beats = [heartbeat_record("mysql", "m1", position, 1_700_000_000_123, 1_700_000_000_500)[1],
+             heartbeat_record("mysql", "m1", {}, 1_700_000_000_900, 1_700_000_001_000)[1],
+             heartbeat_record("mysql", "m1", position, None, 1_700_000_001_500)[1]]  # fmt: skip
+    parsed = parse(kafka_frame(spark, [json.dumps(event([1, 2])).encode(), *beats, b"garbage"]))
+    assert [r["offset"] for r in events_of(parsed).collect()] == [0]
+    assert [r["offset"] for r in malformed_of(parsed).collect()] == [4]
+    assert parsed.agg(heartbeat_ts().alias("ts")).first()["ts"] == 1_700_000_000_900  # type: ignore[index]
+    without = parse(kafka_frame(spark, [json.dumps(event([1, 2])).encode()]))
+    assert without.agg(heartbeat_ts().alias("ts")).first()["ts"] is None  # type: ignore[index]

@@ -72,10 +72,12 @@ def test_heartbeats_carry_the_position_and_move_while_the_server_is_idle(
     assert key["schema"]["name"] == "io.debezium.connector.common.ServerNameKey"
     assert value["schema"]["name"] == "io.debezium.connector.common.Heartbeat"
     assert value["payload"]["ts_ms"] >= started + 2000
+    assert value["payload"]["cdcflow_source_ts_ms"] >= started + 1000  # cdcflow's addition: the source time
 
     topic = configs["debezium-avro"].output.heartbeat_topic or ""
     deserialize = AvroDeserializer(SchemaRegistryClient({"url": registry["url"]}))
     raw_key, raw_value = got["debezium-avro"][-1]
     assert deserialize(raw_key, SerializationContext(topic, MessageField.KEY)) == {
         "serverName": configs["debezium-avro"].name}  # fmt: skip
-    assert deserialize(raw_value, SerializationContext(topic, MessageField.VALUE))["ts_ms"] >= started + 2000
+    avro_value = deserialize(raw_value, SerializationContext(topic, MessageField.VALUE))
+    assert avro_value["ts_ms"] >= started + 2000 and avro_value["cdcflow_source_ts_ms"] >= started + 1000

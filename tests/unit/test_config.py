@@ -96,4 +96,12 @@ def test_the_pipeline_reads_debezium_topics_only_with_their_types(tmp_path: Path
         context("{format: debezium}")
     with pytest.raises(ConfigError, match="propagate_source_types"):
         context("{format: debezium, schemas: true, propagate_source_types: false}")
-    assert context("{format: debezium}", ", topics: 'cdcflow\\\\.hbase\\\\..*'") == {}  # HBase topics only
+    assert context("{format: debezium}", ", topics: 'cdcflow\\.hbase\\..*'") == {}  # HBase topics only
+    # Debezium heartbeats are transcoded when a sink reads their topic, with or without the change topics
+    beats = "{format: debezium, schemas: true, heartbeat_topic: cdcflow.beats}"
+    assert context(beats)["debezium_heartbeat_topics"] == ["cdcflow.beats"]
+    assert context(beats, ", topics: 'cdcflow\\.beats'") == {
+        "debezium_topics": [[r"cdcflow\.mysql\..*", "json"]],
+        "debezium_heartbeat_topics": ["cdcflow.beats"],
+    }
+    assert "debezium_heartbeat_topics" not in context(beats, ", topics: 'cdcflow\\.mysql\\..*'")

@@ -12,6 +12,7 @@ from unittest import mock
 import pytest
 
 from cdcflow.events.debezium.transcode import Transcoder
+from cdcflow.events.heartbeats import HEARTBEAT_SCHEMA_ID
 from cdcflow.events.json_codec import MalformedEvent, decode, encode
 from cdcflow.sources.mysql.binlog import columns as t
 from cdcflow.sources.mysql.binlog.columns import BINARY_COLLATION, Column, TableSchema
@@ -103,3 +104,19 @@ def test_transcoded_events_are_the_cdcflow_formats(serialization: str, kind: str
 def test_records_the_pipeline_cannot_read_raise_a_clear_error(value: bytes, reason: str) -> None:
     with pytest.raises(MalformedEvent, match=reason):
         Transcoder().transcode(None, value)
+
+
+@pytest.mark.parametrize("serialization", ["json", "json-schemas", "avro"])
+def test_heartbeats_become_cdcflow_heartbeats_with_the_source_time(serialization: str) -> None:
+    registry = FakeRegistry()
+    out = DebeziumOutput("src", "mariadb", serialization == "json-schemas", True,
+                         serialization="avro" if serialization == "avro" else "json")  # fmt: skip
+    records = DebeziumRecords(out, registry.register if serialization == "avro" else None)
+    transcoder = Transcoder(registry.schemas.__getitem__)
+    for source_ts in (1_700_000_000_250, None):
+        key, value = records.heartbeat_record("beats", 1_700_000_001_000, source_ts)
+        beat = json.loads(transcoder.heartbeat(key, value))
+        assert beat["schema"] == HEARTBEAT_SCHEMA_ID and beat["ts_ms"] == 1_700_000_001_000
+        assert beat["source"]["ts_ms"] == source_ts and beat["source"]["name"] == "src"
+    with pytest.raises(MalformedEvent, match="ts_ms"):
+        transcoder.heartbeat(None, b'{"ts_ms": "soon"}')

@@ -104,6 +104,8 @@ def pipeline_context(cfg: CdcflowConfig) -> dict[str, Any]:
         "kafka_properties": dict(cfg.kafka.properties),
         **debezium_input(cfg),
     }  # fmt: skip
+    if cfg.mysql.output.heartbeat_topic:  # a batch of heartbeats only is progress, not sink work
+        context["heartbeat_topics"] = [cfg.mysql.output.heartbeat_topic]
     if any(s.type == "phoenix" and not s.options.get("url") for s in cfg.pipeline.sinks):
         context["phoenix_url"] = Stack(cfg.stack.resolved_home()).endpoints("phoenix")["jdbc_url"]
     return context
@@ -118,21 +120,26 @@ def debezium_input(cfg: CdcflowConfig) -> dict[str, Any]:
         return {}
     sample = f"{cfg.mysql.topic_prefix}.db.table"
     reads = [s.name for s in cfg.pipeline.sinks if re.fullmatch(s.topics or cfg.pipeline.topics, sample)]
-    if not reads:
+    beats = out.heartbeat_topic
+    if beats and not any(re.fullmatch(s.topics or cfg.pipeline.topics, beats) for s in cfg.pipeline.sinks):
+        beats = None
+    if not reads and not beats:
         return {}
-    if out.serialization == "json" and not out.schemas:
+    if reads and out.serialization == "json" and not out.schemas:
         raise ConfigError(
             f"pipeline sink {reads[0]!r} reads the MySQL source's topics ({cfg.mysql.topic_prefix}.*), written in the "
             "debezium format without their schemas: set mysql.output.schemas: true or serialization: avro (the "
             "pipeline needs each record's column types), or give the sink topics that leave them out"
         )
-    if not out.propagate_source_types:
+    if reads and not out.propagate_source_types:
         raise ConfigError(
             f"pipeline sink {reads[0]!r} reads the MySQL source's debezium-format topics, whose DATETIME and TIME "
             "values need their fractional digits: set mysql.output.propagate_source_types: true"
         )
     # (topic pattern, serialization) per source writing the debezium format
     context: dict[str, Any] = {"debezium_topics": [[rf"{re.escape(cfg.mysql.topic_prefix)}\..*", out.serialization]]}
+    if beats:  # Debezium's heartbeats, read as cdcflow's (events/heartbeats.py)
+        context["debezium_heartbeat_topics"] = [beats]
     if out.serialization == "avro":
         context["schema_registry_url"] = kafka_config(cfg).schema_registry_url
     return context

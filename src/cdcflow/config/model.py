@@ -268,7 +268,8 @@ class OutputConfig(_Strict):
     transaction_topic: str | None = Field(default=None, pattern=r"^[A-Za-z0-9._\-]+$")
     # Heartbeat records (either format): every heartbeat_interval_s, a record keyed by the source's name with
     # its acknowledged position and the time of the newest change it read, busy or idle (Debezium's
-    # heartbeat.interval.ms and __debezium-heartbeat topic); null: none.
+    # heartbeat.interval.ms and __debezium-heartbeat topic); null: none. A pipeline sink whose topics match it
+    # counts the heartbeats as progress: its lag stays small while the server is idle.
     heartbeat_topic: str | None = Field(default=None, pattern=r"^[A-Za-z0-9._\-]+$")
     # Seconds between two heartbeat records.
     heartbeat_interval_s: float = Field(default=10.0, gt=0, le=3600)

@@ -38,8 +38,9 @@ def _transcoder(registry_url: str | None) -> Transcoder:
 
 
 def transcode_batches(batches: Iterator[pa.RecordBatch], pattern: str, registry_url: str | None,
-                      ) -> Iterator[pa.RecordBatch]:  # fmt: skip
-    """The Arrow batches of Kafka rows with debezium-format values turned into cdcflow events."""
+                      heartbeat_topics: frozenset[str] = frozenset()) -> Iterator[pa.RecordBatch]:  # fmt: skip
+    """The Arrow batches of Kafka rows with debezium-format values turned into cdcflow events (heartbeats of
+    `heartbeat_topics` into cdcflow heartbeats)."""
     matches = re.compile(pattern).fullmatch
     transcoder = _transcoder(registry_url)
     for batch in batches:
@@ -50,7 +51,8 @@ def transcode_batches(batches: Iterator[pa.RecordBatch], pattern: str, registry_
         out: list[Any] = []
         errors: list[str | None] = []
         for topic, key, value in zip(topics, keys, values, strict=True):
-            if not matches(topic):
+            heartbeat = topic in heartbeat_topics
+            if not heartbeat and not matches(topic):
                 keep.append(True)
                 out.append(value)
                 errors.append(None)
@@ -60,7 +62,7 @@ def transcode_batches(batches: Iterator[pa.RecordBatch], pattern: str, registry_
                 continue
             keep.append(True)
             try:
-                out.append(transcoder.transcode(key, value))
+                out.append(transcoder.heartbeat(key, value) if heartbeat else transcoder.transcode(key, value))
                 errors.append(None)
             except MalformedEvent as exc:
                 out.append(value)  # dead-lettered as it arrived
@@ -71,17 +73,20 @@ def transcode_batches(batches: Iterator[pa.RecordBatch], pattern: str, registry_
         yield kept.append_column(TRANSCODE_ERROR, pa.array(errors, type=pa.string()))
 
 
-def transcoded(raw: DataFrame, sources: list[tuple[str, str]], registry_url: str | None) -> DataFrame:
+def transcoded(raw: DataFrame, sources: list[tuple[str, str]], registry_url: str | None,
+               heartbeat_topics: tuple[str, ...] = ()) -> DataFrame:  # fmt: skip
     """`raw` (Kafka rows) with the debezium-format topics' values as cdcflow change events. `sources`: (topic
     pattern, serialization) per source writing the debezium format. Avro sources are read inside Spark, in the
     same pass over the batch (debezium_avro.py); JSON ones, and Avro schemas Spark cannot take, through the
-    Python transcoder (a second pass over the rows it needs)."""
+    Python transcoder (a second pass over the rows it needs), like the sources' `heartbeat_topics` (a few
+    records)."""
+    beats = frozenset(heartbeat_topics)
     schema = StructType([*raw.schema.fields, StructField(TRANSCODE_ERROR, StringType())])
     json_pattern = "|".join(f"(?:{p})" for p, serialization in sources if serialization != "avro")
     avro_pattern = "|".join(f"(?:{p})" for p, serialization in sources if serialization == "avro")
 
     def python(rows: DataFrame, pattern: str) -> DataFrame:
-        return rows.mapInArrow(lambda batches: transcode_batches(batches, pattern, registry_url), schema)
+        return rows.mapInArrow(lambda batches: transcode_batches(batches, pattern, registry_url, beats), schema)
 
     if not avro_pattern or registry_url is None:
         return python(raw, "|".join(f"(?:{p})" for p, _ in sources))
@@ -92,6 +97,9 @@ def transcoded(raw: DataFrame, sources: list[tuple[str, str]], registry_url: str
     to_python = is_avro_topic & F.col("value").isNotNull() & schema_id.isin(wide) if wide else F.lit(False)
     if json_pattern:
         to_python = to_python | F.col("topic").rlike(f"^(?:{json_pattern})$")
+    if beats:
+        to_python = to_python | F.col("topic").isin(sorted(beats))
+        is_avro_topic = is_avro_topic & ~F.col("topic").isin(sorted(beats))
     # tombstones are for compaction only; the rest of an Avro source's records are read here or dead-lettered
     native = raw.where(~to_python & ~(is_avro_topic & F.col("value").isNull()))
     readable = is_avro_topic & (F.hex(F.substring("value", 1, 1)) == "00") & schema_id.isin(list(writers.readable))
@@ -112,6 +120,6 @@ def transcoded(raw: DataFrame, sources: list[tuple[str, str]], registry_url: str
           for c in raw.columns),
         F.when(is_avro_topic & F.col("_event").isNull(), error).alias(TRANSCODE_ERROR),
     )  # fmt: skip
-    if wide or json_pattern:
+    if wide or json_pattern or beats:
         return out.unionByName(python(raw.where(to_python), "|".join(f"(?:{p})" for p, _ in sources)))
     return out

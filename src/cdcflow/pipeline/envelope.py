@@ -17,6 +17,7 @@ from pyspark.sql.types import (
 )
 
 from cdcflow.errors import ConfigError
+from cdcflow.events.heartbeats import HEARTBEAT_SCHEMA_ID
 from cdcflow.events.json_codec import SCHEMA_ID, json_schema
 
 
@@ -51,12 +52,19 @@ def envelope_schema() -> StructType:
 
 ENVELOPE = envelope_schema()
 TRANSCODE_ERROR = "_transcode_error"
+# The `problem` of a heartbeat record (events/heartbeats.py): neither an event nor a dead letter; its source.ts_ms
+# counts towards the sink's progress (runner.py).
+HEARTBEAT = "heartbeat"
 
 
 def _problem(e: Column) -> Column:
     """Why a parsed record is not a usable event (null when it is)."""
+    # A heartbeat's source fields differ from an event's, so from_json may leave it corrupt: its schema id is
+    # read from the text then (only for records that have no schema field parsed: the rare ones).
+    schema_id = F.coalesce(e["schema"], F.get_json_object(e["_corrupt"], "$.schema"))
     return (
-        F.when(e.isNull() | e["_corrupt"].isNotNull(), F.lit("not a JSON object"))
+        F.when(schema_id == HEARTBEAT_SCHEMA_ID, F.lit(HEARTBEAT))
+        .when(e.isNull() | e["_corrupt"].isNotNull(), F.lit("not a JSON object"))
         .when(e["schema"].isNull() | (e["schema"] != SCHEMA_ID), F.lit(f"schema is not {SCHEMA_ID}"))
         .when(~e["op"].isin("c", "u", "d", "r"), F.lit("op is not one of c, u, d, r"))
         .when(e["source"].isNull() | e["source"]["connector"].isNull(), F.lit("source.connector missing"))
@@ -124,9 +132,20 @@ def events_of(parsed: DataFrame) -> DataFrame:
     return parsed.where(F.col("problem").isNull()).drop("problem", "raw")
 
 
+def is_malformed(problem: Column) -> Column:
+    return problem.isNotNull() & (problem != F.lit(HEARTBEAT))
+
+
 def malformed_of(parsed: DataFrame) -> DataFrame:
-    """The records of a parsed batch that are not usable events (with raw bytes and problem)."""
-    return parsed.where(F.col("problem").isNotNull())
+    """The records of a parsed batch that are not usable events (with raw bytes and problem); heartbeats are
+    neither."""
+    return parsed.where(is_malformed(F.col("problem")))
+
+
+def heartbeat_ts() -> Column:
+    """The newest source time the heartbeat records of a parsed batch vouch for (an aggregate; null without any)."""
+    source_ts = F.get_json_object(F.col("raw").cast("string"), "$.source.ts_ms").cast("long")
+    return F.max(F.when(F.col("problem") == F.lit(HEARTBEAT), source_ts))
 
 
 _IDENTITY = {

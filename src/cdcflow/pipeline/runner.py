@@ -27,9 +27,10 @@ from cdcflow.clients.kafka.java import java_client_options
 from cdcflow.config import PipelineConfig
 from cdcflow.errors import ConfigError
 from cdcflow.pipeline import metrics
+from cdcflow.pipeline.batch_ranges import records_per_topic
 from cdcflow.pipeline.dead_letters import write_dead_letters
 from cdcflow.pipeline.debezium_input import transcoded
-from cdcflow.pipeline.envelope import dedupe, events_of, malformed_of, parse
+from cdcflow.pipeline.envelope import dedupe, events_of, heartbeat_ts, is_malformed, malformed_of, parse
 from cdcflow.pipeline.offsets import checkpoint_lock
 from cdcflow.pipeline.progress import PROGRESS_FILE, write_progress
 from cdcflow.pipeline.session import build_session
@@ -58,6 +59,8 @@ class _Runner:
     done: bool = False
     last_error: str | None = None
     last_progress_batch: int = -1
+    # (batch id, source time) of heartbeats read but not yet counted towards progress (Pipeline._vouched)
+    heartbeats: list[tuple[int, int]] = field(default_factory=list)
     # What `cdcflow pipeline status` shows; written to <checkpoint>/cdcflow-progress.json.
     doc: dict[str, Any] = field(default_factory=dict)
 
@@ -170,8 +173,9 @@ class Pipeline:
             owned = owns_topic(F.col("topic"), r.topics, r.earlier_topics)
             counts = (
                 F.count(F.when(F.col("problem").isNull(), 1)).alias("rows"),
-                F.count(F.when(F.col("problem").isNotNull() & owned, 1)).alias("dead"),
+                F.count(F.when(is_malformed(F.col("problem")) & owned, 1)).alias("dead"),
                 F.max(F.when(F.col("problem").isNull(), F.col("source.ts_ms"))).alias("max_ts"),
+                heartbeat_ts().alias("heartbeat_ts"),
             )
 
             def dead_letter(batch: DataFrame, dead: int) -> None:
@@ -182,12 +186,24 @@ class Pipeline:
 
             def prepared(raw: DataFrame) -> DataFrame:
                 if debezium_topics:  # debezium-format topics become cdcflow events first
-                    raw = transcoded(raw, debezium_topics, self.context.get("schema_registry_url"))
+                    raw = transcoded(raw, debezium_topics, self.context.get("schema_registry_url"),
+                                     tuple(self.context.get("debezium_heartbeat_topics") or ()))  # fmt: skip
                 parsed = parse(raw)
                 return dedupe(parsed) if sink.wants_deduplicated_events else parsed
 
             stats: Any
-            if sink.reads_events_once:
+            if self._heartbeats_only(df):
+                # Heartbeats only: counted as progress, the sink left alone (nothing to apply). A record in a
+                # heartbeat topic that is an event after all takes the usual path below.
+                stats = prepared(df).agg(*counts).first()
+                dead = int(stats["dead"] or 0) if stats else 0
+                if dead:
+                    dead_letter(prepared(df), dead)
+                if stats and stats["rows"]:
+                    log.warning("sink %s: batch %d: %d change event(s) in a heartbeat topic; applying them",
+                                sink.name, batch_id, stats["rows"])  # fmt: skip
+                    sink.apply_batch(events_of(prepared(df)), batch_id)
+            elif sink.reads_events_once:
                 # One job: the counts ride along the sink's own action. The rare batch with
                 # malformed records is parsed a second time for its dead letters, after the sink.
                 observed = Observation(f"cdcflow-{sink.name}-{batch_id}-{time.monotonic_ns()}")
@@ -213,12 +229,19 @@ class Pipeline:
                     batch.unpersist()
             rows = int(stats["rows"]) if stats else 0
             max_ts = stats["max_ts"] if stats else None
+            if stats and stats["heartbeat_ts"]:
+                # Two entries at most: the earlier ones merged under their newest batch (counted no sooner
+                # than that one would be), and this batch's.
+                if r.heartbeats:
+                    r.heartbeats = [(max(b for b, _ in r.heartbeats), max(ts for _, ts in r.heartbeats))]
+                r.heartbeats.append((batch_id, int(stats["heartbeat_ts"])))
             now_ms = int(time.time() * 1000)
             lag_ms = now_ms - max_ts if max_ts else None
             self._record(
                 r, state="applying", error=None, batch_id=batch_id, rows=rows, applied_at_ms=now_ms,
                 duration_ms=int((time.time() - started) * 1000),
-                last_source_ts_ms=max_ts or r.doc.get("last_source_ts_ms"), lag_ms=lag_ms,
+                last_source_ts_ms=_newest(max_ts, r.doc.get("last_source_ts_ms")), lag_ms=lag_ms,
+                heartbeats_pending=r.heartbeats,
                 total_rows=int(r.doc.get("total_rows", 0)) + rows,
                 dead_letters=int(r.doc.get("dead_letters", 0)) + dead, **sink.status(),
             )  # fmt: skip
@@ -235,6 +258,14 @@ class Pipeline:
 
         return apply
 
+    def _heartbeats_only(self, batch: DataFrame) -> bool:
+        """Whether a batch holds records of the sources' heartbeat topics only (or none at all)."""
+        beats = self.context.get("heartbeat_topics")
+        if not beats:
+            return False
+        counts = records_per_topic(batch)
+        return counts is not None and all(topic in beats or n == 0 for topic, n in counts.items())
+
     def _query_progress(self, r: _Runner) -> None:
         """Fold Spark's StreamingQueryProgress of the last batch into the sink's progress."""
         q = r.query
@@ -246,19 +277,37 @@ class Pipeline:
             int(float(v)) for s in p.get("sources", []) for k, v in (s.get("metrics") or {}).items()
             if k == "maxOffsetsBehindLatest"
         ]  # fmt: skip
-        fields = {
+        fields: dict[str, Any] = {
             "spark_batch_id": p["batchId"], "input_rows": p.get("numInputRows"),
             "input_rows_per_second": round(p.get("inputRowsPerSecond") or 0.0, 1),
             "processed_rows_per_second": round(p.get("processedRowsPerSecond") or 0.0, 1),
             "batch_duration_ms": (p.get("durationMs") or {}).get("triggerExecution"),
             "offsets_behind": max(behind) if behind else None,
         }  # fmt: skip
+        if fields["offsets_behind"] == 0:
+            fields |= self._vouched(r, p["batchId"])
         self._record(r, **fields)
         metrics.ROWS_PER_SECOND.labels(r.name).set(fields["processed_rows_per_second"])
         if fields["batch_duration_ms"] is not None:
             metrics.BATCH_SECONDS.labels(r.name).set(fields["batch_duration_ms"] / 1000)
         if fields["offsets_behind"] is not None:
             metrics.OFFSETS_BEHIND.labels(r.name).set(fields["offsets_behind"])
+
+    def _vouched(self, r: _Runner, batch_id: int) -> dict[str, Any]:
+        """Heartbeats (events/heartbeats.py) count towards a sink's progress once it applied every change written
+        before them. Batch `batch_id` read up to Kafka's end (nothing behind) as it was after the earlier
+        batches ran, so it holds every change written before a heartbeat those batches saw. Not the
+        heartbeats of this batch: its end offsets were not read at one instant across partitions."""
+        seen = [ts for b, ts in r.heartbeats if b < batch_id]
+        if not seen:
+            return {}
+        r.heartbeats = [(b, ts) for b, ts in r.heartbeats if b >= batch_id]
+        newest = _newest(max(seen), r.doc.get("last_source_ts_ms"))
+        assert newest is not None
+        lag_ms = max(0, int(time.time() * 1000) - newest)
+        metrics.LAG_SECONDS.labels(r.name).set(lag_ms / 1000)
+        metrics.LAST_SOURCE_TIME.labels(r.name).set(newest / 1000)
+        return {"last_source_ts_ms": newest, "lag_ms": lag_ms, "heartbeats_pending": r.heartbeats}
 
     def _start(self, runner: _Runner, available_now: bool) -> None:
         assert self.spark is not None
@@ -306,10 +355,12 @@ class Pipeline:
                 sink.open(self.spark)
             except Exception as exc:  # the sink's first batch tries again
                 log.warning("sink %s: picking up earlier work failed: %s", sink.name, _first_line(exc))
-        for r in runners:  # carry totals across restarts of the pipeline
+        for r in runners:  # carry totals (and heartbeats not yet counted) across restarts of the pipeline
             path = self.checkpoint_root / r.name / PROGRESS_FILE
             if path.exists():
                 r.doc = json.loads(path.read_text())
+                # seen before this start: every later batch that reaches Kafka's end vouches for them
+                r.heartbeats = [(-1, int(ts)) for _, ts in r.doc.get("heartbeats_pending") or []]
         for r in runners:
             self._start(r, available_now)
         try:
@@ -411,6 +462,11 @@ _TOPIC_SET_CHANGED = (
     "should provide the same topic partitions in pre-fetched offset",
 )
 MAX_TOPIC_RESTARTS = 20
+
+
+def _newest(*times: int | None) -> int | None:
+    known = [t for t in times if t]
+    return max(known) if known else None
 
 
 def _topics_changed(exc: BaseException) -> bool:

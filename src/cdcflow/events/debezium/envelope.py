@@ -221,12 +221,22 @@ HEARTBEAT_KEY_SCHEMA: dict[str, Any] = {
     "name": "io.debezium.connector.common.ServerNameKey", "version": 1,
 }  # fmt: skip
 HEARTBEAT_VALUE_SCHEMA: dict[str, Any] = {
-    "type": "struct", "fields": [{"type": "int64", "optional": False, "field": "ts_ms"}], "optional": False,
-    "name": "io.debezium.connector.common.Heartbeat", "version": 1,
+    "type": "struct", "fields": [
+        {"type": "int64", "optional": False, "field": "ts_ms"},
+        # cdcflow's addition: the time of the newest change the capture read (it follows the clock while the
+        # server is idle and the capture caught up). Debezium's ts_ms is only the heartbeat's own time, which
+        # says nothing of how far behind the capture is; the pipeline's lag needs this one.
+        {"type": "int64", "optional": True, "field": "cdcflow_source_ts_ms"},
+    ], "optional": False, "name": "io.debezium.connector.common.Heartbeat", "version": 1,
 }  # fmt: skip
 
 
-def heartbeat(server_name: str, ts_ms: int, schemas: bool) -> tuple[bytes, bytes]:
-    """(key, value) of a heartbeat record, in JSON: {"serverName"} and {"ts_ms"}, as Debezium writes them."""
+def heartbeat_payload(ts_ms: int, source_ts_ms: int | None) -> dict[str, Any]:
+    return {"ts_ms": ts_ms, "cdcflow_source_ts_ms": source_ts_ms}
+
+
+def heartbeat(server_name: str, ts_ms: int, source_ts_ms: int | None, schemas: bool) -> tuple[bytes, bytes]:
+    """(key, value) of a heartbeat record, in JSON: {"serverName"} and {"ts_ms"} as Debezium writes them, plus
+    cdcflow_source_ts_ms."""
     return (_wrap(HEARTBEAT_KEY_SCHEMA, {"serverName": server_name}, schemas),
-            _wrap(HEARTBEAT_VALUE_SCHEMA, {"ts_ms": ts_ms}, schemas))  # fmt: skip
+            _wrap(HEARTBEAT_VALUE_SCHEMA, heartbeat_payload(ts_ms, source_ts_ms), schemas))  # fmt: skip

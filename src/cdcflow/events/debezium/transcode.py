@@ -22,6 +22,7 @@ import orjson
 
 from cdcflow.events.debezium.avro import split_frame
 from cdcflow.events.debezium.columns import Field
+from cdcflow.events.heartbeats import heartbeat_record
 from cdcflow.events.json_codec import SCHEMA_ID, MalformedEvent
 
 # schema id -> the writer schema's text (Confluent's GET /schemas/ids/{id})
@@ -96,6 +97,22 @@ class Transcoder:
             envelope, readers = self._read_json(value)
             key_names = list(self._json_payload(key)) if key else None
         return self._event(envelope, readers, key_names)
+
+    def heartbeat(self, key: bytes | None, value: bytes) -> bytes:
+        """A debezium-format heartbeat record ({serverName} / {ts_ms, cdcflow_source_ts_ms}) as the cdcflow
+        format's heartbeat: the pipeline counts its source time towards a sink's progress. A heartbeat without
+        cdcflow_source_ts_ms (Debezium's own) gets a null source time: its ts_ms says nothing of the source."""
+        if value[:1] == b"\x00":
+            payload = self._read_avro(value)[0]
+            server = self._read_avro(key)[0].get("serverName") if key else None
+        else:
+            payload = self._json_payload(value)
+            server = self._json_payload(key).get("serverName") if key else None
+        ts_ms, source_ts_ms = payload.get("ts_ms"), payload.get("cdcflow_source_ts_ms")
+        if not isinstance(ts_ms, int) or not isinstance(source_ts_ms, int | None):
+            raise MalformedEvent("a heartbeat record without an integer ts_ms")
+        name = server if isinstance(server, str) else ""
+        return heartbeat_record("mysql", name, {}, source_ts_ms, ts_ms)[1]
 
     # -- Avro -----------------------------------------------------------------------------------------------
 

@@ -351,7 +351,7 @@ class MySqlCapture:
                     self._checkpoint(frontier)
                     last_flush = now
                 if beat_every is not None and now - last_beat >= beat_every:
-                    self._heartbeat()
+                    self._heartbeat(frontier)
                     last_beat = now
         finally:
             self.stream_open = False
@@ -698,20 +698,25 @@ class MySqlCapture:
                 )  # fmt: skip
             self._emit(HeldRecord(topic, key, value, table if value is not None else "", identity), position, txn)
 
-    def _heartbeat(self) -> None:
+    def _heartbeat(self, frontier: AckFrontier) -> None:
         """A heartbeat record (output.heartbeat_topic), busy or idle. Not data: a lost one is only late news,
-        so it is not part of any transaction's acknowledgements; a failure is logged."""
+        so it is not part of any transaction's acknowledgements; a failure is logged.
+
+        Its source time promises that every change up to it is in Kafka (the pipeline's lag counts on it): the
+        newest change read when nothing read waits for an acknowledgement, else the acknowledged checkpoint's."""
         topic = self.cfg.output.heartbeat_topic
         assert topic is not None
         now_ms = int(time.time() * 1000)
-        if self.debezium is not None:
-            key, value = self.debezium.heartbeat_record(topic, now_ms)
+        cp = self.stats.checkpoint
+        if frontier.open_transactions == 0:
+            source_ts_ms = self.stats.last_source_ts_ms or None
         else:
-            cp = self.stats.checkpoint
+            source_ts_ms = (cp.ts_ms or None) if cp else None
+        if self.debezium is not None:
+            key, value = self.debezium.heartbeat_record(topic, now_ms, source_ts_ms)
+        else:
             position = {"gtid_state": cp.gtid_state, "file": cp.file, "pos": cp.pos} if cp else {}
-            key, value = heartbeat_record(
-                "mysql", self.cfg.name, position, self.stats.last_source_ts_ms or None, now_ms
-            )
+            key, value = heartbeat_record("mysql", self.cfg.name, position, source_ts_ms, now_ms)
         self.producer.send(topic, key, value, _log_heartbeat_failure)
         self.stats.heartbeats += 1
 

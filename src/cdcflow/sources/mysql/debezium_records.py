@@ -24,6 +24,7 @@ from cdcflow.events.debezium.envelope import (
     begin_payload,
     end_payload,
     heartbeat,
+    heartbeat_payload,
     source_block,
     transaction_begin,
     transaction_end,
@@ -136,13 +137,14 @@ class DebeziumRecords:
         key, value = self._transactions.encode({"id": txn_id}, payload)
         return key, value, b""
 
-    def heartbeat_record(self, topic: str, ts_ms: int) -> tuple[bytes, bytes]:
-        """A heartbeat record: key {serverName}, value {ts_ms}, as Debezium writes them."""
+    def heartbeat_record(self, topic: str, ts_ms: int, source_ts_ms: int | None) -> tuple[bytes, bytes]:
+        """A heartbeat record: key {serverName}, value {ts_ms} as Debezium writes them, plus the time of the
+        newest change read (cdcflow_source_ts_ms)."""
         if self._register is None:
-            return heartbeat(self.out.server_name, ts_ms, self.out.schemas)
+            return heartbeat(self.out.server_name, ts_ms, source_ts_ms, self.out.schemas)
         if self._heartbeats is None:
             self._heartbeats = avro_heartbeats(topic, self._register)
-        return self._heartbeats.encode({"serverName": self.out.server_name}, {"ts_ms": ts_ms})
+        return self._heartbeats.encode({"serverName": self.out.server_name}, heartbeat_payload(ts_ms, source_ts_ms))
 
     def rows(self, ev: RowsEvent, txn: TxnContext, key_cols: tuple[str, ...], topic: str) -> list[Record]:
         """The records of one rows event, in order."""
