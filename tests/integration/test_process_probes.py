@@ -57,3 +57,27 @@ def test_the_capture_process_becomes_ready_and_stays_live(mariadb: dict[str, Any
         proc.send_signal(signal.SIGTERM)
         proc.wait(60)
         log.close()
+
+
+def test_readiness_asks_whether_kafka_answers(kafka: dict[str, Any]) -> None:
+    """The check behind "Kafka answers" (the captures' /readyz): a real producer on the real broker, and one whose
+    broker is gone (a port nothing listens on); asked at most once per period however often probed."""
+    from confluent_kafka import Producer
+
+    from cdcflow.clients.kafka.producer import BrokerCheck
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]
+    up = BrokerCheck(lambda: Producer({"bootstrap.servers": kafka["bootstrap_servers"]}))
+    assert up.problem() is None
+    calls = []
+
+    def gone() -> Producer:
+        calls.append(1)
+        return Producer({"bootstrap.servers": f"127.0.0.1:{closed}"})
+
+    down = BrokerCheck(gone, every_s=60, timeout_s=1)
+    problem = down.problem()
+    assert problem is not None and "Kafka does not answer a metadata request within 1 s" in problem, problem
+    assert down.problem() == problem and len(calls) == 1  # the cached answer until the period is over

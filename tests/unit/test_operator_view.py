@@ -204,6 +204,7 @@ def test_the_mysql_capture_metrics_are_its_counters_when_scraped() -> None:
     capture.stats.events += 1  # read again at the next scrape, not copied
     assert value(parse_metrics(generate_latest(reg).decode()), "cdcflow_mysql_events_total", source="m1") == 42
     assert value(samples, "cdcflow_mysql_output_info", source="m1", format="cdcflow", serialization="json") == 1
+    assert value(samples, "cdcflow_mysql_snapshot_pending_tables", source="m1") == 0  # served without a snapshot too
 
 
 def test_the_status_page_shows_each_mysql_sources_output_format() -> None:
@@ -214,6 +215,17 @@ def test_the_status_page_shows_each_mysql_sources_output_format() -> None:
                           stalled_after_s=120)  # fmt: skip
     (capture,) = status["captures"]
     assert capture["format"] == "debezium (avro)"
+    assert "snapshot" not in capture  # none running
+
+
+def test_the_status_page_shows_a_running_snapshot() -> None:
+    now = 10_000.0
+    text = ('cdcflow_mysql_events_total{source="m"} 5\ncdcflow_mysql_streaming{source="m"} 1\n'
+            'cdcflow_mysql_snapshot_pending_tables{source="m"} 2\ncdcflow_mysql_snapshot_rows_total{source="m"} 12345\n')  # fmt: skip
+    status = build_status(now, [_history("http://mysql/metrics", (now, text))], {}, None, {}, [],
+                          stalled_after_s=120)  # fmt: skip
+    (capture,) = status["captures"]
+    assert capture["snapshot"] == "snapshotting 2 table(s), 12,345 rows so far"
 
 
 @pytest.mark.parametrize("args, message", [

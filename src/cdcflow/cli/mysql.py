@@ -140,3 +140,34 @@ def mysql_offsets_reset(config_path: Path | None) -> None:
     offsets.refuse_if_running(wiring.mysql_endpoint(cfg), cfg.mysql.server_id, cfg.mysql.name)
     offsets.reset(wiring.kafka(cfg), cfg.mysql.offsets_topic, cfg.mysql.name)
     click.echo(f"{cfg.mysql.name}: checkpoint deleted; the next start begins at mysql.start ({cfg.mysql.start})")
+
+
+@mysql.group("signal")
+def mysql_signal() -> None:
+    """Ask a running capture for something, through mysql.snapshot.signal_table (Debezium's signals)."""
+
+
+@mysql_signal.command("snapshot")
+@config_option
+@click.argument("tables", nargs=-1, required=True)
+@click.option("--id", "signal_id", default=None, help="The signal's id (default: a new one).")
+def mysql_signal_snapshot(config_path: Path | None, tables: tuple[str, ...], signal_id: str | None) -> None:
+    """Snapshot TABLES ("db.table" patterns) again from their start while the capture runs: an `execute-snapshot`
+    row in the signal table, which the capture reads from the binlog. Progress: `cdcflow mysql status`."""
+    import uuid
+
+    from cdcflow.errors import ConfigError
+    from cdcflow.sources.mysql.signals import create_signal_table, send_snapshot_signal
+
+    cfg = wiring.load(config_path)
+    table = cfg.mysql.snapshot.signal_table
+    if table is None:
+        raise ConfigError("mysql.snapshot.signal_table is not set: the capture reads no signals (set it, restart "
+                          "the capture, then signal)")  # fmt: skip
+    if not all("." in t for t in tables):
+        raise ConfigError(f"tables are \"db.table\" names or patterns: {', '.join(tables)}")
+    ep = wiring.mysql_endpoint(cfg)
+    create_signal_table(ep, table)
+    signal_id = signal_id or f"snapshot-{uuid.uuid4().hex[:12]}"
+    send_snapshot_signal(ep, table, signal_id, tables)
+    click.echo(f"signal {signal_id} written to {table}: snapshot of {', '.join(tables)}")

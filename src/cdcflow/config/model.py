@@ -240,6 +240,17 @@ class MySqlSnapshotConfig(_Strict):
     chunk_size: int = Field(default=5000, ge=1)
     # A table cdcflow writes watermarks to (created if missing). The database must be in the binlog.
     watermark_table: str = Field(default="cdcflow.watermarks", pattern=r"^[A-Za-z0-9_$]+\.[A-Za-z0-9_$]+$")
+    # Ad-hoc snapshots while the capture runs (Debezium's signal.data.collection): a row inserted into this table
+    # (id, type, data; created if missing) with type 'execute-snapshot' and data '{"data-collections": ["db.t"]}'
+    # snapshots those tables (again) from their start, chunk by chunk like the tables above
+    # (`cdcflow mysql signal snapshot db.t` inserts it). null: no signals.
+    signal_table: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_$]+\.[A-Za-z0-9_$]+$")
+
+    @model_validator(mode="after")
+    def _signal_table_is_its_own(self) -> MySqlSnapshotConfig:
+        if self.signal_table is not None and self.signal_table == self.watermark_table:
+            raise ValueError("mysql.snapshot.signal_table must not be the watermark_table")
+        return self
 
 
 class OutputConfig(_Strict):

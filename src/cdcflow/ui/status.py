@@ -185,6 +185,11 @@ def build_status(
             output = labels_of(s, "cdcflow_mysql_output_info", source=source)
             if output:
                 capture["format"] = f"{output.get('format')} ({output.get('serialization')})"
+            pending = value(s, "cdcflow_mysql_snapshot_pending_tables", source=source)
+            if pending:  # a snapshot runs (configured, or asked for by a signal)
+                capture["snapshot"] = (f"snapshotting {int(pending)} table(s), "
+                                       f"{int(value(s, 'cdcflow_mysql_snapshot_rows_total', source=source) or 0):,} "
+                                       "rows so far")  # fmt: skip
             captures.append(capture)
             if lag is not None and lag > stalled_after_s and not rate:
                 warnings.append(f"MySQL source {source} looks stalled: nothing read for {lag:.0f} s "

@@ -77,6 +77,30 @@ def _new_producer(config: dict[str, object]) -> Producer:
     return Producer(config, logger=logging.getLogger("cdcflow.clients.kafka.librdkafka"))
 
 
+class BrokerCheck:
+    """Whether a producer's brokers answer (a metadata request), for readiness probes: asked at most every
+    `every_s`, so a probe polled often costs one request per period, and never longer than `timeout_s`."""
+
+    def __init__(self, producer: Callable[[], Any], every_s: float = 5.0, timeout_s: float = 2.0) -> None:
+        self._producer, self._every_s, self._timeout_s = producer, every_s, timeout_s
+        self._lock = threading.Lock()
+        self._checked = -float("inf")
+        self._problem: str | None = None
+
+    def problem(self) -> str | None:
+        with self._lock:
+            now = time.monotonic()
+            if now - self._checked >= self._every_s:
+                self._checked = now
+                try:
+                    self._producer().list_topics(timeout=self._timeout_s)
+                    self._problem = None
+                except Exception as exc:  # KafkaException, or anything a broken handle raises
+                    reason = exc.args[0].str() if exc.args and hasattr(exc.args[0], "str") else str(exc)
+                    self._problem = f"Kafka does not answer a metadata request within {self._timeout_s:.0f} s ({reason})"
+            return self._problem
+
+
 class AsyncProducer:
     def __init__(self, settings: ProducerSettings, factory: Callable[[dict[str, object]], Any] = _new_producer) -> None:
         self.settings = settings
@@ -91,6 +115,7 @@ class AsyncProducer:
         # One replacement or purge at a time: two calls seeing the same fatal error must not each swap
         # in a producer (the first one's callbacks would never be polled again).
         self._replacing: asyncio.Lock | None = None
+        self.brokers = BrokerCheck(lambda: self._producer)  # readiness: asks the producer in use now
 
     def _start_poller(self) -> threading.Thread:
         poller = threading.Thread(target=self._poll_loop, name="kafka-poll", daemon=True)
@@ -266,6 +291,7 @@ class SyncProducer:
         self.settings = settings
         self._factory = factory
         self._producer = factory(settings.librdkafka_config())
+        self.brokers = BrokerCheck(lambda: self._producer)  # readiness: asks the producer in use now
 
     def send(self, topic: str, key: bytes | None, value: bytes | None, on_delivery: DeliveryCallback) -> None:
         """Queue one record (value None: a tombstone)."""

@@ -69,6 +69,7 @@ from cdcflow.sources.mysql.checkpoint import AckFrontier, Checkpoint, PendingTxn
 from cdcflow.sources.mysql.debezium_fields import field_from_information_schema
 from cdcflow.sources.mysql.debezium_records import DebeziumOutput, DebeziumRecords
 from cdcflow.sources.mysql.preflight import ServerInfo, preflight
+from cdcflow.sources.mysql.signals import LogSignal, SignalRefused, create_signal_table, parse_signal
 from cdcflow.sources.mysql.snapshot import Snapshotter
 from cdcflow.sources.mysql.transactions import QueryRole, TransactionState, history_behind, savepoint_name
 from cdcflow.sources.mysql.txn_buffer import HeldRecord, RecordBuffer
@@ -94,6 +95,8 @@ class CaptureStats:
     xa_unknown: int = 0  # XA COMMIT/ROLLBACK of a transaction prepared before the capture's start
     oversize: int = 0  # changes too large for their topic, published as a marker and parts
     heartbeats: int = 0  # heartbeat records sent (output.heartbeat_topic)
+    signals: int = 0  # signal rows acted on (snapshot.signal_table)
+    signals_refused: int = 0  # signal rows that could not be acted on (logged with the reason)
     partial_json_rows: int = 0  # MySQL: rows of Update_rows_partial events (JSON diffs applied to the before image)
     checkpoints: int = 0
     last_source_ts_ms: int = 0
@@ -192,9 +195,10 @@ class MySqlCapture:
     # -- probes (served on the metrics port: /livez, /readyz) -------------------------------------------
 
     def ready_problem(self) -> str | None:
-        if self.stream_open:
-            return None
-        return f"the binlog stream is not open (connecting or resuming; {self.stats.restarts} restarts so far)"
+        if not self.stream_open:
+            return f"the binlog stream is not open (connecting or resuming; {self.stats.restarts} restarts so far)"
+        brokers = getattr(self.producer, "brokers", None)
+        return brokers.problem() if brokers is not None else None
 
     def live_problem(self) -> str | None:
         """Stuck: the stream is open but nothing came for many heartbeat periods (the server sends one
@@ -221,7 +225,7 @@ class MySqlCapture:
                 register = SchemaRegistry(self.kafka.schema_registry_url).register
             self.debezium = DebeziumRecords(
                 DebeziumOutput(self.cfg.name, connector, out.schemas, out.tombstones, out.decimal_handling,
-                               out.serialization, out.transaction_topic, identities=bool(self.cfg.snapshot.tables),
+                               out.serialization, out.transaction_topic, identities=self._may_snapshot,
                                propagate_source_types=out.propagate_source_types),
                 register,
             )  # fmt: skip
@@ -291,13 +295,20 @@ class MySqlCapture:
                 f"{self.cfg.offsets_topic}) and start again, rebuilding the sinks."
             )
 
+    @property
+    def _may_snapshot(self) -> bool:
+        """Configured tables to snapshot, or a signal table that may ask for some."""
+        return bool(self.cfg.snapshot.tables or self.cfg.snapshot.signal_table)
+
     def _setup_snapshot(self, checkpoint: Checkpoint | None) -> None:
         snap_cfg = self.cfg.snapshot
         self.progress = copy.deepcopy(checkpoint.snapshot) if checkpoint else {}
         self.snapshot = None
-        if not snap_cfg.tables:
+        if not self._may_snapshot:
             return
-        self.filter.always = frozenset({snap_cfg.watermark_table})
+        self.filter.always = frozenset({snap_cfg.watermark_table, *filter(None, [snap_cfg.signal_table])})
+        if snap_cfg.signal_table:
+            create_signal_table(self.ep, snap_cfg.signal_table)
         snapshot_ep = self.ep
         self.snapshot = Snapshotter(snapshot_ep, self.cfg.name, snap_cfg.watermark_table, snap_cfg.chunk_size,
                                     self.progress)  # fmt: skip
@@ -640,6 +651,11 @@ class MySqlCapture:
         assert schema is not None and position.open is not None
         ctx, txn = position.open
         snapshot = self.snapshot
+        if snapshot is not None and schema.qualified == self.cfg.snapshot.signal_table:
+            for before, after in ev.rows:
+                if before is None and after is not None:  # an insert; updates and deletes are not signals
+                    self._on_signal(after, snapshot)
+            return
         if snapshot is not None and snapshot.is_watermark_table(schema.qualified):
             for _before, after in ev.rows:
                 chunk_table = snapshot.chunk.table if snapshot.chunk else ""
@@ -697,6 +713,24 @@ class MySqlCapture:
                     "topic's max.message.bytes and mysql.max_record_bytes, or use output.format: cdcflow"
                 )  # fmt: skip
             self._emit(HeldRecord(topic, key, value, table if value is not None else "", identity), position, txn)
+
+    def _on_signal(self, row: dict[str, Any], snapshot: Snapshotter) -> None:
+        """A row of the signal table (signals.py). Handled where the binlog has it: the progress it starts rides
+        in the checkpoint of its transaction, and a restart from before it reads it again."""
+        try:
+            signal = parse_signal(row)
+        except SignalRefused as exc:
+            self.stats.signals_refused += 1
+            log.warning("signal refused: %s", exc)
+            return
+        self.stats.signals += 1
+        if isinstance(signal, LogSignal):
+            log.info("signal %s: %s", signal.id, signal.message)
+            return
+        added = snapshot.request(signal.tables, TableFilter(self.cfg.include, self.cfg.exclude), signal.id)
+        if not added:
+            log.warning("signal %s: no table to snapshot for %s (none matches, is captured and has a primary key, "
+                        "or it is being snapshotted already)", signal.id, ", ".join(signal.tables))  # fmt: skip
 
     def _heartbeat(self, frontier: AckFrontier) -> None:
         """A heartbeat record (output.heartbeat_topic), busy or idle. Not data: a lost one is only late news,

@@ -30,6 +30,8 @@ COUNTERS = (
     ("dead_letters", "dead_letters", "Undecodable binlog events dead-lettered with their raw bytes"),
     ("restarts", "restarts", "Streams resumed from the last checkpoint after an error"),
     ("checkpoints", "checkpoints", "Checkpoints written"),
+    ("signals", "signals", "Signal rows acted on (snapshot.signal_table)"),
+    ("signals_refused", "signals_refused", "Signal rows refused (logged with the reason)"),
 )
 
 
@@ -50,6 +52,11 @@ class MySqlCaptureCollector(Collector):
             "xa_waiting": ("Prepared XA transactions not completed yet", float(stats.xa_waiting)),
             "streaming": ("1 while the binlog stream is open", 1.0 if self.capture.stream_open else 0.0),
         }
+        snapshot = self.capture.snapshot
+        gauges["snapshot_pending_tables"] = (
+            "Tables whose snapshot (configured or asked for by a signal) is not done yet",
+            float(snapshot.pending_tables if snapshot is not None else 0),
+        )
         if stats.last_source_ts_ms:
             gauges["last_source_timestamp_seconds"] = (
                 "Source (commit) time of the newest change read", stats.last_source_ts_ms / 1000,

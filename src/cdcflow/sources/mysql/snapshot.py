@@ -80,28 +80,55 @@ class Snapshotter:
     # -- set-up ----------------------------------------------------------------------------------------
 
     def prepare(self, patterns: tuple[str, ...], keep: Any) -> None:
-        """Find the tables to snapshot; create the watermark table. `keep(db, table)`: the capture filter."""
+        """Find the tables to snapshot (those `patterns` match, and tables an earlier signal asked for that are not
+        done); create the watermark table. `keep(db, table)`: the capture filter."""
         db, table = self.watermark_table.split(".", 1)
         execute(self.ep, f"CREATE DATABASE IF NOT EXISTS `{db}`",
                 f"CREATE TABLE IF NOT EXISTS `{db}`.`{table}` (source VARCHAR(190) PRIMARY KEY, mark VARCHAR(64), "
                 "written TIMESTAMP(6) DEFAULT CURRENT_TIMESTAMP(6) ON UPDATE CURRENT_TIMESTAMP(6))")  # fmt: skip
+        unfinished = {name for name, p in self.progress.items() if not p.get("done")}
+        self._plan(lambda name: matches_any(name, patterns) or name in unfinished, keep)
+
+    def request(self, patterns: tuple[str, ...], keep: Any, signal_id: str) -> list[str]:
+        """An ad-hoc snapshot asked for by a signal: the tables `patterns` match are read again from their start
+        (also those snapshotted before). A table being snapshotted now just goes on. The tables added."""
+        busy = set(self.plans)
+        added = self._plan(lambda name: matches_any(name, patterns) and name not in busy, keep,
+                           restart={"signal": signal_id})  # fmt: skip
+        if added:
+            log.info("signal %s: snapshot of %d table(s): %s", signal_id, len(added), ", ".join(added))
+        return added
+
+    def _plan(self, wanted: Any, keep: Any, restart: dict[str, Any] | None = None) -> list[str]:
+        """Plan the tables `wanted(name)` selects among the server's base tables; `restart`: start them over (with
+        these fields in their progress), else tables already done are left out."""
         rows = query(self.ep, "SELECT TABLE_SCHEMA, TABLE_NAME, COALESCE(TABLE_ROWS, 0) FROM information_schema.TABLES "
                               "WHERE TABLE_TYPE = 'BASE TABLE'")  # fmt: skip
+        added = []
         for db_name, table_name, estimate in rows:
             name = f"{db_name}.{table_name}"
-            if not matches_any(name, patterns) or not keep(db_name, table_name):
+            if not wanted(name) or not keep(db_name, table_name) or name == self.watermark_table:
                 continue
-            if self.progress.get(name, {}).get("done"):
+            if restart is None and self.progress.get(name, {}).get("done"):
                 continue
             cols = table_columns(self.ep, db_name, table_name)
             key = [c[0] for c in cols if c[4]]
             if not key:
                 log.warning("snapshot: %s has no primary key; it is not snapshotted (only streamed)", name)
                 continue
+            if restart is not None:
+                self.progress[name] = {"last_key": None, "rows": 0, "done": False, **restart}
             self.plans[name] = TablePlan(db_name, table_name, cols, key, int(estimate))
             self.progress.setdefault(name, {"last_key": None, "rows": 0, "done": False})
-        if self.plans:
+            added.append(name)
+        if self.plans and restart is None:
             log.info("snapshot of %d table(s): %s", len(self.plans), ", ".join(sorted(self.plans)))
+        return sorted(added)
+
+    @property
+    def pending_tables(self) -> int:
+        """Tables planned and not done yet (the one a chunk is reading included)."""
+        return len(self.plans)
 
     @property
     def active(self) -> bool:

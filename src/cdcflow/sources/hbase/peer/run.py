@@ -57,6 +57,7 @@ async def run_peer(
     if metrics_port is not None:
         serve_metrics(metrics_port, metrics_host)
     producer = AsyncProducer(producer_settings(cfg, kafka, ep.bootstrap_servers))
+    add_probe("ready", "kafka", producer.brokers.problem)
     registry = await asyncio.to_thread(
         PeerRegistry, cfg.peer.zk_quorum or ep.source_zk_quorum, cfg.peer.znode_parent, cfg.peer.zk_session_timeout_s
     )
