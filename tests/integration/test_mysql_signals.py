@@ -47,10 +47,13 @@ def test_signals_snapshot_tables_while_the_capture_runs_across_a_restart(
     bootstrap = kafka["bootstrap_servers"]
     admin = admin_endpoint(mariadb)
     db = unique_name("sig")
-    execute(admin, f"CREATE DATABASE {db}", f"CREATE TABLE {db}.t (id INT PRIMARY KEY, n INT, name VARCHAR(40))",
-            f"CREATE TABLE {db}.u (id INT PRIMARY KEY, v VARCHAR(10))", f"CREATE TABLE {db}.nokey (v INT)",
-            f"INSERT INTO {db}.t SELECT seq, seq % 7, CONCAT('n', seq) FROM seq_1_to_{ROWS}",
-            f"INSERT INTO {db}.u VALUES (1, 'a'), (2, 'b'), (3, 'c')", f"INSERT INTO {db}.nokey VALUES (1)")  # fmt: skip
+    execute(admin, f"CREATE DATABASE {db}")
+    execute(
+        admin_endpoint(mariadb, database=db), f"CREATE TABLE {db}.t (id INT PRIMARY KEY, n INT, name VARCHAR(40))",
+        f"CREATE TABLE {db}.u (id INT PRIMARY KEY, v VARCHAR(10))", f"CREATE TABLE {db}.nokey (v INT)",
+        f"INSERT INTO {db}.t SELECT seq, seq % 7, CONCAT('n', seq) FROM seq_1_to_{ROWS}",
+        f"INSERT INTO {db}.u VALUES (1, 'a'), (2, 'b'), (3, 'c')", f"INSERT INTO {db}.nokey VALUES (1)",
+    )  # fmt: skip
     signal_table = f"cdcflow.{unique_name('signals')}"
     cfg = source_config(unique_name("sigsrc"), [db], snapshot={"signal_table": signal_table, "chunk_size": 1000})
     config = tmp_path / "cdcflow.yaml"
@@ -61,8 +64,9 @@ def test_signals_snapshot_tables_while_the_capture_runs_across_a_restart(
     }))  # fmt: skip
 
     def signal(*args: str) -> str:
-        done = subprocess.run([sys.executable, "-m", "cdcflow.cli.main", "mysql", "signal", "snapshot", *args,
-                               "--config", str(config)], capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+        command = [sys.executable, "-m", "cdcflow.cli.main", "mysql", "signal", "snapshot", *args]
+        command += ["--config", str(config)]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
         assert done.returncode == 0, done.stdout + done.stderr
         return done.stdout
 
@@ -97,18 +101,24 @@ def test_signals_snapshot_tables_while_the_capture_runs_across_a_restart(
         execute(admin, f"INSERT INTO {signal_table} VALUES ('bad-1', 'pause-snapshot', '{{}}'), "
                        f"('bad-2', 'execute-snapshot', '{{not json')")  # fmt: skip
         assert "signal sig-1 written" in signal(f"{db}.t", f"{db}.u", f"{db}.nokey", "--id", "sig-1")
-        wait_until("the refused signals and the snapshot's first chunks",
-                   lambda: capture.capture.stats.signals_refused == 2 and progress(capture, "t").get("rows", 0) > 4000)
+        wait_until(
+            "the refused signals and the snapshot's first chunks",
+            lambda: capture.capture.stats.signals_refused == 2 and progress(capture, "t").get("rows", 0) > 4000,
+        )
         assert capture.capture.stats.signals == 1 and not progress(capture, "t")["done"]
         assert progress(capture, "t")["signal"] == "sig-1" and "nokey" not in str(capture.capture.progress)
         capture.stop()
         capture = CaptureThread(cfg, mariadb, bootstrap).start()  # resumes the snapshot from its checkpoint
-        wait_until("the snapshot to finish after the restart",
-                   lambda: progress(capture, "t").get("done") is True and progress(capture, "u").get("done") is True)
+        wait_until(
+            "the snapshot to finish after the restart",
+            lambda: progress(capture, "t").get("done") is True and progress(capture, "u").get("done") is True,
+        )
         first_rows = progress(capture, "t")["rows"]
         signal(f"{db}.t", "--id", "sig-2")  # read again from the start
-        wait_until("the second snapshot of t",
-                   lambda: progress(capture, "t").get("signal") == "sig-2" and progress(capture, "t").get("done") is True)
+        wait_until(
+            "the second snapshot of t",
+            lambda: progress(capture, "t").get("signal") == "sig-2" and progress(capture, "t")["done"] is True,
+        )
         assert progress(capture, "u")["signal"] == "sig-1"  # not asked for again
     finally:
         stop.set()

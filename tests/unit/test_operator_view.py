@@ -221,7 +221,8 @@ def test_the_status_page_shows_each_mysql_sources_output_format() -> None:
 def test_the_status_page_shows_a_running_snapshot() -> None:
     now = 10_000.0
     text = ('cdcflow_mysql_events_total{source="m"} 5\ncdcflow_mysql_streaming{source="m"} 1\n'
-            'cdcflow_mysql_snapshot_pending_tables{source="m"} 2\ncdcflow_mysql_snapshot_rows_total{source="m"} 12345\n')  # fmt: skip
+            'cdcflow_mysql_snapshot_pending_tables{source="m"} 2\n'
+            'cdcflow_mysql_snapshot_rows_total{source="m"} 12345\n')  # fmt: skip
     status = build_status(now, [_history("http://mysql/metrics", (now, text))], {}, None, {}, [],
                           stalled_after_s=120)  # fmt: skip
     (capture,) = status["captures"]

@@ -165,7 +165,7 @@ def mysql_signal_snapshot(config_path: Path | None, tables: tuple[str, ...], sig
         raise ConfigError("mysql.snapshot.signal_table is not set: the capture reads no signals (set it, restart "
                           "the capture, then signal)")  # fmt: skip
     if not all("." in t for t in tables):
-        raise ConfigError(f"tables are \"db.table\" names or patterns: {', '.join(tables)}")
+        raise ConfigError(f'tables are "db.table" names or patterns: {", ".join(tables)}')
     ep = wiring.mysql_endpoint(cfg)
     create_signal_table(ep, table)
     signal_id = signal_id or f"snapshot-{uuid.uuid4().hex[:12]}"

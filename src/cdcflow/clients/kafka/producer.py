@@ -97,7 +97,8 @@ class BrokerCheck:
                     self._problem = None
                 except Exception as exc:  # KafkaException, or anything a broken handle raises
                     reason = exc.args[0].str() if exc.args and hasattr(exc.args[0], "str") else str(exc)
-                    self._problem = f"Kafka does not answer a metadata request within {self._timeout_s:.0f} s ({reason})"
+                    within = f"within {self._timeout_s:.0f} s"
+                    self._problem = f"Kafka does not answer a metadata request {within} ({reason})"
             return self._problem
 
 
