@@ -11,12 +11,14 @@ from collections.abc import Sequence
 from typing import cast
 
 import pytest
+from google.protobuf.message import Message
 
 from cdcflow.clients.kafka.producer import AsyncProducer, DeliveryFailed, OutRecord
 from cdcflow.events.cells import Cell, CellType
 from cdcflow.protocols.hbase import framing
 from cdcflow.protocols.hbase.cellblock import KEY_VALUE_CODEC_WITH_TAGS, encode_cells
-from cdcflow.protocols.hbase.pb import rpc_pb2, wal_pb2
+from cdcflow.protocols.hbase.cluster_calls import PeerCluster, ServerAddress
+from cdcflow.protocols.hbase.pb import master_pb2, registry_pb2, rpc_pb2, wal_pb2
 from cdcflow.sources.hbase.peer.handler import ReplicationHandler, TopicLimits
 from cdcflow.sources.hbase.peer.server import PeerServer
 from cdcflow.sources.hbase.routing import Router
@@ -101,3 +103,51 @@ def test_a_call_past_its_deadline_purges_its_records_before_the_error_answer() -
     assert "TimeoutError" in response.exception.stack_trace and not response.exception.do_not_retry
     assert producer.events == ["send 1", "purge"], "the call was answered without purging its records"
     assert elapsed < 10
+
+
+def test_master_side_calls_of_hbase_3_sources_are_answered_on_their_own_services() -> None:
+    """MasterService and ClientMetaService connections get the peer cluster (cluster_calls.py); AdminService still
+    serves only ReplicateWALEntry."""
+    a, b = ServerAddress("10.0.0.1", 16020, 1), ServerAddress("10.0.0.2", 16020, 2)
+    peer_cluster = PeerCluster("5b1e4b1e-8a9c-4a8e-9d6e-2f1c3b4a5d6e", a, (a, b))
+
+    async def cluster() -> PeerCluster:
+        return peer_cluster
+
+    async def ask(port: int, service: str, method: str, request: Message) -> framing.Response:
+        header = rpc_pb2.ConnectionHeader(service_name=service)
+        header.user_info.effective_user = "hbase"
+        call = rpc_pb2.RequestHeader(call_id=3, method_name=method, request_param=True)
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(framing.connection_preamble(header) + framing.encode_call(call, request))
+        frames = framing.FrameReader()
+        while (frame := frames.next_frame()) is None:
+            frames.feed(await asyncio.wait_for(reader.read(65536), 10))
+        writer.close()
+        return framing.parse_response(frame)
+
+    async def run() -> list[framing.Response]:
+        handler = ReplicationHandler(cast(AsyncProducer, HangingProducer()), Router((), "t"), "src",
+                                     topics=KnownTopics("unused:9092", 1 << 20))  # fmt: skip
+        server = PeerServer(handler, "127.0.0.1", 0, max_inflight_bytes=1 << 20, max_frame_bytes=1 << 20,
+                            cluster=cluster)  # fmt: skip
+        port = await server.start()
+        try:
+            names = master_pb2.GetClusterStatusRequest(options=[master_pb2.SERVERS_NAME])
+            # field 1 as packed varints that never end: not a GetClusterStatusRequest
+            garbage = wal_pb2.WALKey(encoded_region_name=b"\xff\xff\xff", table_name=b"t", log_sequence_number=1,
+                                     write_time=1)  # fmt: skip
+            return [await ask(port, "MasterService", "GetClusterStatus", names),
+                    await ask(port, "ClientMetaService", "GetClusterId", registry_pb2.GetClusterIdRequest()),
+                    await ask(port, "AdminService", "GetClusterStatus", names),
+                    await ask(port, "MasterService", "GetClusterStatus", garbage)]  # fmt: skip
+        finally:
+            await server.stop()
+
+    servers, cluster_id, wrong_service, garbage = asyncio.run(run())
+    status = master_pb2.GetClusterStatusResponse.FromString(servers.body).cluster_status
+    assert servers.exception is None and [s.start_code for s in status.servers_name] == [1, 2]
+    assert registry_pb2.GetClusterIdResponse.FromString(cluster_id.body).cluster_id == peer_cluster.cluster_id
+    assert wrong_service.exception is not None
+    assert wrong_service.exception.exception_class_name == "java.lang.UnsupportedOperationException"
+    assert garbage.exception is not None and garbage.exception.do_not_retry  # bytes of another message: refused

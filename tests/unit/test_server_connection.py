@@ -7,11 +7,12 @@ import pytest
 from cdcflow.errors import WireProtocolError
 from cdcflow.protocols.hbase import framing
 from cdcflow.protocols.hbase.cellblock import KEY_VALUE_CODEC_WITH_TAGS
-from cdcflow.protocols.hbase.pb import rpc_pb2, wal_pb2
+from cdcflow.protocols.hbase.pb import registry_pb2, rpc_pb2, wal_pb2
 from cdcflow.protocols.hbase.server import (
     CallReceived,
     ConnectionHeaderReceived,
     ConnectionRejected,
+    RegistryPreambleReceived,
     ServerConnection,
 )
 
@@ -78,3 +79,19 @@ def test_responses() -> None:
     err = framing.parse_response(ServerConnection.respond_error(9, "java.io.IOException", "later")[4:])
     assert err.exception is not None and err.exception.exception_class_name == "java.io.IOException"
     assert not err.exception.do_not_retry
+
+
+def test_a_registry_preamble_asks_for_the_cluster_id_and_ends_the_connection() -> None:
+    """HBase 2.6/3.0 connection registries open with b"Regist" instead of b"HBas": the cluster id comes back on
+    the connection's call id, then the connection closes (anything after the preamble is ignored)."""
+    conn = ServerConnection(("AdminService", "MasterService"))
+    events = []
+    for b in b"Regist" + b"anything after":
+        events += conn.receive_data(bytes([b]))
+    assert events == [RegistryPreambleReceived()] and conn.closed
+    answer = framing.FrameReader()
+    answer.feed(ServerConnection.registry_response("5b1e4b1e-8a9c-4a8e-9d6e-2f1c3b4a5d6e"))
+    response = framing.parse_response(answer.next_frame() or b"")
+    assert response.call_id == 0xFFFFFFFF and response.exception is None
+    got = registry_pb2.GetConnectionRegistryResponse.FromString(response.body)
+    assert got.cluster_id == "5b1e4b1e-8a9c-4a8e-9d6e-2f1c3b4a5d6e"

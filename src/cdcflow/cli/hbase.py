@@ -50,13 +50,19 @@ def peer() -> None:
 )
 @click.option("--serial/--no-serial", default=None, help="Serial replication (default from config: on).")
 @click.option("--disabled", is_flag=True, help="Add the peer disabled.")
-def peer_add(config_path: Path | None, tables: tuple[str, ...], serial: bool | None, disabled: bool) -> None:
+@click.option("--rpc-key", is_flag=True, help="Use the hbase+rpc:// cluster key naming the running instances "
+              "(HBase 3.0 source clusters only; 2.x refuses it) instead of the ZooKeeper one.")  # fmt: skip
+def peer_add(config_path: Path | None, tables: tuple[str, ...], serial: bool | None, disabled: bool,
+             rpc_key: bool) -> None:  # fmt: skip
     """Add this cdcflow peer (hbase.peer.* in the config) to the source cluster."""
     from cdcflow.clients.hbase import admin
 
     cfg = wiring.load(config_path)
     p = cfg.hbase.peer
-    key = admin.cluster_key(p.zk_quorum or wiring.source_zk(cfg), p.znode_parent)
+    zk_key, rpc = _cluster_keys(cfg)
+    key = rpc if rpc_key and rpc else zk_key
+    if rpc_key and not rpc:
+        admin.rpc_cluster_key([])  # raises, saying to start the instances first
     table_cfs: dict[str, list[str]] = {}
     for spec in tables:
         name, _, fams = spec.partition("=") if "=" in spec else (spec, "", "")
@@ -69,6 +75,35 @@ def peer_add(config_path: Path | None, tables: tuple[str, ...], serial: bool | N
     finally:
         client.close()
     click.echo(f"added peer {p.peer_id} -> {key} (peer cluster id {cluster})")
+    click.echo(f"cluster keys: {zk_key} (any HBase); {rpc or 'hbase+rpc:// (no instance registered yet)'} "
+               "(HBase 3.0)")  # fmt: skip
+
+
+@peer.command("keys")
+@config_option
+def peer_keys(config_path: Path | None) -> None:
+    """Print this peer's cluster keys: the ZooKeeper one (any HBase source) and the hbase+rpc:// one naming the
+    running instances (HBase 3.0 sources), to add the peer by hand (`add_peer` in the HBase shell)."""
+    zk_key, rpc = _cluster_keys(wiring.load(config_path))
+    click.echo(f"zookeeper  {zk_key}")
+    click.echo(f"rpc        {rpc or '(no instance registered: start cdcflow hbase run)'}")
+
+
+def _cluster_keys(cfg: Any) -> tuple[str, str | None]:
+    """(ZooKeeper cluster key, hbase+rpc:// key of the instances registered now, or None)."""
+    from cdcflow.clients.hbase import admin
+    from cdcflow.protocols.hbase.cluster_calls import ServerAddress
+    from cdcflow.sources.hbase.peer.registry import PeerRegistry
+
+    p = cfg.hbase.peer
+    quorum = p.zk_quorum or wiring.source_zk(cfg)
+    registry = PeerRegistry(quorum, p.znode_parent)
+    try:
+        servers = [ServerAddress.parse(name) for name in registry.servers()]
+    finally:
+        registry.zk.close()
+    rpc = admin.rpc_cluster_key([(s.host, s.port) for s in servers]) if servers else None
+    return admin.cluster_key(quorum, p.znode_parent), rpc
 
 
 @peer.command("list")

@@ -28,6 +28,14 @@ class PeerInfo:
     config: dict[str, str]
 
 
+def rpc_cluster_key(servers: list[tuple[str, int]]) -> str:
+    """An HBase 3.0 connection-URI cluster key naming bootstrap nodes: "hbase+rpc://host1:port1,host2:port2"."""
+    if not servers:
+        raise ConfigError("an hbase+rpc:// cluster key names the peer's instances: none is registered (start "
+                          "`cdcflow hbase run` first)")  # fmt: skip
+    return "hbase+rpc://" + ",".join(f"{host}:{port}" for host, port in servers)
+
+
 def cluster_key(zk_quorum: str, znode_parent: str) -> str:
     """HBase CLUSTER_KEY: "host1,host2:port:/parent" from "host1:port,host2:port" and "/parent"."""
     hosts, ports = [], set()

@@ -21,7 +21,7 @@ from google.protobuf.message import Message
 from cdcflow.errors import WireProtocolError
 from cdcflow.protocols.hbase import framing
 from cdcflow.protocols.hbase.cellblock import SUPPORTED_CODECS
-from cdcflow.protocols.hbase.pb import rpc_pb2
+from cdcflow.protocols.hbase.pb import registry_pb2, rpc_pb2
 
 # call_id -1 (as uint32): an error about the connection itself, not one call.
 CONNECTION_CALL_ID = 0xFFFFFFFF
@@ -52,12 +52,19 @@ class CallReceived:
 
 
 @dataclass(frozen=True)
+class RegistryPreambleReceived:
+    """A client's connection registry asked for the cluster id before anything else (HBase 2.6/3.0's
+    `Regist` preamble instead of `HBas`): answer with `registry_response`, then close."""
+
+
+@dataclass(frozen=True)
 class ConnectionRejected:
     reason: str
     response: bytes  # send this, then close
 
 
-Event = ConnectionHeaderReceived | CallReceived | ConnectionRejected
+Event = ConnectionHeaderReceived | CallReceived | ConnectionRejected | RegistryPreambleReceived
+REGISTRY_PREAMBLE = b"Regist"  # HBase's RpcClient.REGISTRY_PREAMBLE_HEADER
 
 
 def error_response(call_id: int, exception_class: str, message: str, *, do_not_retry: bool = False) -> bytes:
@@ -105,6 +112,9 @@ class ServerConnection:
                     return events
                 preamble = bytes(self._buf[:6])
                 del self._buf[:6]
+                if preamble == REGISTRY_PREAMBLE:
+                    self._state = _State.CLOSED
+                    return [RegistryPreambleReceived()]
                 if preamble[:4] != framing.PREAMBLE_MAGIC:
                     self._state = _State.CLOSED
                     raise WireProtocolError(f"not an HBase RPC preamble: {preamble!r}")
@@ -174,6 +184,14 @@ class ServerConnection:
     @staticmethod
     def respond(call_id: int, message: Message) -> bytes:
         return framing.encode_response(rpc_pb2.ResponseHeader(call_id=call_id), message)
+
+    @staticmethod
+    def registry_response(cluster_id: str) -> bytes:
+        """The answer to a registry preamble: the cluster id, on the connection's own call id."""
+        return framing.encode_response(
+            rpc_pb2.ResponseHeader(call_id=CONNECTION_CALL_ID),
+            registry_pb2.GetConnectionRegistryResponse(cluster_id=cluster_id),
+        )
 
     @staticmethod
     def respond_error(call_id: int, exception_class: str, message: str, *, do_not_retry: bool = False) -> bytes:

@@ -51,3 +51,15 @@ def cluster_id(data: bytes) -> uuid.UUID:
         return uuid.UUID(body.decode())
     except ValueError as exc:
         raise WireProtocolError(f"unreadable hbaseid znode: {body[:64]!r}") from exc
+
+
+def master_record(host: str, port: int, start_code: int, writer_id: bytes = b"cdcflow") -> bytes:
+    """The `<parent>/master` znode naming a server as the cluster's active master (ZooKeeper.proto's Master)."""
+    server = hbase_types_pb2.ServerName(host_name=host, port=port, start_code=start_code)
+    return with_metadata(PB_MAGIC + hbase_types_pb2.Master(master=server).SerializeToString(), writer_id)
+
+
+def master_address(data: bytes) -> tuple[str, int, int]:
+    """(host, port, start code) of the active master a `<parent>/master` znode names."""
+    master = parse_message(hbase_types_pb2.Master, protobuf_payload(data)).master
+    return master.host_name, master.port, master.start_code

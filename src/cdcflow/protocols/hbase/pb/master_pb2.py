@@ -25,15 +25,15 @@ _sym_db = _symbol_database.Default()
 from cdcflow.protocols.hbase.pb import hbase_types_pb2 as cdcflow_dot_protocols_dot_hbase_dot_pb_dot_hbase__types__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\'cdcflow/protocols/hbase/pb/master.proto\x12\x08hbase.pb\x1a,cdcflow/protocols/hbase/pb/hbase_types.proto\"\x7f\n\x12\x43reateTableRequest\x12+\n\x0ctable_schema\x18\x01 \x02(\x0b\x32\x15.hbase.pb.TableSchema\x12\x12\n\nsplit_keys\x18\x02 \x03(\x0c\x12\x16\n\x0bnonce_group\x18\x03 \x01(\x04:\x01\x30\x12\x10\n\x05nonce\x18\x04 \x01(\x04:\x01\x30\"&\n\x13\x43reateTableResponse\x12\x0f\n\x07proc_id\x18\x01 \x01(\x04\"g\n\x12\x44\x65leteTableRequest\x12\'\n\ntable_name\x18\x01 \x02(\x0b\x32\x13.hbase.pb.TableName\x12\x16\n\x0bnonce_group\x18\x02 \x01(\x04:\x01\x30\x12\x10\n\x05nonce\x18\x03 \x01(\x04:\x01\x30\"&\n\x13\x44\x65leteTableResponse\x12\x0f\n\x07proc_id\x18\x01 \x01(\x04\"h\n\x13\x44isableTableRequest\x12\'\n\ntable_name\x18\x01 \x02(\x0b\x32\x13.hbase.pb.TableName\x12\x16\n\x0bnonce_group\x18\x02 \x01(\x04:\x01\x30\x12\x10\n\x05nonce\x18\x03 \x01(\x04:\x01\x30\"\'\n\x14\x44isableTableResponse\x12\x0f\n\x07proc_id\x18\x01 \x01(\x04\"\xb2\x01\n\x12ModifyTableRequest\x12\'\n\ntable_name\x18\x01 \x02(\x0b\x32\x13.hbase.pb.TableName\x12+\n\x0ctable_schema\x18\x02 \x02(\x0b\x32\x15.hbase.pb.TableSchema\x12\x16\n\x0bnonce_group\x18\x03 \x01(\x04:\x01\x30\x12\x10\n\x05nonce\x18\x04 \x01(\x04:\x01\x30\x12\x1c\n\x0ereopen_regions\x18\x05 \x01(\x08:\x04true\"&\n\x13ModifyTableResponse\x12\x0f\n\x07proc_id\x18\x01 \x01(\x04\",\n\x19GetProcedureResultRequest\x12\x0f\n\x07proc_id\x18\x01 \x02(\x04\"\xfd\x01\n\x1aGetProcedureResultResponse\x12\x39\n\x05state\x18\x01 \x02(\x0e\x32*.hbase.pb.GetProcedureResultResponse.State\x12\x16\n\x0esubmitted_time\x18\x02 \x01(\x04\x12\x13\n\x0blast_update\x18\x03 \x01(\x04\x12\x0e\n\x06result\x18\x04 \x01(\x0c\x12\x34\n\texception\x18\x05 \x01(\x0b\x32!.hbase.pb.ForeignExceptionMessage\"1\n\x05State\x12\r\n\tNOT_FOUND\x10\x00\x12\x0b\n\x07RUNNING\x10\x01\x12\x0c\n\x08\x46INISHED\x10\x02\"[\n\x14GetTableNamesRequest\x12\r\n\x05regex\x18\x01 \x01(\t\x12!\n\x12include_sys_tables\x18\x02 \x01(\x08:\x05\x66\x61lse\x12\x11\n\tnamespace\x18\x03 \x01(\t\"A\n\x15GetTableNamesResponse\x12(\n\x0btable_names\x18\x01 \x03(\x0b\x32\x13.hbase.pb.TableName\"\x8b\x01\n\x1aGetTableDescriptorsRequest\x12(\n\x0btable_names\x18\x01 \x03(\x0b\x32\x13.hbase.pb.TableName\x12\r\n\x05regex\x18\x02 \x01(\t\x12!\n\x12include_sys_tables\x18\x03 \x01(\x08:\x05\x66\x61lse\x12\x11\n\tnamespace\x18\x04 \x01(\t\"J\n\x1bGetTableDescriptorsResponse\x12+\n\x0ctable_schema\x18\x01 \x03(\x0b\x32\x15.hbase.pb.TableSchema\"\x18\n\x16IsMasterRunningRequest\"4\n\x17IsMasterRunningResponse\x12\x19\n\x11is_master_running\x18\x01 \x02(\x08\"\xb0\x02\n\x15ReplicationLoadSource\x12\x0e\n\x06peerID\x18\x01 \x02(\t\x12\x1a\n\x12\x61geOfLastShippedOp\x18\x02 \x02(\x04\x12\x16\n\x0esizeOfLogQueue\x18\x03 \x02(\r\x12 \n\x18timeStampOfLastShippedOp\x18\x04 \x02(\x04\x12\x16\n\x0ereplicationLag\x18\x05 \x02(\x04\x12\"\n\x1atimeStampOfNextToReplicate\x18\x06 \x01(\x04\x12\x0f\n\x07queueId\x18\x07 \x01(\t\x12\x11\n\trecovered\x18\x08 \x01(\x08\x12\x0f\n\x07running\x18\t \x01(\x08\x12\x19\n\x11\x65\x64itsSinceRestart\x18\n \x01(\x08\x12\x11\n\teditsRead\x18\x0b \x01(\x04\x12\x12\n\noPsShipped\x18\x0c \x01(\x04\"E\n\nServerLoad\x12\x37\n\x0ereplLoadSource\x18\n \x03(\x0b\x32\x1f.hbase.pb.ReplicationLoadSource\"a\n\x0eLiveServerInfo\x12$\n\x06server\x18\x01 \x02(\x0b\x32\x14.hbase.pb.ServerName\x12)\n\x0bserver_load\x18\x02 \x02(\x0b\x32\x14.hbase.pb.ServerLoad\"?\n\rClusterStatus\x12.\n\x0clive_servers\x18\x02 \x03(\x0b\x32\x18.hbase.pb.LiveServerInfo\"I\n\x17GetClusterStatusRequest\x12.\n\x07options\x18\x01 \x03(\x0e\x32\x1d.hbase.pb.ClusterStatusOption\"K\n\x18GetClusterStatusResponse\x12/\n\x0e\x63luster_status\x18\x01 \x02(\x0b\x32\x17.hbase.pb.ClusterStatus\"l\n\x0fSnapshotRequest\x12/\n\x08snapshot\x18\x01 \x02(\x0b\x32\x1d.hbase.pb.SnapshotDescription\x12\x16\n\x0bnonce_group\x18\x02 \x01(\x04:\x01\x30\x12\x10\n\x05nonce\x18\x03 \x01(\x04:\x01\x30\"=\n\x10SnapshotResponse\x12\x18\n\x10\x65xpected_timeout\x18\x01 \x02(\x03\x12\x0f\n\x07proc_id\x18\x02 \x01(\x03\"H\n\x15IsSnapshotDoneRequest\x12/\n\x08snapshot\x18\x01 \x01(\x0b\x32\x1d.hbase.pb.SnapshotDescription\"^\n\x16IsSnapshotDoneResponse\x12\x13\n\x04\x64one\x18\x01 \x01(\x08:\x05\x66\x61lse\x12/\n\x08snapshot\x18\x02 \x01(\x0b\x32\x1d.hbase.pb.SnapshotDescription\"\x1e\n\x1cGetCompletedSnapshotsRequest\"Q\n\x1dGetCompletedSnapshotsResponse\x12\x30\n\tsnapshots\x18\x01 \x03(\x0b\x32\x1d.hbase.pb.SnapshotDescription\"H\n\x15\x44\x65leteSnapshotRequest\x12/\n\x08snapshot\x18\x01 \x02(\x0b\x32\x1d.hbase.pb.SnapshotDescription\"\x18\n\x16\x44\x65leteSnapshotResponse\"\x8e\x01\n\x16RestoreSnapshotRequest\x12/\n\x08snapshot\x18\x01 \x02(\x0b\x32\x1d.hbase.pb.SnapshotDescription\x12\x16\n\x0bnonce_group\x18\x02 \x01(\x04:\x01\x30\x12\x10\n\x05nonce\x18\x03 \x01(\x04:\x01\x30\x12\x19\n\nrestoreACL\x18\x04 \x01(\x08:\x05\x66\x61lse\"*\n\x17RestoreSnapshotResponse\x12\x0f\n\x07proc_id\x18\x01 \x02(\x04*J\n\x13\x43lusterStatusOption\x12\x11\n\rHBASE_VERSION\x10\x00\x12\x0e\n\nCLUSTER_ID\x10\x01\x12\x10\n\x0cLIVE_SERVERS\x10\x02')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\'cdcflow/protocols/hbase/pb/master.proto\x12\x08hbase.pb\x1a,cdcflow/protocols/hbase/pb/hbase_types.proto\"\x7f\n\x12\x43reateTableRequest\x12+\n\x0ctable_schema\x18\x01 \x02(\x0b\x32\x15.hbase.pb.TableSchema\x12\x12\n\nsplit_keys\x18\x02 \x03(\x0c\x12\x16\n\x0bnonce_group\x18\x03 \x01(\x04:\x01\x30\x12\x10\n\x05nonce\x18\x04 \x01(\x04:\x01\x30\"&\n\x13\x43reateTableResponse\x12\x0f\n\x07proc_id\x18\x01 \x01(\x04\"g\n\x12\x44\x65leteTableRequest\x12\'\n\ntable_name\x18\x01 \x02(\x0b\x32\x13.hbase.pb.TableName\x12\x16\n\x0bnonce_group\x18\x02 \x01(\x04:\x01\x30\x12\x10\n\x05nonce\x18\x03 \x01(\x04:\x01\x30\"&\n\x13\x44\x65leteTableResponse\x12\x0f\n\x07proc_id\x18\x01 \x01(\x04\"h\n\x13\x44isableTableRequest\x12\'\n\ntable_name\x18\x01 \x02(\x0b\x32\x13.hbase.pb.TableName\x12\x16\n\x0bnonce_group\x18\x02 \x01(\x04:\x01\x30\x12\x10\n\x05nonce\x18\x03 \x01(\x04:\x01\x30\"\'\n\x14\x44isableTableResponse\x12\x0f\n\x07proc_id\x18\x01 \x01(\x04\"\xb2\x01\n\x12ModifyTableRequest\x12\'\n\ntable_name\x18\x01 \x02(\x0b\x32\x13.hbase.pb.TableName\x12+\n\x0ctable_schema\x18\x02 \x02(\x0b\x32\x15.hbase.pb.TableSchema\x12\x16\n\x0bnonce_group\x18\x03 \x01(\x04:\x01\x30\x12\x10\n\x05nonce\x18\x04 \x01(\x04:\x01\x30\x12\x1c\n\x0ereopen_regions\x18\x05 \x01(\x08:\x04true\"&\n\x13ModifyTableResponse\x12\x0f\n\x07proc_id\x18\x01 \x01(\x04\",\n\x19GetProcedureResultRequest\x12\x0f\n\x07proc_id\x18\x01 \x02(\x04\"\xfd\x01\n\x1aGetProcedureResultResponse\x12\x39\n\x05state\x18\x01 \x02(\x0e\x32*.hbase.pb.GetProcedureResultResponse.State\x12\x16\n\x0esubmitted_time\x18\x02 \x01(\x04\x12\x13\n\x0blast_update\x18\x03 \x01(\x04\x12\x0e\n\x06result\x18\x04 \x01(\x0c\x12\x34\n\texception\x18\x05 \x01(\x0b\x32!.hbase.pb.ForeignExceptionMessage\"1\n\x05State\x12\r\n\tNOT_FOUND\x10\x00\x12\x0b\n\x07RUNNING\x10\x01\x12\x0c\n\x08\x46INISHED\x10\x02\"[\n\x14GetTableNamesRequest\x12\r\n\x05regex\x18\x01 \x01(\t\x12!\n\x12include_sys_tables\x18\x02 \x01(\x08:\x05\x66\x61lse\x12\x11\n\tnamespace\x18\x03 \x01(\t\"A\n\x15GetTableNamesResponse\x12(\n\x0btable_names\x18\x01 \x03(\x0b\x32\x13.hbase.pb.TableName\"\x8b\x01\n\x1aGetTableDescriptorsRequest\x12(\n\x0btable_names\x18\x01 \x03(\x0b\x32\x13.hbase.pb.TableName\x12\r\n\x05regex\x18\x02 \x01(\t\x12!\n\x12include_sys_tables\x18\x03 \x01(\x08:\x05\x66\x61lse\x12\x11\n\tnamespace\x18\x04 \x01(\t\"J\n\x1bGetTableDescriptorsResponse\x12+\n\x0ctable_schema\x18\x01 \x03(\x0b\x32\x15.hbase.pb.TableSchema\"\x18\n\x16IsMasterRunningRequest\"4\n\x17IsMasterRunningResponse\x12\x19\n\x11is_master_running\x18\x01 \x02(\x08\"\xb0\x02\n\x15ReplicationLoadSource\x12\x0e\n\x06peerID\x18\x01 \x02(\t\x12\x1a\n\x12\x61geOfLastShippedOp\x18\x02 \x02(\x04\x12\x16\n\x0esizeOfLogQueue\x18\x03 \x02(\r\x12 \n\x18timeStampOfLastShippedOp\x18\x04 \x02(\x04\x12\x16\n\x0ereplicationLag\x18\x05 \x02(\x04\x12\"\n\x1atimeStampOfNextToReplicate\x18\x06 \x01(\x04\x12\x0f\n\x07queueId\x18\x07 \x01(\t\x12\x11\n\trecovered\x18\x08 \x01(\x08\x12\x0f\n\x07running\x18\t \x01(\x08\x12\x19\n\x11\x65\x64itsSinceRestart\x18\n \x01(\x08\x12\x11\n\teditsRead\x18\x0b \x01(\x04\x12\x12\n\noPsShipped\x18\x0c \x01(\x04\"E\n\nServerLoad\x12\x37\n\x0ereplLoadSource\x18\n \x03(\x0b\x32\x1f.hbase.pb.ReplicationLoadSource\"a\n\x0eLiveServerInfo\x12$\n\x06server\x18\x01 \x02(\x0b\x32\x14.hbase.pb.ServerName\x12)\n\x0bserver_load\x18\x02 \x02(\x0b\x32\x14.hbase.pb.ServerLoad\"\xf0\x01\n\rClusterStatus\x12.\n\x0clive_servers\x18\x02 \x03(\x0b\x32\x18.hbase.pb.LiveServerInfo\x12\'\n\ncluster_id\x18\x05 \x01(\x0b\x32\x13.hbase.pb.ClusterId\x12$\n\x06master\x18\x07 \x01(\x0b\x32\x14.hbase.pb.ServerName\x12*\n\x0cservers_name\x18\x0b \x03(\x0b\x32\x14.hbase.pb.ServerName\x12\x34\n\x16\x64\x65\x63ommissioned_servers\x18\x0e \x03(\x0b\x32\x14.hbase.pb.ServerName\"I\n\x17GetClusterStatusRequest\x12.\n\x07options\x18\x01 \x03(\x0e\x32\x1d.hbase.pb.ClusterStatusOption\"K\n\x18GetClusterStatusResponse\x12/\n\x0e\x63luster_status\x18\x01 \x02(\x0b\x32\x17.hbase.pb.ClusterStatus\"(\n&ListDecommissionedRegionServersRequest\"T\n\'ListDecommissionedRegionServersResponse\x12)\n\x0bserver_name\x18\x01 \x03(\x0b\x32\x14.hbase.pb.ServerName\"l\n\x0fSnapshotRequest\x12/\n\x08snapshot\x18\x01 \x02(\x0b\x32\x1d.hbase.pb.SnapshotDescription\x12\x16\n\x0bnonce_group\x18\x02 \x01(\x04:\x01\x30\x12\x10\n\x05nonce\x18\x03 \x01(\x04:\x01\x30\"=\n\x10SnapshotResponse\x12\x18\n\x10\x65xpected_timeout\x18\x01 \x02(\x03\x12\x0f\n\x07proc_id\x18\x02 \x01(\x03\"H\n\x15IsSnapshotDoneRequest\x12/\n\x08snapshot\x18\x01 \x01(\x0b\x32\x1d.hbase.pb.SnapshotDescription\"^\n\x16IsSnapshotDoneResponse\x12\x13\n\x04\x64one\x18\x01 \x01(\x08:\x05\x66\x61lse\x12/\n\x08snapshot\x18\x02 \x01(\x0b\x32\x1d.hbase.pb.SnapshotDescription\"\x1e\n\x1cGetCompletedSnapshotsRequest\"Q\n\x1dGetCompletedSnapshotsResponse\x12\x30\n\tsnapshots\x18\x01 \x03(\x0b\x32\x1d.hbase.pb.SnapshotDescription\"H\n\x15\x44\x65leteSnapshotRequest\x12/\n\x08snapshot\x18\x01 \x02(\x0b\x32\x1d.hbase.pb.SnapshotDescription\"\x18\n\x16\x44\x65leteSnapshotResponse\"\x8e\x01\n\x16RestoreSnapshotRequest\x12/\n\x08snapshot\x18\x01 \x02(\x0b\x32\x1d.hbase.pb.SnapshotDescription\x12\x16\n\x0bnonce_group\x18\x02 \x01(\x04:\x01\x30\x12\x10\n\x05nonce\x18\x03 \x01(\x04:\x01\x30\x12\x19\n\nrestoreACL\x18\x04 \x01(\x08:\x05\x66\x61lse\"*\n\x17RestoreSnapshotResponse\x12\x0f\n\x07proc_id\x18\x01 \x02(\x04*\xc1\x02\n\x13\x43lusterStatusOption\x12\x11\n\rHBASE_VERSION\x10\x00\x12\x0e\n\nCLUSTER_ID\x10\x01\x12\x10\n\x0cLIVE_SERVERS\x10\x02\x12\x10\n\x0c\x44\x45\x41\x44_SERVERS\x10\x03\x12\n\n\x06MASTER\x10\x04\x12\x12\n\x0e\x42\x41\x43KUP_MASTERS\x10\x05\x12\x17\n\x13MASTER_COPROCESSORS\x10\x06\x12\x19\n\x15REGIONS_IN_TRANSITION\x10\x07\x12\x0f\n\x0b\x42\x41LANCER_ON\x10\x08\x12\x14\n\x10MASTER_INFO_PORT\x10\t\x12\x10\n\x0cSERVERS_NAME\x10\n\x12\x1a\n\x16TABLE_TO_REGIONS_COUNT\x10\x0b\x12\t\n\x05TASKS\x10\x0c\x12\x1a\n\x16\x44\x45\x43OMMISSIONED_SERVERS\x10\r\x12\x13\n\x0fUNKNOWN_SERVERS\x10\x0e')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'cdcflow.protocols.hbase.pb.master_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_CLUSTERSTATUSOPTION']._serialized_start=2982
-  _globals['_CLUSTERSTATUSOPTION']._serialized_end=3056
+  _globals['_CLUSTERSTATUSOPTION']._serialized_start=3289
+  _globals['_CLUSTERSTATUSOPTION']._serialized_end=3610
   _globals['_CREATETABLEREQUEST']._serialized_start=99
   _globals['_CREATETABLEREQUEST']._serialized_end=226
   _globals['_CREATETABLERESPONSE']._serialized_start=228
@@ -74,30 +74,34 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SERVERLOAD']._serialized_end=1917
   _globals['_LIVESERVERINFO']._serialized_start=1919
   _globals['_LIVESERVERINFO']._serialized_end=2016
-  _globals['_CLUSTERSTATUS']._serialized_start=2018
-  _globals['_CLUSTERSTATUS']._serialized_end=2081
-  _globals['_GETCLUSTERSTATUSREQUEST']._serialized_start=2083
-  _globals['_GETCLUSTERSTATUSREQUEST']._serialized_end=2156
-  _globals['_GETCLUSTERSTATUSRESPONSE']._serialized_start=2158
-  _globals['_GETCLUSTERSTATUSRESPONSE']._serialized_end=2233
-  _globals['_SNAPSHOTREQUEST']._serialized_start=2235
-  _globals['_SNAPSHOTREQUEST']._serialized_end=2343
-  _globals['_SNAPSHOTRESPONSE']._serialized_start=2345
-  _globals['_SNAPSHOTRESPONSE']._serialized_end=2406
-  _globals['_ISSNAPSHOTDONEREQUEST']._serialized_start=2408
-  _globals['_ISSNAPSHOTDONEREQUEST']._serialized_end=2480
-  _globals['_ISSNAPSHOTDONERESPONSE']._serialized_start=2482
-  _globals['_ISSNAPSHOTDONERESPONSE']._serialized_end=2576
-  _globals['_GETCOMPLETEDSNAPSHOTSREQUEST']._serialized_start=2578
-  _globals['_GETCOMPLETEDSNAPSHOTSREQUEST']._serialized_end=2608
-  _globals['_GETCOMPLETEDSNAPSHOTSRESPONSE']._serialized_start=2610
-  _globals['_GETCOMPLETEDSNAPSHOTSRESPONSE']._serialized_end=2691
-  _globals['_DELETESNAPSHOTREQUEST']._serialized_start=2693
-  _globals['_DELETESNAPSHOTREQUEST']._serialized_end=2765
-  _globals['_DELETESNAPSHOTRESPONSE']._serialized_start=2767
-  _globals['_DELETESNAPSHOTRESPONSE']._serialized_end=2791
-  _globals['_RESTORESNAPSHOTREQUEST']._serialized_start=2794
-  _globals['_RESTORESNAPSHOTREQUEST']._serialized_end=2936
-  _globals['_RESTORESNAPSHOTRESPONSE']._serialized_start=2938
-  _globals['_RESTORESNAPSHOTRESPONSE']._serialized_end=2980
+  _globals['_CLUSTERSTATUS']._serialized_start=2019
+  _globals['_CLUSTERSTATUS']._serialized_end=2259
+  _globals['_GETCLUSTERSTATUSREQUEST']._serialized_start=2261
+  _globals['_GETCLUSTERSTATUSREQUEST']._serialized_end=2334
+  _globals['_GETCLUSTERSTATUSRESPONSE']._serialized_start=2336
+  _globals['_GETCLUSTERSTATUSRESPONSE']._serialized_end=2411
+  _globals['_LISTDECOMMISSIONEDREGIONSERVERSREQUEST']._serialized_start=2413
+  _globals['_LISTDECOMMISSIONEDREGIONSERVERSREQUEST']._serialized_end=2453
+  _globals['_LISTDECOMMISSIONEDREGIONSERVERSRESPONSE']._serialized_start=2455
+  _globals['_LISTDECOMMISSIONEDREGIONSERVERSRESPONSE']._serialized_end=2539
+  _globals['_SNAPSHOTREQUEST']._serialized_start=2541
+  _globals['_SNAPSHOTREQUEST']._serialized_end=2649
+  _globals['_SNAPSHOTRESPONSE']._serialized_start=2651
+  _globals['_SNAPSHOTRESPONSE']._serialized_end=2712
+  _globals['_ISSNAPSHOTDONEREQUEST']._serialized_start=2714
+  _globals['_ISSNAPSHOTDONEREQUEST']._serialized_end=2786
+  _globals['_ISSNAPSHOTDONERESPONSE']._serialized_start=2788
+  _globals['_ISSNAPSHOTDONERESPONSE']._serialized_end=2882
+  _globals['_GETCOMPLETEDSNAPSHOTSREQUEST']._serialized_start=2884
+  _globals['_GETCOMPLETEDSNAPSHOTSREQUEST']._serialized_end=2914
+  _globals['_GETCOMPLETEDSNAPSHOTSRESPONSE']._serialized_start=2916
+  _globals['_GETCOMPLETEDSNAPSHOTSRESPONSE']._serialized_end=2997
+  _globals['_DELETESNAPSHOTREQUEST']._serialized_start=2999
+  _globals['_DELETESNAPSHOTREQUEST']._serialized_end=3071
+  _globals['_DELETESNAPSHOTRESPONSE']._serialized_start=3073
+  _globals['_DELETESNAPSHOTRESPONSE']._serialized_end=3097
+  _globals['_RESTORESNAPSHOTREQUEST']._serialized_start=3100
+  _globals['_RESTORESNAPSHOTREQUEST']._serialized_end=3242
+  _globals['_RESTORESNAPSHOTRESPONSE']._serialized_start=3244
+  _globals['_RESTORESNAPSHOTRESPONSE']._serialized_end=3286
 # @@protoc_insertion_point(module_scope)

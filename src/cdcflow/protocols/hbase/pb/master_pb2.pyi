@@ -13,9 +13,33 @@ class ClusterStatusOption(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     HBASE_VERSION: _ClassVar[ClusterStatusOption]
     CLUSTER_ID: _ClassVar[ClusterStatusOption]
     LIVE_SERVERS: _ClassVar[ClusterStatusOption]
+    DEAD_SERVERS: _ClassVar[ClusterStatusOption]
+    MASTER: _ClassVar[ClusterStatusOption]
+    BACKUP_MASTERS: _ClassVar[ClusterStatusOption]
+    MASTER_COPROCESSORS: _ClassVar[ClusterStatusOption]
+    REGIONS_IN_TRANSITION: _ClassVar[ClusterStatusOption]
+    BALANCER_ON: _ClassVar[ClusterStatusOption]
+    MASTER_INFO_PORT: _ClassVar[ClusterStatusOption]
+    SERVERS_NAME: _ClassVar[ClusterStatusOption]
+    TABLE_TO_REGIONS_COUNT: _ClassVar[ClusterStatusOption]
+    TASKS: _ClassVar[ClusterStatusOption]
+    DECOMMISSIONED_SERVERS: _ClassVar[ClusterStatusOption]
+    UNKNOWN_SERVERS: _ClassVar[ClusterStatusOption]
 HBASE_VERSION: ClusterStatusOption
 CLUSTER_ID: ClusterStatusOption
 LIVE_SERVERS: ClusterStatusOption
+DEAD_SERVERS: ClusterStatusOption
+MASTER: ClusterStatusOption
+BACKUP_MASTERS: ClusterStatusOption
+MASTER_COPROCESSORS: ClusterStatusOption
+REGIONS_IN_TRANSITION: ClusterStatusOption
+BALANCER_ON: ClusterStatusOption
+MASTER_INFO_PORT: ClusterStatusOption
+SERVERS_NAME: ClusterStatusOption
+TABLE_TO_REGIONS_COUNT: ClusterStatusOption
+TASKS: ClusterStatusOption
+DECOMMISSIONED_SERVERS: ClusterStatusOption
+UNKNOWN_SERVERS: ClusterStatusOption
 
 class CreateTableRequest(_message.Message):
     __slots__ = ("table_schema", "split_keys", "nonce_group", "nonce")
@@ -202,10 +226,18 @@ class LiveServerInfo(_message.Message):
     def __init__(self, server: _Optional[_Union[_hbase_types_pb2.ServerName, _Mapping]] = ..., server_load: _Optional[_Union[ServerLoad, _Mapping]] = ...) -> None: ...
 
 class ClusterStatus(_message.Message):
-    __slots__ = ("live_servers",)
+    __slots__ = ("live_servers", "cluster_id", "master", "servers_name", "decommissioned_servers")
     LIVE_SERVERS_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    MASTER_FIELD_NUMBER: _ClassVar[int]
+    SERVERS_NAME_FIELD_NUMBER: _ClassVar[int]
+    DECOMMISSIONED_SERVERS_FIELD_NUMBER: _ClassVar[int]
     live_servers: _containers.RepeatedCompositeFieldContainer[LiveServerInfo]
-    def __init__(self, live_servers: _Optional[_Iterable[_Union[LiveServerInfo, _Mapping]]] = ...) -> None: ...
+    cluster_id: _hbase_types_pb2.ClusterId
+    master: _hbase_types_pb2.ServerName
+    servers_name: _containers.RepeatedCompositeFieldContainer[_hbase_types_pb2.ServerName]
+    decommissioned_servers: _containers.RepeatedCompositeFieldContainer[_hbase_types_pb2.ServerName]
+    def __init__(self, live_servers: _Optional[_Iterable[_Union[LiveServerInfo, _Mapping]]] = ..., cluster_id: _Optional[_Union[_hbase_types_pb2.ClusterId, _Mapping]] = ..., master: _Optional[_Union[_hbase_types_pb2.ServerName, _Mapping]] = ..., servers_name: _Optional[_Iterable[_Union[_hbase_types_pb2.ServerName, _Mapping]]] = ..., decommissioned_servers: _Optional[_Iterable[_Union[_hbase_types_pb2.ServerName, _Mapping]]] = ...) -> None: ...
 
 class GetClusterStatusRequest(_message.Message):
     __slots__ = ("options",)
@@ -218,6 +250,16 @@ class GetClusterStatusResponse(_message.Message):
     CLUSTER_STATUS_FIELD_NUMBER: _ClassVar[int]
     cluster_status: ClusterStatus
     def __init__(self, cluster_status: _Optional[_Union[ClusterStatus, _Mapping]] = ...) -> None: ...
+
+class ListDecommissionedRegionServersRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListDecommissionedRegionServersResponse(_message.Message):
+    __slots__ = ("server_name",)
+    SERVER_NAME_FIELD_NUMBER: _ClassVar[int]
+    server_name: _containers.RepeatedCompositeFieldContainer[_hbase_types_pb2.ServerName]
+    def __init__(self, server_name: _Optional[_Iterable[_Union[_hbase_types_pb2.ServerName, _Mapping]]] = ...) -> None: ...
 
 class SnapshotRequest(_message.Message):
     __slots__ = ("snapshot", "nonce_group", "nonce")

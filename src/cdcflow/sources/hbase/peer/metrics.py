@@ -5,6 +5,11 @@ from __future__ import annotations
 from prometheus_client import Counter, Gauge, Histogram
 
 CALLS = Counter("cdcflow_hbase_calls_total", "ReplicateWALEntry calls answered", ["outcome"])
+CLUSTER_CALLS = Counter(
+    "cdcflow_hbase_cluster_calls_total",
+    "Master-side calls of HBase 3.0 sources answered (cluster id, servers)",
+    ["method"],
+)
 DECODED = Counter(
     "cdcflow_hbase_decoded_calls_total",
     "Calls decoded and encoded, by path: native (the compiled hot path) or python (filters, hints, large records)",

@@ -7,7 +7,9 @@ import threading
 import uuid
 
 from cdcflow.clients.zookeeper import ZooKeeper
+from cdcflow.errors import WireProtocolError
 from cdcflow.protocols.hbase import znode
+from cdcflow.protocols.hbase.cluster_calls import PeerCluster, ServerAddress
 from cdcflow.protocols.hbase.pb import hbase_types_pb2
 from cdcflow.sources.hbase.peer import metrics
 
@@ -15,12 +17,16 @@ log = logging.getLogger(__name__)
 
 
 class PeerRegistry:
-    """`<parent>/hbaseid` (stable cluster UUID), `<parent>/rs`, ephemeral `<parent>/rs/<host>,<port>,<startcode>`."""
+    """`<parent>/hbaseid` (stable cluster UUID), `<parent>/rs`, ephemeral `<parent>/rs/<host>,<port>,<startcode>`
+    (what a 2.x source reads), and the ephemeral `<parent>/master` one instance holds (what a 3.0 source's
+    connection asks for before it calls the master: cluster_calls.py)."""
 
     def __init__(self, zk_quorum: str, parent: str, session_timeout_s: float = 10.0) -> None:
         self.zk = ZooKeeper(zk_quorum, timeout_s=session_timeout_s)
         self.parent = parent.rstrip("/")
         self.server_znode: str | None = None
+        self.master_znode = f"{self.parent}/master"
+        self._master_record: bytes | None = None  # our <parent>/master content, once registered
         self.registrations = 0
         # register / re-register / unregister run on different threads (the caller's, kazoo's callback
         # thread, the periodic check): one at a time, so an unregister is never undone by a late re-register.
@@ -56,6 +62,7 @@ class PeerRegistry:
         self.cluster_id()
         with self._lock:
             self.server_znode = f"{self.parent}/rs/{host},{port},{start_code}"
+            self._master_record = znode.master_record(host, port, start_code)
             self._create()
         log.info("registered %s", self.server_znode)
         return self.server_znode
@@ -67,6 +74,13 @@ class PeerRegistry:
         self.registrations += 1
         metrics.REGISTERED.set(1)
         metrics.REGISTRATIONS.inc()
+        self._claim_master()
+
+    def _claim_master(self) -> None:
+        """Hold `<parent>/master` unless another instance does: the first registered instance is the peer
+        cluster's active master; when its session ends, the next check of another instance takes over."""
+        if self._master_record is not None and self.zk.try_create_ephemeral(self.master_znode, self._master_record):
+            log.info("holding %s: this instance answers as the peer cluster's active master", self.master_znode)
 
     def ensure_registered(self) -> bool:
         """Re-create our znode if it is gone (session expired, deleted by hand); True if it was.
@@ -80,6 +94,7 @@ class PeerRegistry:
             try:
                 if self.zk.exists(self.server_znode):
                     metrics.REGISTERED.set(1)
+                    self._claim_master()  # the instance that held it may be gone
                     return False
                 metrics.REGISTERED.set(0)
                 self._create()
@@ -97,8 +112,28 @@ class PeerRegistry:
     def servers(self) -> list[str]:
         return self.zk.children(f"{self.parent}/rs")
 
+    def cluster_view(self) -> PeerCluster:
+        """The peer cluster as an HBase 3.0 source's calls see it: its id, the instance holding
+        `<parent>/master`, every registered instance."""
+        raw = self.zk.get(self.master_znode)
+        master = None
+        if raw:
+            try:
+                master = ServerAddress(*znode.master_address(raw))
+            except WireProtocolError as exc:
+                log.warning("unreadable %s: %s", self.master_znode, exc)
+        servers = []
+        for name in self.servers():
+            try:
+                servers.append(ServerAddress.parse(name))
+            except ValueError:
+                log.warning("ignoring %s/rs/%s: not host,port,startcode", self.parent, name)
+        return PeerCluster(str(self.cluster_id()), master, tuple(servers))
+
     def unregister(self) -> None:
         with self._lock:
+            if self._master_record is not None and self.zk.get(self.master_znode) == self._master_record:
+                self.zk.delete(self.master_znode)  # another instance takes over at its next check
             if self.server_znode:
                 self.zk.delete(self.server_znode)
                 log.info("unregistered %s", self.server_znode)

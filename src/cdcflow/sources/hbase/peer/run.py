@@ -8,7 +8,7 @@ import resource
 import signal
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +19,7 @@ from cdcflow.config.model import PeerTlsConfig
 from cdcflow.errors import ConfigError
 from cdcflow.logs import RateLimited
 from cdcflow.metrics import add_probe, serve_metrics
+from cdcflow.protocols.hbase.cluster_calls import PeerCluster
 from cdcflow.sources.hbase import native_records
 from cdcflow.sources.hbase.peer.handler import OversizePolicy, ReplicationHandler, TopicLimits
 from cdcflow.sources.hbase.peer.registry import PeerRegistry
@@ -82,7 +83,7 @@ async def run_peer(
     server = PeerServer(
         sink, p.bind or p.host, p.port,
         max_inflight_bytes=cfg.max_inflight_mb << 20, max_frame_bytes=cfg.max_frame_mb << 20,
-        admission=admission, ssl_context=server_tls(p.tls) if p.tls else None,
+        admission=admission, ssl_context=server_tls(p.tls) if p.tls else None, cluster=_cached_view(registry),
     )  # fmt: skip
     port = await server.start()
     cluster = await asyncio.to_thread(registry.cluster_id)
@@ -171,6 +172,20 @@ def server_tls(tls: PeerTlsConfig) -> ssl.SSLContext:
     except (OSError, ssl.SSLError) as exc:
         raise ConfigError(f"hbase.peer.tls: cannot load the certificate or key: {exc}") from exc
     return context
+
+
+def _cached_view(registry: PeerRegistry, fresh_s: float = 2.0) -> Callable[[], Awaitable[PeerCluster]]:
+    """The peer cluster for master-side calls (cluster_calls.py), read from ZooKeeper at most every `fresh_s`: a
+    3.0 source asks at each connection and on every sink refresh."""
+    held: list[tuple[float, PeerCluster]] = []
+
+    async def view() -> PeerCluster:
+        if not held or time.monotonic() - held[0][0] > fresh_s:
+            cluster = await asyncio.to_thread(registry.cluster_view)
+            held[:] = [(time.monotonic(), cluster)]
+        return held[0][1]
+
+    return view
 
 
 async def _keep_registered(registry: PeerRegistry, every_s: float = 2.0) -> None:

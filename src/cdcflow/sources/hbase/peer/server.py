@@ -22,17 +22,20 @@ import logging
 import ssl
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from cdcflow.errors import CdcflowError, WireProtocolError
 from cdcflow.logs import RateLimited
+from cdcflow.protocols.hbase import cluster_calls
+from cdcflow.protocols.hbase.cluster_calls import PeerCluster
 from cdcflow.protocols.hbase.pb import wal_pb2
 from cdcflow.protocols.hbase.server import (
     CONNECTION_CALL_ID,
     CallReceived,
     ConnectionHeaderReceived,
     ConnectionRejected,
+    RegistryPreambleReceived,
     ServerConnection,
     error_response,
 )
@@ -41,6 +44,10 @@ from cdcflow.sources.hbase.peer.handler import CallStats, ReplicationHandler
 
 log = logging.getLogger(__name__)
 REPLICATE = "ReplicateWALEntry"
+ADMIN_SERVICE = "AdminService"
+# AdminService for ReplicateWALEntry; the others answer what an HBase 3.0 source asks first (cluster_calls.py).
+SERVED_SERVICES = (ADMIN_SERVICE, *cluster_calls.SERVICES)
+DO_NOT_RETRY = "org.apache.hadoop.hbase.DoNotRetryIOException"
 # A plain IOException is retried by the replication source forever; never answer with
 # TableNotFoundException / NoSuchColumnFamilyException, which make HBase drop edits.
 RETRY_EXCEPTION = "java.io.IOException"
@@ -114,7 +121,7 @@ class Admission:
 class _Connection(asyncio.Protocol):
     def __init__(self, server: PeerServer) -> None:
         self.server = server
-        self.proto = ServerConnection(max_frame_size=server.max_frame_bytes)
+        self.proto = ServerConnection(SERVED_SERVICES, max_frame_size=server.max_frame_bytes)
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
         self.opened = self.last_rx = time.monotonic()
@@ -152,6 +159,8 @@ class _Connection(asyncio.Protocol):
                 self._start_call(event)
             elif isinstance(event, ConnectionHeaderReceived):
                 log.debug("%s: %s as %s, codec %s", self.peer, event.service, event.user, event.codec)
+            elif isinstance(event, RegistryPreambleReceived):
+                asyncio.get_running_loop().create_task(self.server.registry_preamble(self))
             elif isinstance(event, ConnectionRejected):
                 self.server.refusals.log(logging.ERROR, "rejected", "%s: connection rejected: %s", self.peer,
                                          event.reason)  # fmt: skip
@@ -215,8 +224,10 @@ class PeerServer:
         max_frame_bytes: int,
         admission: Admission = Admission(),
         ssl_context: ssl.SSLContext | None = None,
+        cluster: Callable[[], Awaitable[PeerCluster]] | None = None,
     ) -> None:
         self.sink = sink
+        self.cluster = cluster  # the peer cluster as master-side calls describe it (None: not served)
         self.host = host
         self.port = port
         self.max_frame_bytes = min(max_frame_bytes, max_inflight_bytes)
@@ -347,18 +358,53 @@ class PeerServer:
     async def call(self, conn: _Connection, call: CallReceived) -> None:
         started = time.monotonic()
         try:
-            if call.method != REPLICATE:
+            service = conn.proto.header.service if conn.proto.header else ADMIN_SERVICE
+            if service == ADMIN_SERVICE and call.method == REPLICATE:
+                response = await self._replicate(conn, call)
+            elif self.cluster is not None and cluster_calls.serves(service, call.method):
+                response = await self._cluster_call(conn, service, call)
+            else:
                 response = ServerConnection.respond_error(
                     call.call_id, "java.lang.UnsupportedOperationException",
-                    f"cdcflow serves only AdminService.{REPLICATE}, not {call.method}", do_not_retry=True,
+                    f"cdcflow serves {ADMIN_SERVICE}.{REPLICATE} and what an HBase 3.0 replication source asks "
+                    f"first, not {service}.{call.method}", do_not_retry=True,
                 )  # fmt: skip
                 metrics.CALLS.labels("unsupported").inc()
-            else:
-                response = await self._replicate(conn, call)
             conn.write(response)
         finally:
             self.budget.release(call.frame_size)
             metrics.CALL_LATENCY.observe(time.monotonic() - started)
+
+    async def registry_preamble(self, conn: _Connection) -> None:
+        """A connection registry's `Regist` preamble: the cluster id, then close. Without a cluster view, the
+        answer HBase gives when it has none, which makes the client ask ClientMetaService instead."""
+        try:
+            if self.cluster is None:
+                raise LookupError("no cluster view")
+            conn.write(ServerConnection.registry_response((await self.cluster()).cluster_id))
+            metrics.CLUSTER_CALLS.labels("ConnectionRegistry").inc()
+        except Exception as exc:
+            log.debug("%s: registry preamble not answered (%r)", conn.peer, exc)
+            conn.write(error_response(CONNECTION_CALL_ID, "org.apache.hadoop.hbase.ipc.FatalConnectionException",
+                                      "Expected HEADER=HBas but received HEADER=Regist"))  # fmt: skip
+        finally:
+            conn.close()
+
+    async def _cluster_call(self, conn: _Connection, service: str, call: CallReceived) -> bytes:
+        """A master-side call of an HBase 3.0 source (cluster_calls.py): the peer cluster read from ZooKeeper."""
+        assert self.cluster is not None
+        try:
+            message = cluster_calls.answer(service, call.method, call.param, await self.cluster())
+        except WireProtocolError as exc:
+            metrics.ERRORS.labels("decode").inc()
+            self.refusals.log(logging.WARNING, "cluster-call", "%s: %s.%s: %s", conn.peer, service, call.method, exc)
+            return ServerConnection.respond_error(call.call_id, DO_NOT_RETRY, str(exc), do_not_retry=True)
+        except Exception as exc:  # ZooKeeper unreachable: the source asks again
+            self.refusals.log(logging.WARNING, "cluster-call", "%s: %s.%s failed: %r", conn.peer, service,
+                              call.method, exc)  # fmt: skip
+            return ServerConnection.respond_error(call.call_id, RETRY_EXCEPTION, f"{type(exc).__name__}: {exc}")
+        metrics.CLUSTER_CALLS.labels(call.method).inc()
+        return ServerConnection.respond(call.call_id, message)
 
     async def _replicate(self, conn: _Connection, call: CallReceived) -> bytes:
         stats = CallStats()
