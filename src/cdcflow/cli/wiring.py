@@ -214,5 +214,5 @@ def status_collector(cfg: CdcflowConfig, targets: list[str]) -> Collector:
         targets, scrape_seconds=ui.scrape_seconds, state_seconds=ui.state_seconds, history_minutes=ui.history_minutes,
         stalled_after_s=ui.stalled_after_s, checkpoint_root=checkpoint_root(cfg), kafka=kafka_ep,
         verify_topic=cfg.verify.topic, dead_letter_topics=(cfg.pipeline.dead_letter_topic, cfg.mysql.dead_letter_topic),
-        peer_state=peer_fn,
+        peer_state=peer_fn, backfill_topic=cfg.hbase.backfill.progress_topic if peer_fn is not None else None,
     )  # fmt: skip

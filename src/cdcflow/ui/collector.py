@@ -37,6 +37,7 @@ class Collector:
         verify_topic: str | None = None,
         dead_letter_topics: tuple[str, ...] = (),
         peer_state: Callable[[], PeerState] | None = None,  # None: no HBase source to ask
+        backfill_topic: str | None = None,  # the HBase backfills' progress topic
     ) -> None:
         self.targets = [TargetHistory(url) for url in targets]
         self.scrape_seconds, self.state_seconds, self.keep_s = scrape_seconds, state_seconds, history_minutes * 60.0
@@ -44,6 +45,8 @@ class Collector:
         self.checkpoint_root, self.kafka, self.verify_topic = checkpoint_root, kafka, verify_topic
         self.dead_letter_topics = dead_letter_topics
         self.peer_state_fn = peer_state
+        self.backfill_topic = backfill_topic
+        self.backfills: list[dict[str, Any]] = []
         self.progress: dict[str, dict[str, Any]] = {}
         self.verify: dict[str, dict[str, Any]] = {}
         self.dead_letters: list[dict[str, Any]] = []
@@ -100,10 +103,24 @@ class Collector:
                     log.debug("dead letters in %s: %s", topic, exc)
             with self._lock:
                 self.dead_letters = letters
+        if self.kafka is not None and self.backfill_topic:
+            self._read_backfills(self.kafka, self.backfill_topic)
         if self.peer_state_fn is not None:
             peer = self.peer_state_fn()
             with self._lock:
                 self.peer = peer
+
+    def _read_backfills(self, kafka: KafkaEndpoint, topic: str) -> None:
+        from cdcflow.clients.kafka import list_topics
+        from cdcflow.sources.hbase.backfill import ProgressStore
+
+        try:
+            found = ProgressStore(kafka, topic).status() if topic in list_topics(kafka, timeout_s=3.0) else {}
+        except CdcflowError as exc:
+            log.debug("backfill progress in %s: %s", topic, exc)
+            return
+        with self._lock:
+            self.backfills = [backfill_view(b) for b in found.values()]
 
     def collect_once(self) -> None:
         self.scrape()
@@ -114,7 +131,7 @@ class Collector:
     def status(self) -> dict[str, Any]:
         with self._lock:
             return build_status(time.time(), self.targets, self.progress, self.peer, self.verify,
-                                self.dead_letters, self.stalled_after_s)  # fmt: skip
+                                self.dead_letters, self.stalled_after_s, self.backfills)  # fmt: skip
 
     # -- the thread --------------------------------------------------------------------------------------
 
@@ -135,6 +152,20 @@ class Collector:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(10)
+
+
+def backfill_view(status: Any) -> dict[str, Any]:
+    """One backfill (sources/hbase/backfill.py BackfillStatus) as the page shows it."""
+    plan = status.plan
+    return {
+        "id": plan.backfill_id, "state": plan.state, "tables": ", ".join(t.table for t in plan.tables),
+        "regions_done": status.done_regions(), "regions": sum(t.regions for t in plan.tables), "rows": status.rows,
+        "started": _local_time(plan.started_ms), "finished": _local_time(plan.finished_ms),
+    }  # fmt: skip
+
+
+def _local_time(ms: int | None) -> str | None:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ms / 1000)) if ms else None
 
 
 def _dead_letter(topic: str, offset: int, raw: bytes | None) -> dict[str, Any]:

@@ -124,8 +124,10 @@ def build_status(
     verify: Mapping[str, Mapping[str, Any]],
     dead_letters: list[dict[str, Any]],
     stalled_after_s: float,
+    backfills: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """Everything the page shows, as plain data (also served as JSON at /api/status)."""
+    """Everything the page shows, as plain data (also served as JSON at /api/status). `backfills`: the HBase
+    backfills of the progress topic (collector.backfill_view)."""
     captures: list[dict[str, Any]] = []
     sinks: dict[str, dict[str, Any]] = {}
     checks: dict[str, dict[str, Any]] = {}
@@ -281,7 +283,7 @@ def build_status(
         "captures": captures, "sinks": sorted(sinks.values(), key=lambda d: d["name"]),
         "verify": sorted(checks.values(), key=lambda d: d["check"]),
         "dead_letters": dead_letters, "warnings": warnings, "targets": endpoints, "processes": processes,
-        "peer": None if peer is None else peer.__dict__,
+        "peer": None if peer is None else peer.__dict__, "backfills": backfills or [],
     }  # fmt: skip
 
 
