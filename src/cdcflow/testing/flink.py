@@ -16,6 +16,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -83,14 +84,16 @@ class FlinkTable:
 def read_tables(bootstrap: str, tables: list[FlinkTable], timeout_s: float = 600) -> dict[str, dict[str, Any]]:
     """What Flink SQL rebuilds from each topic: {topic: {"rows": [...], "changelog": {"+I": n, ...}}}, values as
     flink_reader.py prints them (bytes as {"$bytes": base64}, decimals as {"$decimal": text})."""
-    spec = {"jars": connector_jars(), "bootstrap": bootstrap,
-            "tables": [{"topic": t.topic, "columns": t.columns, "key": t.key, "format": t.format, "options": t.options}
-                       for t in tables]}  # fmt: skip
-    proc = subprocess.run([str(flink_python()), str(READER)], input=json.dumps(spec), capture_output=True, text=True,
-                          timeout=timeout_s, check=False)  # fmt: skip
-    if proc.returncode != 0:
-        raise AssertionError(f"the Flink reader failed ({proc.returncode}):\n{proc.stderr[-6000:]}")
-    result: dict[str, dict[str, Any]] = json.loads(proc.stdout)
+    with tempfile.TemporaryDirectory(prefix="cdcflow-flink-") as scratch:
+        out = Path(scratch) / "tables.json"
+        spec = {"jars": connector_jars(), "bootstrap": bootstrap, "out": str(out),
+                "tables": [{"topic": t.topic, "columns": t.columns, "key": t.key, "format": t.format,
+                            "options": t.options} for t in tables]}  # fmt: skip
+        proc = subprocess.run([str(flink_python()), str(READER)], input=json.dumps(spec), capture_output=True,
+                              text=True, timeout=timeout_s, check=False)  # fmt: skip
+        if proc.returncode != 0 or not out.exists():
+            raise AssertionError(f"the Flink reader failed ({proc.returncode}):\n{proc.stderr[-6000:]}")
+        result: dict[str, dict[str, Any]] = json.loads(out.read_text())
     return result
 
 

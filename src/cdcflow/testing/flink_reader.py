@@ -1,12 +1,13 @@
-"""Read Kafka topics with Flink SQL and print the tables they rebuild, as one JSON document.
+"""Read Kafka topics with Flink SQL and write the tables they rebuild, as one JSON document.
 
 Runs in PyFlink's own virtualenv (cdcflow.testing.flink makes it), so it imports nothing of cdcflow. The
 jobs run on Flink's own local mini-cluster, one table after the other; each is declared with a PRIMARY KEY
 and its format (`debezium-json`, `debezium-avro-confluent`), read from the earliest offset up to the offsets at start
 (`scan.bounded.mode = latest-offset`), so the query ends. Each changelog row Flink emits (+I, -U, +U, -D)
-is applied to a dict by key; what is left is printed, with the count of each kind. Spec (JSON on stdin):
+is applied to a dict by key; what is left is written, with the count of each kind. Spec (JSON on stdin):
 {"jars": [...], "bootstrap": ..., "tables": [{"topic": ..., "columns": [[name, flink type], ...], "key": [...],
- "format": ..., "options": {...}}, ...]}; output: {topic: {"rows": [...], "changelog": {"+I": n, ...}}}.
+ "format": ..., "options": {...}}, ...], "out": path}; written to `out`: {topic: {"rows": [...], "changelog":
+ {"+I": n, ...}}}.
 """
 
 from __future__ import annotations
@@ -67,7 +68,9 @@ def main() -> None:
                     state.pop(row_key, None)
                     counts["-D" if kind == RowKind.DELETE else "-U"] += 1
         out[table["topic"]] = {"rows": [dict(zip(names, v, strict=True)) for v in state.values()], "changelog": counts}
-    json.dump(out, sys.stdout)
+    # A file, not stdout: the JVM's loggers write to stdout too (a Kafka admin client's error once did)
+    with open(spec["out"], "w") as result:
+        json.dump(out, result)
 
 
 if __name__ == "__main__":
