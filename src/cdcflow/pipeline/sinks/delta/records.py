@@ -13,6 +13,7 @@ both merges are idempotent (a position guard; HBase's cell rules), so the result
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
@@ -81,7 +82,25 @@ def write_record(spark: SparkSession, state_path: str, record: FoldRecord) -> No
 
 
 def read_text(spark: SparkSession, path: str) -> str | None:
-    """A small file's text through Hadoop's file system (any scheme Spark reads), None if absent."""
+    """A small file's text through Hadoop's file system (any scheme Spark reads), None if absent.
+
+    On the local file system a rename by `write_text` moves the file and then its checksum file: a read in
+    between finds the new text with the old checksum (ChecksumException). The text itself is whole (the
+    rename is atomic), so such a read is simply done again."""
+    for attempt in range(_CHECKSUM_RETRIES):
+        try:
+            return _read_text_once(spark, path)
+        except Exception as exc:
+            if "ChecksumException" not in str(exc) or attempt == _CHECKSUM_RETRIES - 1:
+                raise
+            time.sleep(0.05)
+    raise AssertionError("unreachable")
+
+
+_CHECKSUM_RETRIES = 20
+
+
+def _read_text_once(spark: SparkSession, path: str) -> str | None:
     jpath, fs = _fs(spark, path)
     if not fs.exists(jpath):
         return None
