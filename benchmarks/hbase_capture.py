@@ -235,6 +235,13 @@ def main() -> None:
     ap.add_argument("--anchor-rows", type=int, default=0, help="also drain ROWS through the proxy kit and cdcflow")
     ap.add_argument("--anchor-repeat", type=int, default=3, help="kit runs per proxy producer profile")
     ap.add_argument("--anchor-profiles", default="upstream,cdcflow", help="proxy producer profiles to run")
+    ap.add_argument(
+        "--formats",
+        default="",
+        help="also drain --format-rows real HBase rows per output format, "
+        "e.g. cdcflow,upsert-json,upsert-avro (issue #35: upsert within 0.8x of cdcflow)",
+    )
+    ap.add_argument("--format-rows", type=int, default=20_000, help="rows per format for --formats")
     args = ap.parse_args()
     bootstrap = args.bootstrap or Stack(default_stack_home()).endpoints("kafka")["bootstrap_servers"]
     prefix = f"bench{uuid.uuid4().hex[:6]}"
@@ -292,6 +299,8 @@ def main() -> None:
     print(f"ratio capture/raw producer: {fig.summary('ratio', '{:.2f}')}")
     if args.e2e:
         e2e(args.e2e, bootstrap)
+    if args.formats:
+        formats_drain([f.strip() for f in args.formats.split(",")], args.format_rows, bootstrap, args.runs)
     if args.anchor_rows:
         for profile in args.anchor_profiles.split(","):
             proxy_vs_cdcflow(args.anchor_rows, args.anchor_repeat, profile.strip())
@@ -386,6 +395,97 @@ def e2e(n_rows: int, bootstrap: str) -> None:
         peer.wait(30)
         subprocess.run([*cli, "hbase", "peer", "remove", "--config", str(cfg)], capture_output=True)
         client.close()
+
+
+_OUTPUTS = {
+    "cdcflow": {"format": "cdcflow"},
+    "upsert-json": {"format": "upsert", "serialization": "json"},
+    "upsert-avro": {"format": "upsert", "serialization": "avro"},
+}
+
+
+def formats_drain(formats: list[str], n_rows: int, bootstrap: str, runs: int) -> None:
+    """Per hbase.output.format: a backlog of `n_rows` real HBase rows (written while the peer process is down),
+    drained by `cdcflow hbase run`; rows/s from its first record in Kafka to the last row's. The formats take
+    turns, `runs` times each; the same table shape and values for each."""
+    import tempfile
+
+    import yaml
+
+    from cdcflow.clients.hbase import connect
+    from cdcflow.clients.hbase.model import ColumnFamily, Put
+    from cdcflow.clients.kafka import TopicReader
+
+    unknown = [f for f in formats if f not in _OUTPUTS]
+    if unknown:
+        raise SystemExit(f"--formats: unknown {unknown}; choose from {list(_OUTPUTS)}")
+    stack = Stack(default_stack_home())
+    hb = stack.endpoints("hbase")
+    registry = stack.endpoints("registry")["url"] if any(f.endswith("avro") for f in formats) else None
+    client = connect(hb["zk_quorum"])
+    cli = [sys.executable, "-m", "cdcflow.cli.main"]
+    fig = Figures()
+    try:
+        for run in range(runs):
+            for fmt in formats if run % 2 == 0 else list(reversed(formats)):
+                name = f"bench{uuid.uuid4().hex[:8]}"
+                client.create_table(name, [ColumnFamily("cf")], split_keys=[b"row-3", b"row-6"])
+                cfg = Path(tempfile.mkdtemp()) / "bench.yaml"
+                hbase_cfg = {"zk_quorum": hb["zk_quorum"], "topic_prefix": name, "output": _OUTPUTS[fmt],
+                             "peer": {"peer_id": name, "znode_parent": f"/{name}"},
+                             "routes": [{"table": "*", "values": {"cf:n": "long"}}]}  # fmt: skip
+                kafka_cfg = {"bootstrap_servers": bootstrap, **({"schema_registry_url": registry} if registry else {})}
+                cfg.write_text(yaml.safe_dump({"kafka": kafka_cfg, "hbase": hbase_cfg}))
+                subprocess.run([*cli, "hbase", "peer", "add", "--config", str(cfg), f"--table={name}"], check=True,
+                               capture_output=True)  # fmt: skip
+                rng = random.Random(35)
+                batch = []
+                for i in range(n_rows):  # 5 columns, one of them typed
+                    put = Put(b"row-%d-%07d" % (i % 10, i)).add(b"cf", b"n", i.to_bytes(8, "big"), 1000 + i)
+                    for q in (b"a", b"b", b"c", b"d"):
+                        put.add(b"cf", q, rng.randbytes(20), 1000 + i)
+                    batch.append(put)
+                    if len(batch) == 500:
+                        client.mutate_batch(name, batch)
+                        batch = []
+                if batch:
+                    client.mutate_batch(name, batch)
+                reader = TopicReader(bootstrap, [f"{name}.default.{name}"])
+                peer = subprocess.Popen([*cli, "hbase", "run", "--config", str(cfg)], stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.DEVNULL)  # fmt: skip
+                try:
+                    seen: set[bytes | None] = set()
+                    first = None
+                    deadline = time.monotonic() + 900
+                    while len(seen) < n_rows and time.monotonic() < deadline:
+                        got = reader.poll(0.2)
+                        if got and first is None:
+                            first = time.perf_counter()
+                        seen.update(r.key for r in got)
+                    last = time.perf_counter()
+                    if len(seen) < n_rows or first is None:
+                        raise RuntimeError(f"{fmt}: {len(seen)} of {n_rows} rows in Kafka after 15 minutes")
+                    fig.add(fmt, n_rows / max(last - first, 1e-3))
+                    print(f"  run {run + 1} {fmt:12} {n_rows / max(last - first, 1e-3):8.0f} rows/s "
+                          f"(first to last record, {n_rows} rows of 5 cells)")  # fmt: skip
+                finally:
+                    reader.close()
+                    peer.terminate()
+                    peer.wait(30)
+                    subprocess.run([*cli, "hbase", "peer", "remove", "--config", str(cfg)], capture_output=True)
+                    client.delete_table(name)
+    finally:
+        client.close()
+    print(f"\noutput formats, {n_rows} rows drained by `cdcflow hbase run`: median [min-max] of {runs}")
+    for fmt in formats:
+        print(f"  {fmt:12} {fig.summary(fmt):>24} rows/s")
+    if "cdcflow" in formats:
+        base = fig.values["cdcflow"]
+        for fmt in formats:
+            if fmt != "cdcflow":
+                ratios = [v / b for v, b in zip(fig.values[fmt], base, strict=True)]
+                print(f"  {fmt}/cdcflow per run: {', '.join(f'{r:.2f}' for r in ratios)}; median "
+                      f"{statistics.median(ratios):.2f} (issue #35 goal: >= 0.8)")  # fmt: skip
 
 
 if __name__ == "__main__":

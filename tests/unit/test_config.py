@@ -47,6 +47,12 @@ def test_env_overrides_file(tmp_path: Path) -> None:
         ("mysql:\n  output: {format: debezium, serialization: avro, schemas: true}\n", "schema is in the registry"),
         ("mysql:\n  output: {format: debezium, decimal_handling: exact}\n", "mysql.output.decimal_handling"),
         ("mysql:\n  output: {format: protobuf}\n", "mysql.output.format"),
+        ("hbase:\n  output: {serialization: avro}\n", "upsert only"),
+        ("hbase:\n  routes: [{table: t, fields: {'d:a': a}}]\n", "fields name the fields of hbase.output.format"),
+        ("hbase:\n  output: {format: upsert}\n  peer: {serial: false}\n", "needs hbase.peer.serial"),
+        ("hbase:\n  output: {format: upsert}\n  routes: [{table: t, fields: {'d:a': row}}]\n", "route t: column d:a"),
+        ("hbase:\n  output: {format: upsert}\n  routes: [{table: t, fields: {'da': x}}]\n", "family:qualifier"),
+        ("hbase:\n  output: {format: upsert, read_attempts: 0}\n", "read_attempts"),
     ],
 )
 def test_bad_config_gets_one_clear_error(tmp_path: Path, text: str, message: str) -> None:

@@ -35,7 +35,7 @@ def hbase_run(config_path: Path | None, port: int | None, metrics_port: int | No
         hb = hb.model_copy(update={"peer": hb.peer.model_copy(update={"port": port})})
     port = metrics_port if metrics_port is not None else cfg.metrics.hbase_port
     endpoints = PeerEndpoints(wiring.source_zk(cfg), wiring.bootstrap(cfg))
-    asyncio.run(run_peer(hb, cfg.kafka, endpoints, port, metrics_host=cfg.metrics.host))
+    asyncio.run(run_peer(hb, wiring.kafka_config(cfg), endpoints, port, metrics_host=cfg.metrics.host))
 
 
 @hbase.group()

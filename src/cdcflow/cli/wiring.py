@@ -51,7 +51,8 @@ def kafka(cfg: CdcflowConfig) -> KafkaEndpoint:
 
 def kafka_config(cfg: CdcflowConfig) -> KafkaConfig:
     """`kafka:` with the schema registry filled in from the local stack when Avro output needs one."""
-    if cfg.kafka.schema_registry_url or cfg.mysql.output.serialization != "avro":
+    avro = "avro" in (cfg.mysql.output.serialization, cfg.hbase.output.serialization)
+    if cfg.kafka.schema_registry_url or not avro:
         return cfg.kafka
     url = str(Stack(cfg.stack.resolved_home()).endpoints("registry")["url"])
     return cfg.kafka.model_copy(update={"schema_registry_url": url})

@@ -78,6 +78,10 @@ class RouteConfig(_Strict):
     # "family:qualifier" patterns to leave out (applied after `columns`).
     exclude_columns: tuple[str, ...] = ()
     values: dict[str, str] = {}  # value decoding hints: {"cf:name": "utf8", "cf:n*": "long"}
+    # hbase.output.format upsert: field names of columns in the row's value ({"cf:name": "name"}); a column
+    # named here or in `values` without wildcards is a typed field (by `values`; bytes without a hint), every
+    # other column kept is in the value's `cells` map. Default name: family_qualifier.
+    fields: dict[str, str] = {}
 
     @field_validator("values")
     @classmethod
@@ -86,6 +90,29 @@ class RouteConfig(_Strict):
         if bad:
             raise ValueError(f"unknown value encodings {bad}; choose from {list(VALUE_ENCODINGS)}")
         return value
+
+
+class HBaseOutputConfig(_Strict):
+    """How the HBase peer writes what it receives (docs/debezium.md "HBase sources", decision 0018)."""
+
+    # cdcflow: change-event-v1, the cells of each change (docs/pipeline.md). upsert: each changed row read
+    # back from the source after the change and published whole, keyed by the row key's bytes, or a tombstone
+    # when the row is gone: what upserting consumers (Flink upsert-kafka, Kafka Connect's JDBC sink,
+    # Materialize/RisingWave UPSERT) read as they are. Versions, timestamps and delete types stay in the
+    # cdcflow format only.
+    format: Literal["cdcflow", "upsert"] = "cdcflow"
+    # upsert format: json, or avro (Confluent's wire format; the value schema registered in the schema registry
+    # under <topic>-value, kafka.schema_registry_url). The key is the row key's bytes either way.
+    serialization: Literal["json", "avro"] = "json"
+    # upsert format: reads of a row before it is published as read although it does not show the call's last
+    # edit yet (an edit is visible an instant after HBase ships it; a later edit can hide it for good).
+    read_attempts: int = Field(default=20, ge=1, le=1000)
+
+    @model_validator(mode="after")
+    def _upsert_only(self) -> HBaseOutputConfig:
+        if self.format == "cdcflow" and self.serialization != "json":
+            raise ValueError("hbase.output.serialization avro applies to hbase.output.format: upsert only")
+        return self
 
 
 class PeerTlsConfig(_Strict):
@@ -196,12 +223,34 @@ class HBaseSourceConfig(_Strict):
     topic_partitions: int = Field(default=-1, ge=-1)  # topics the peer creates; -1: the broker's default
     peer: PeerConfig = PeerConfig()
     backfill: HBaseBackfillConfig = HBaseBackfillConfig()
+    output: HBaseOutputConfig = HBaseOutputConfig()
 
     @model_validator(mode="after")
     def _frame_fits_budget(self) -> HBaseSourceConfig:
         if self.max_frame_mb > self.max_inflight_mb:
             raise ValueError(f"max_frame_mb ({self.max_frame_mb}) must not exceed max_inflight_mb "
                              f"({self.max_inflight_mb}): a frame is held in that budget")  # fmt: skip
+        return self
+
+    @model_validator(mode="after")
+    def _upsert_fields(self) -> HBaseSourceConfig:
+        from cdcflow.events.json_codec import ValueHints
+        from cdcflow.events.upsert import UpsertColumns
+
+        if self.output.format != "upsert":
+            if any(r.fields for r in self.routes):
+                raise ValueError("hbase.routes[].fields name the fields of hbase.output.format: upsert only")
+            return self
+        if not self.peer.serial:
+            # Two region servers' calls for one row (after a region move) could then run at once, and the
+            # older read could reach Kafka last.
+            raise ValueError("hbase.output.format upsert needs hbase.peer.serial: true (each row read in order)")
+        for r in self.routes:
+            if not r.drop:
+                try:
+                    UpsertColumns.of(r.fields, ValueHints(r.values))
+                except ValueError as exc:
+                    raise ValueError(f"route {r.table}: {exc}") from exc
         return self
 
 

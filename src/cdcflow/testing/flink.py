@@ -77,8 +77,9 @@ class FlinkTable:
     topic: str
     columns: list[tuple[str, str]]  # (name, Flink SQL type)
     key: list[str]
-    format: str  # debezium-json | debezium-avro-confluent
+    format: str  # debezium-json | debezium-avro-confluent; with upsert-kafka, the values' json | avro-confluent
     options: dict[str, str] = field(default_factory=dict)
+    connector: str = "kafka"  # or upsert-kafka (the key: the raw bytes of the one key column)
 
 
 def read_tables(bootstrap: str, tables: list[FlinkTable], timeout_s: float = 600) -> dict[str, dict[str, Any]]:
@@ -88,7 +89,7 @@ def read_tables(bootstrap: str, tables: list[FlinkTable], timeout_s: float = 600
         out = Path(scratch) / "tables.json"
         spec = {"jars": connector_jars(), "bootstrap": bootstrap, "out": str(out),
                 "tables": [{"topic": t.topic, "columns": t.columns, "key": t.key, "format": t.format,
-                            "options": t.options} for t in tables]}  # fmt: skip
+                            "connector": t.connector, "options": t.options} for t in tables]}  # fmt: skip
         proc = subprocess.run([str(flink_python()), str(READER)], input=json.dumps(spec), capture_output=True,
                               text=True, timeout=timeout_s, check=False)  # fmt: skip
         if proc.returncode != 0 or not out.exists():

@@ -2,11 +2,13 @@
 
 Runs in PyFlink's own virtualenv (cdcflow.testing.flink makes it), so it imports nothing of cdcflow. The
 jobs run on Flink's own local mini-cluster, one table after the other; each is declared with a PRIMARY KEY
-and its format (`debezium-json`, `debezium-avro-confluent`), read from the earliest offset up to the offsets at start
+and its format (`debezium-json`, `debezium-avro-confluent`; with the `upsert-kafka` connector, a raw key and
+`json` or `avro-confluent` values), read from the earliest offset up to the offsets at start
 (`scan.bounded.mode = latest-offset`), so the query ends. Each changelog row Flink emits (+I, -U, +U, -D)
 is applied to a dict by key; what is left is written, with the count of each kind. Spec (JSON on stdin):
 {"jars": [...], "bootstrap": ..., "tables": [{"topic": ..., "columns": [[name, flink type], ...], "key": [...],
- "format": ..., "options": {...}}, ...], "out": path}; written to `out`: {topic: {"rows": [...], "changelog":
+ "format": ..., "connector": "kafka" | "upsert-kafka", "options": {...}}, ...], "out": path}; written to `out`:
+ {topic: {"rows": [...], "changelog":
  {"+I": n, ...}}}.
 """
 
@@ -27,6 +29,8 @@ def _plain(value: Any) -> Any:
         return {"$decimal": str(value)}
     if isinstance(value, dt.date | dt.datetime | dt.time):
         return {"$time": value.isoformat()}
+    if isinstance(value, dict):  # a MAP
+        return {str(k): _plain(v) for k, v in value.items()}
     if hasattr(value, "as_dict"):  # a nested ROW
         return {k: _plain(v) for k, v in value.as_dict().items()}
     return value
@@ -46,10 +50,16 @@ def main() -> None:
         columns = ", ".join(f"`{name}` {flink_type}" for name, flink_type in table["columns"])
         key = ", ".join(f"`{k}`" for k in table["key"])
         options = {
-            "connector": "kafka", "topic": table["topic"], "properties.bootstrap.servers": spec["bootstrap"],
-            "properties.group.id": "cdcflow-flink-reader", "scan.startup.mode": "earliest-offset",
-            "scan.bounded.mode": "latest-offset", "format": table["format"], **table.get("options", {}),
-        }  # fmt: skip
+            "topic": table["topic"],
+            "properties.bootstrap.servers": spec["bootstrap"],
+            "properties.group.id": "cdcflow-flink-reader",
+            "scan.bounded.mode": "latest-offset",
+        }
+        if table.get("connector", "kafka") == "upsert-kafka":  # the key's bytes as is; always from the start
+            options |= {"connector": "upsert-kafka", "key.format": "raw", "value.format": table["format"]}
+        else:
+            options |= {"connector": "kafka", "scan.startup.mode": "earliest-offset", "format": table["format"]}
+        options |= table.get("options", {})
         with_clause = ", ".join(f"'{k}' = '{v}'" for k, v in options.items())
         env.execute_sql(f"CREATE TABLE src{n} ({columns}, PRIMARY KEY ({key}) NOT ENFORCED) WITH ({with_clause})")
         names = [name for name, _ in table["columns"]]

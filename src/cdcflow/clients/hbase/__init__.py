@@ -27,6 +27,7 @@ class HBaseClient(Protocol):
     def family_attributes(self, table: str) -> dict[str, dict[str, str]]: ...
     def mutate(self, table: str, mutation: MutationLike) -> list[Cell]: ...
     def mutate_batch(self, table: str, mutations: Sequence[MutationLike]) -> None: ...
+    def get_rows(self, table: str, rows: Sequence[bytes]) -> dict[bytes, list[Cell]]: ...
     def scan(
         self,
         table: str,
@@ -36,6 +37,16 @@ class HBaseClient(Protocol):
         max_versions: int = 1,
         batch_rows: int = 500,
     ) -> Iterator[Cell]: ...
+    def scan_rows(
+        self,
+        table: str,
+        *,
+        start_row: bytes = b"",
+        stop_row: bytes = b"",
+        max_versions: int = 1,
+        raw: bool = False,
+        batch_rows: int = 500,
+    ) -> Iterator[list[Cell]]: ...
     def close(self) -> None: ...
 
 

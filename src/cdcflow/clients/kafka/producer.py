@@ -70,7 +70,7 @@ class OutRecord(NamedTuple):
 
     topic: str
     key: bytes
-    value: bytes
+    value: bytes | None  # None: a tombstone (the upsert form's deleted row)
 
 
 def _new_producer(config: dict[str, object]) -> Producer:
@@ -193,8 +193,8 @@ class AsyncProducer:
                     produce = self._producer.produce
                 except KafkaException as exc:  # refused before sending (larger than message.max.bytes, ...)
                     err: KafkaError = exc.args[0]
-                    refused = DeliveryFailed(f"Kafka producer refused a record of {len(rec.value)} bytes for "
-                                             f"{rec.topic}: {err.str()}", rec.topic, len(rec.value),
+                    refused = DeliveryFailed(f"Kafka producer refused a record of {len(rec.value or b'')} bytes "
+                                             f"for {rec.topic}: {err.str()}", rec.topic, len(rec.value or b""),
                                              err.code() == KafkaError.MSG_SIZE_TOO_LARGE)  # fmt: skip
                     break
             if refused is not None:

@@ -49,6 +49,7 @@ class Route:
     hints: ValueHints
     columns: tuple[str, ...]
     exclude_columns: tuple[str, ...]
+    fields: tuple[tuple[str, str], ...] = ()  # the upsert format's field names ("cf:q", name)
 
     @property
     def keeps_everything(self) -> bool:
@@ -85,5 +86,5 @@ class Router:
                 if cfg.drop:
                     return None
                 topic = cfg.topic or change_topic(self._prefix, namespace, qualifier)
-                return Route(topic, ValueHints(cfg.values), cfg.columns, cfg.exclude_columns)
+                return Route(topic, ValueHints(cfg.values), cfg.columns, cfg.exclude_columns, tuple(cfg.fields.items()))
         return Route(change_topic(self._prefix, namespace, qualifier), ValueHints(), ("*",), ())

@@ -33,7 +33,7 @@ _KEEP_EVENT_ABOVE = 128 * 1024
 _RECORD_OVERHEAD = 16 * 1024
 
 
-_NO_CLUSTER = uuid.UUID(int=0)
+NO_CLUSTER = uuid.UUID(int=0)
 
 
 class OversizeRefused(TerminalError):
@@ -65,7 +65,7 @@ class DecodedCall:
     def footprint(self) -> int:
         """Bytes this call holds in memory while it waits for Kafka: each record's key and value twice (ours,
         and the producer's copy until it is acknowledged), and the objects around them."""
-        return sum(2 * (len(r.value) + len(r.key)) + 200 for r in self.records)
+        return sum(2 * (len(r.value or b"") + len(r.key)) + 200 for r in self.records)
 
 
 @dataclass(frozen=True)
@@ -140,7 +140,7 @@ class ReplicationHandler:
         """Pure part of a call: decode, filter, route, encode. Raises on anything undecodable."""
         if self.native and not self.oversize.after_base64:
             fast = native_records.records(param, cell_block, self.router, self.source_name, self.skip_before,
-                                          _KEEP_EVENT_ABOVE, _NO_CLUSTER)  # fmt: skip
+                                          _KEEP_EVENT_ABOVE, NO_CLUSTER)  # fmt: skip
             if fast is not None:
                 self.native_calls += 1
                 stats.entries += fast.entries
@@ -156,7 +156,7 @@ class ReplicationHandler:
         out = DecodedCall([])
         for entry in call.entries:
             stats.entries += 1
-            stats.shipping_clusters.add(entry.cluster_ids[-1] if entry.cluster_ids else _NO_CLUSTER)
+            stats.shipping_clusters.add(entry.cluster_ids[-1] if entry.cluster_ids else NO_CLUSTER)
             if self.skip_before is not None and entry.write_time_ms < self.skip_before:
                 stats.skipped_entries += 1
                 continue
@@ -203,7 +203,7 @@ class ReplicationHandler:
         all_parts: list[OutRecord] = []
         for i, rec in enumerate(decoded.records):
             limit = self.topics.limit(rec.topic)
-            if len(rec.value) <= limit:
+            if rec.value is None or len(rec.value) <= limit:
                 records.append(rec)
                 continue
             event, hints = decoded.large[i]

@@ -41,3 +41,15 @@ ACKED_WAL_TIME = Gauge(
     "WAL write time of the newest call's oldest entry acknowledged by Kafka (Unix seconds): the capture's position",
 )
 LAST_CALL_TIME = Gauge("cdcflow_hbase_last_call_timestamp_seconds", "When the last call was answered (Unix seconds)")
+ROWS_READ_BACK = Counter(
+    "cdcflow_hbase_rows_read_back_total", "Rows read back from the source for the upsert output format (every read)"
+)
+ROWS_READ_AGAIN = Counter(
+    "cdcflow_hbase_rows_read_again_total",
+    "Upsert output format: rows read again because the first read did not show the call's last edit yet",
+)
+ROWS_UNCONFIRMED = Counter(
+    "cdcflow_hbase_rows_unconfirmed_total",
+    "Upsert output format: rows published as read after hbase.output.read_attempts reads that did not show the "
+    "call's last edit (a later edit changed the row; its call reads it again)",
+)

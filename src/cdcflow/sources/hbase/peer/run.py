@@ -12,8 +12,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from cdcflow.clients.hbase import connect
 from cdcflow.clients.kafka import KafkaEndpoint
 from cdcflow.clients.kafka.producer import AsyncProducer, ProducerSettings
+from cdcflow.clients.registry import SchemaRegistry
 from cdcflow.config import HBaseSourceConfig, KafkaConfig
 from cdcflow.config.model import PeerTlsConfig
 from cdcflow.errors import ConfigError
@@ -25,6 +27,7 @@ from cdcflow.sources.hbase.peer.handler import OversizePolicy, ReplicationHandle
 from cdcflow.sources.hbase.peer.registry import PeerRegistry
 from cdcflow.sources.hbase.peer.server import ACCEPT_BACKLOG, Admission, PeerServer
 from cdcflow.sources.hbase.routing import Router
+from cdcflow.sources.hbase.upsert import ClientRowReader, UpsertHandler
 
 log = logging.getLogger(__name__)
 
@@ -73,8 +76,7 @@ async def run_peer(
     topics = TopicLimits(KafkaEndpoint.of(ep.bootstrap_servers, kafka.properties), cfg.max_record_bytes,
                          cfg.topic_partitions)  # fmt: skip
     oversize = OversizePolicy(cfg.max_record_bytes, cfg.oversize, cfg.oversize_topic, cfg.after_base64)
-    sink = ReplicationHandler(producer, Router(cfg.routes, cfg.topic_prefix), cfg.name, skip_before,
-                              topics=topics, oversize=oversize)  # fmt: skip
+    sink = await asyncio.to_thread(_handler, cfg, kafka, ep, producer, skip_before, topics, oversize)
     native_records.log_which_path()
     p = cfg.peer
     max_connections = fit_connections_to_descriptors(p.max_connections)
@@ -126,6 +128,28 @@ def _loop_lag(last: float) -> str | None:
 # Descriptors kept for everything that is not a peer connection (Kafka, ZooKeeper, metrics, logs), and
 # for one burst of accepts: asyncio accepts up to the listen backlog before our cap sees any of them.
 _RESERVED_FDS = 128 + ACCEPT_BACKLOG
+
+
+def _handler(
+    cfg: HBaseSourceConfig, kafka: KafkaConfig, ep: PeerEndpoints, producer: AsyncProducer, skip_before: int | None,
+    topics: TopicLimits, oversize: OversizePolicy,
+) -> ReplicationHandler:  # fmt: skip
+    """The call handler of hbase.output.format: the cells of each change, or each changed row read back."""
+    router = Router(cfg.routes, cfg.topic_prefix)
+    out = cfg.output
+    if out.format == "cdcflow":
+        return ReplicationHandler(producer, router, cfg.name, skip_before, topics=topics, oversize=oversize)
+    register = None
+    if out.serialization == "avro":
+        if not kafka.schema_registry_url:
+            raise ConfigError("hbase.output.serialization is avro: set kafka.schema_registry_url "
+                              "(or run the local stack's registry: cdcflow stack up registry)")  # fmt: skip
+        register = SchemaRegistry(kafka.schema_registry_url).register
+    reader = ClientRowReader(connect(ep.source_zk_quorum, cfg.znode_parent))
+    log.info("output format: upsert, %s (each changed row read back from the source cluster at %s%s)",
+             out.serialization, ep.source_zk_quorum, cfg.znode_parent)  # fmt: skip
+    return UpsertHandler(producer, router, cfg.name, skip_before, topics=topics, reader=reader, register=register,
+                         read_attempts=out.read_attempts, oversize=oversize)  # fmt: skip
 
 
 def _rate_limited_loop_errors() -> Callable[[asyncio.AbstractEventLoop, dict[str, Any]], None]:
