@@ -15,7 +15,7 @@ cannot carry) is null in its field and in `cells` under its column name instead.
 
 from __future__ import annotations
 
-import base64
+import binascii
 import math
 import struct
 from collections.abc import Iterable, Mapping, Sequence
@@ -91,6 +91,8 @@ class UpsertColumns:
             seen[f.name] = f.column
         self.fields = tuple(fields)
         self._by_column = {f.column: f for f in fields}
+        # (family, qualifier) → (column name, its field or None): a row's cells name the same few columns
+        self._columns: dict[tuple[bytes, bytes], tuple[str, UpsertField | None]] = {}
 
     @classmethod
     def of(cls, names: Mapping[str, str], hints: ValueHints) -> UpsertColumns:
@@ -108,9 +110,15 @@ class UpsertColumns:
         """(declared field → value, other column → bytes) of a row's cells (one version per column)."""
         values: dict[str, Any] = {f.name: None for f in self.fields}
         others: dict[str, bytes] = {}
+        known = self._columns
         for c in cells:
-            column = column_name(c.family, c.qualifier)
-            f = self._by_column.get(column)
+            held = known.get((c.family, c.qualifier))
+            if held is None:
+                name = column_name(c.family, c.qualifier)
+                held = known[(c.family, c.qualifier)] = (name, self._by_column.get(name))
+                if len(known) > 100_000:  # wide tables with generated qualifiers: bounded
+                    known.clear()
+            column, f = held
             value = MISFIT if f is None else typed_value(c.value, f.encoding)
             if value is MISFIT:
                 others[column] = c.value
@@ -121,7 +129,7 @@ class UpsertColumns:
 
 
 def _b64(data: bytes) -> str:
-    return base64.b64encode(data).decode("ascii")
+    return binascii.b2a_base64(data, newline=False).decode("ascii")
 
 
 class UpsertJson:
