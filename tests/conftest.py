@@ -86,7 +86,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if wants_spark and DRIVER_JAVA_OPTIONS_ENV not in os.environ:
         archive = class_archive()
         if archive is not None:
-            os.environ[DRIVER_JAVA_OPTIONS_ENV] = f"-XX:SharedArchiveFile={archive}"
+            # a JVM that cannot map it starts as before, without a warning line on its stdout
+            os.environ[DRIVER_JAVA_OPTIONS_ENV] = f"-XX:SharedArchiveFile={archive} -Xlog:cds=off -Xlog:cds+dynamic=off"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -3,9 +3,10 @@ Delta and the Kafka connector load instead of loading and verifying them again (
 about 4 s instead of 6, its first Delta commit in 6-7 s instead of 9). The tests start a dozen Spark drivers
 (pipelines run as processes, readers, backfills) besides their own.
 
-The archive is made once per JVM, pyspark and connector jars (a JVM dumps the classes it loaded at its exit,
-`-XX:ArchiveClassesAtExit`) and kept in the user's cache, like the Maven downloads. A JVM that cannot use it
-(another JDK, another class path) starts as before: `-Xshare:auto` is the JVM's default.
+The archive is made once per JVM, pyspark install (its path: a JVM takes an archive only on the class path it
+was made with) and connector jars (a JVM dumps the classes it loaded at its exit, `-XX:ArchiveClassesAtExit`),
+about 30 s, and kept in the user's cache like the Maven downloads. A JVM that cannot use it starts as before
+(`-Xshare:auto` is the JVM's default).
 """
 
 from __future__ import annotations
@@ -37,11 +38,15 @@ spark.stop()
 
 def _key() -> str:
     from importlib.metadata import version
+    from importlib.util import find_spec
 
     from cdcflow.pipeline.session import extra_jars
 
     java = subprocess.run(["java", "-version"], capture_output=True, text=True, check=False).stderr
-    parts = [java, version("pyspark"), *(p.name for p in extra_jars())]
+    spec = find_spec("pyspark")
+    jars = Path(spec.origin).parent / "jars" if spec and spec.origin else Path()
+    # The JVM takes an archive only on the class path it was made with: pyspark's jars, where they are.
+    parts = [java, version("pyspark"), str(jars.resolve()), *(p.name for p in extra_jars())]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
