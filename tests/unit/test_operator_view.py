@@ -218,6 +218,16 @@ def test_the_status_page_shows_each_mysql_sources_output_format() -> None:
     assert "snapshot" not in capture  # none running
 
 
+def test_the_status_page_shows_the_hbase_peers_output_format() -> None:
+    now = 10_000.0
+    text = ('cdcflow_hbase_rows_total 5\ncdcflow_hbase_registered 1\n'
+            'cdcflow_hbase_output_info{format="upsert",serialization="avro"} 1\n')  # fmt: skip
+    status = build_status(now, [_history("http://hbase/metrics", (now, text))], {}, None, {}, [],
+                          stalled_after_s=120)  # fmt: skip
+    (capture,) = status["captures"]
+    assert capture["format"] == "upsert (avro)"
+
+
 def test_the_status_page_shows_a_running_snapshot() -> None:
     now = 10_000.0
     text = ('cdcflow_mysql_events_total{source="m"} 5\ncdcflow_mysql_streaming{source="m"} 1\n'

@@ -155,7 +155,10 @@ def build_status(
         if any(k[0].startswith("cdcflow_hbase_") for k in s):
             acked = value(s, "cdcflow_hbase_acknowledged_wal_timestamp_seconds")
             last_call = value(s, "cdcflow_hbase_last_call_timestamp_seconds")
+            hbase_output = labels_of(s, "cdcflow_hbase_output_info")
             captures.append({
+                "format": f"{hbase_output.get('format')} ({hbase_output.get('serialization')})" if hbase_output
+                else None,
                 "kind": "hbase", "name": "HBase peer", "target": target.url, "stale_since": stale,
                 "rows_total": total(s, "cdcflow_hbase_rows_total"),
                 "rows_per_s": target.rate("cdcflow_hbase_rows_total"),

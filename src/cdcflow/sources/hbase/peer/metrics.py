@@ -53,3 +53,6 @@ ROWS_UNCONFIRMED = Counter(
     "Upsert output format: rows published as read after hbase.output.read_attempts reads that did not show the "
     "call's last edit (a later edit changed the row; its call reads it again)",
 )
+OUTPUT_INFO = Gauge(
+    "cdcflow_hbase_output_info", "The format the peer writes (always 1; hbase.output)", ["format", "serialization"]
+)

@@ -137,6 +137,9 @@ def _handler(
     """The call handler of hbase.output.format: the cells of each change, or each changed row read back."""
     router = Router(cfg.routes, cfg.topic_prefix)
     out = cfg.output
+    from cdcflow.sources.hbase.peer import metrics
+
+    metrics.OUTPUT_INFO.labels(out.format, out.serialization).set(1)
     if out.format == "cdcflow":
         return ReplicationHandler(producer, router, cfg.name, skip_before, topics=topics, oversize=oversize)
     register = None
