@@ -13,6 +13,8 @@ both merges are idempotent (a position guard; HBase's cell rules), so the result
 from __future__ import annotations
 
 import json
+import os
+import threading
 import time
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
@@ -100,6 +102,23 @@ def read_text(spark: SparkSession, path: str) -> str | None:
 _CHECKSUM_RETRIES = 20
 
 
+def _replace_local(path: str, text: str) -> None:
+    """On the local file system Hadoop's rename with OVERWRITE deletes the file and then renames (a reader in
+    between finds no record: seen as "never folded") and leaves the checksum file a step behind. POSIX rename
+    replaces at once; the record is written without a Hadoop checksum file (a stale one is removed first, so a
+    reader never checks new text against it)."""
+    folder, name = os.path.split(path)
+    tmp = os.path.join(folder, f".{name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    with open(tmp, "w", encoding="utf-8") as out:
+        out.write(text)
+        out.flush()
+        os.fsync(out.fileno())
+    crc = os.path.join(folder, f".{name}.crc")
+    if os.path.exists(crc):
+        os.unlink(crc)
+    os.replace(tmp, path)
+
+
 def _read_text_once(spark: SparkSession, path: str) -> str | None:
     jpath, fs = _fs(spark, path)
     if not fs.exists(jpath):
@@ -115,7 +134,11 @@ def _read_text_once(spark: SparkSession, path: str) -> str | None:
 
 def write_text(spark: SparkSession, path: str, text: str) -> None:
     """Replace a small file at once: written beside it, then renamed over it (a reader sees the old
-    text or the new, never half of it)."""
+    text or the new, never half of it, never no file)."""
+    target, fs = _fs(spark, path)
+    if str(fs.getScheme()) == "file":
+        _replace_local(str(target.toUri().getPath()), text)
+        return
     tmp, fs = _fs(spark, path + ".tmp")
     out = fs.create(tmp, True)
     try:
