@@ -6,16 +6,13 @@ CDCFLOW_TEST_STACK_HOME=<stack home> to use an already running stack instead.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from cdcflow.clients.hbase import HBaseClient, connect
-from cdcflow.pipeline.session import DRIVER_JAVA_OPTIONS_ENV
 from cdcflow.testing import ServiceHarness
-from cdcflow.testing.spark_archive import class_archive
 
 _harness: ServiceHarness | None = None
 
@@ -78,16 +75,6 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if report.failed and _harness is not None:
         for name, text in _harness.log_tails().items():
             report.sections.append((f"{name} log (last lines)", text))
-
-
-def pytest_collection_finish(session: pytest.Session) -> None:
-    """Tests that start Spark drivers start them from a class archive (cdcflow.testing.spark_archive)."""
-    wants_spark = any(item.get_closest_marker(m) for item in session.items for m in ("integration", "e2e"))
-    if wants_spark and DRIVER_JAVA_OPTIONS_ENV not in os.environ:
-        archive = class_archive()
-        if archive is not None:
-            # a JVM that cannot map it starts as before, without a warning line on its stdout
-            os.environ[DRIVER_JAVA_OPTIONS_ENV] = f"-XX:SharedArchiveFile={archive} -Xlog:cds=off -Xlog:cds+dynamic=off"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

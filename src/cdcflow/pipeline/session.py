@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
@@ -63,27 +62,6 @@ SESSION_CONF = {
 }
 
 
-# JVM options added to a local driver's (the tests start Spark drivers with a class-data archive this way).
-DRIVER_JAVA_OPTIONS_ENV = "CDCFLOW_SPARK_DRIVER_JAVA_OPTIONS"
-
-
-# Spark settings (a JSON object) under the user's for every session cdcflow builds: the tests' lighter planning.
-SPARK_CONF_ENV = "CDCFLOW_SPARK_CONF"
-
-
-def _env_conf() -> dict[str, str]:
-    text = os.environ.get(SPARK_CONF_ENV, "").strip()
-    if not text:
-        return {}
-    try:
-        parsed = json.loads(text)
-    except ValueError as exc:
-        raise ConfigError(f"{SPARK_CONF_ENV} must be a JSON object of Spark settings: {exc}") from exc
-    if not isinstance(parsed, dict):
-        raise ConfigError(f"{SPARK_CONF_ENV} must be a JSON object of Spark settings")
-    return {str(k): str(v) for k, v in parsed.items()}
-
-
 def session_conf(user_conf: Mapping[str, str], user_set: Collection[str] = ()) -> dict[str, str]:
     """cdcflow's required settings merged with the user's (`user_conf`; `user_set`: keys the user gave
     elsewhere, e.g. spark-submit --conf): the user's win, Delta's extension is added to theirs, and
@@ -123,11 +101,7 @@ def build_session(
     if not master:  # spark-submit's --conf settings: in the JVM's configuration once the gateway is up
         SparkContext._ensure_initialized()
         given = {key for key, _ in pyspark.SparkConf().getAll()}
-    settings = session_conf({**_env_conf(), **(conf or {})}, given)
-    extra_java = os.environ.get(DRIVER_JAVA_OPTIONS_ENV, "").strip()
-    if master and extra_java:  # a local driver's JVM starts with this session: its options still apply
-        settings["spark.driver.extraJavaOptions"] = f"{settings['spark.driver.extraJavaOptions']} {extra_java}"
-    for key, value in settings.items():
+    for key, value in session_conf(conf or {}, given).items():
         builder = builder.config(key, value)
     spark = builder.config("spark.ui.showConsoleProgress", "false").getOrCreate()
     add_missing_jars(spark, sink_jars)

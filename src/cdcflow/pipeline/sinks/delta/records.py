@@ -108,6 +108,7 @@ def _replace_local(path: str, text: str) -> None:
     replaces at once; the record is written without a Hadoop checksum file (a stale one is removed first, so a
     reader never checks new text against it)."""
     folder, name = os.path.split(path)
+    os.makedirs(folder, exist_ok=True)  # the first record of a table comes before its folder (Hadoop made it)
     tmp = os.path.join(folder, f".{name}.{os.getpid()}.{threading.get_ident()}.tmp")
     with open(tmp, "w", encoding="utf-8") as out:
         out.write(text)
