@@ -114,6 +114,18 @@ DO_NOT_RETRY_ACTIONS = frozenset({
 })  # fmt: skip
 
 
+def _raise_first_failure(rar: client_pb2.RegionActionResult) -> None:
+    """A Multi call's region result with a failed action (or region) raises its first failure: terminal for the
+    actions no retry can fix, retryable otherwise."""
+    failures = [rar.exception] if rar.HasField("exception") else []
+    failures += [r.exception for r in rar.resultOrException if r.HasField("exception")]
+    if failures:
+        first = failures[0]
+        short = first.name.rsplit(".", 1)[-1]
+        cls = HBaseTerminalError if short in DO_NOT_RETRY_ACTIONS else HBaseRetryableError
+        raise cls(first.name, first.value.decode("utf-8", "replace"))
+
+
 class NativeHBaseClient:
     """See module docstring. Not thread-safe: use one per thread."""
 
@@ -433,13 +445,7 @@ class NativeHBaseClient:
                         ra.action.add(index=i, mutation=proto)
                 res = self._rpc(host, port, "ClientService", "Multi", req, client_pb2.MultiResponse)
                 for rar in res.regionActionResult:
-                    failures = [rar.exception] if rar.HasField("exception") else []
-                    failures += [r.exception for r in rar.resultOrException if r.HasField("exception")]
-                    if failures:
-                        first = failures[0]
-                        short = first.name.rsplit(".", 1)[-1]
-                        cls = HBaseTerminalError if short in DO_NOT_RETRY_ACTIONS else HBaseRetryableError
-                        raise cls(first.name, first.value.decode("utf-8", "replace"))
+                    _raise_first_failure(rar)
 
         self._retrying(f"multi {name}", once)
 
@@ -467,13 +473,7 @@ class NativeHBaseClient:
                     asked.append(region_rows)
                 res = self._rpc(host, port, "ClientService", "Multi", req, client_pb2.MultiResponse)
                 for region_rows, rar in zip(asked, res.regionActionResult, strict=True):
-                    failures = [rar.exception] if rar.HasField("exception") else []
-                    failures += [r.exception for r in rar.resultOrException if r.HasField("exception")]
-                    if failures:
-                        first = failures[0]
-                        short = first.name.rsplit(".", 1)[-1]
-                        cls = HBaseTerminalError if short in DO_NOT_RETRY_ACTIONS else HBaseRetryableError
-                        raise cls(first.name, first.value.decode("utf-8", "replace"))
+                    _raise_first_failure(rar)
                     for roe in rar.resultOrException:
                         cells = [cell_from_proto(c) for c in roe.result.cell]
                         if cells:

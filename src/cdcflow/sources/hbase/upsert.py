@@ -24,11 +24,9 @@ from cdcflow.clients.kafka.producer import AsyncProducer, OutRecord
 from cdcflow.events.cells import Cell, CellType
 from cdcflow.events.debezium.avro import Register
 from cdcflow.events.upsert.rows import UpsertAvro, UpsertColumns, UpsertJson
-from cdcflow.protocols.hbase.wal import decode_replicate_call
 from cdcflow.sources.hbase.changes import row_changes
 from cdcflow.sources.hbase.peer import metrics
 from cdcflow.sources.hbase.peer.handler import (
-    NO_CLUSTER,
     CallStats,
     DecodedCall,
     OversizePolicy,
@@ -142,18 +140,7 @@ class UpsertHandler(ReplicationHandler):
         """Decode the call, read back each row it changed (blocking: the server runs this in a thread)."""
         self.python_calls += 1
         tables: dict[str, _Table] = {}
-        for entry in decode_replicate_call(param, cell_block).entries:
-            stats.entries += 1
-            stats.shipping_clusters.add(entry.cluster_ids[-1] if entry.cluster_ids else NO_CLUSTER)
-            if self.skip_before is not None and entry.write_time_ms < self.skip_before:
-                stats.skipped_entries += 1
-                continue
-            route = self.router.route(entry.table)
-            if route is None:
-                stats.skipped_entries += 1
-                continue
-            if stats.oldest_write_ms is None or entry.write_time_ms < stats.oldest_write_ms:
-                stats.oldest_write_ms = entry.write_time_ms
+        for entry, route in self.routed_entries(param, cell_block, stats):
             held = tables.setdefault(entry.table, _Table(route))
             for event in row_changes(entry, self.source_name):
                 cells: tuple[Cell, ...] = event.cells or ()

@@ -6,7 +6,7 @@ import asyncio
 import logging
 import threading
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -19,7 +19,7 @@ from cdcflow.events.cells import Cell
 from cdcflow.events.json_codec import ValueHints, encode
 from cdcflow.events.model import ChangeEvent
 from cdcflow.events.oversize import split as split_oversize
-from cdcflow.protocols.hbase.wal import decode_replicate_call
+from cdcflow.protocols.hbase.wal import WalEntry, decode_replicate_call
 from cdcflow.sources.hbase import native_records
 from cdcflow.sources.hbase.changes import row_changes
 from cdcflow.sources.hbase.routing import Route, Router
@@ -152,9 +152,15 @@ class ReplicationHandler:
                 stats.shipping_clusters.update(fast.clusters)
                 return DecodedCall(fast.records, path="native")
         self.python_calls += 1
-        call = decode_replicate_call(param, cell_block)
         out = DecodedCall([])
-        for entry in call.entries:
+        for entry, route in self.routed_entries(param, cell_block, stats):
+            self._add_events(out, row_changes(entry, self.source_name), route, stats)
+        return out
+
+    def routed_entries(self, param: bytes, cell_block: bytes, stats: CallStats) -> Iterator[tuple[WalEntry, Route]]:
+        """A call's WAL entries that are kept (not older than skip_edits_before, not dropped by a route), each with
+        its route; every entry counted in `stats`."""
+        for entry in decode_replicate_call(param, cell_block).entries:
             stats.entries += 1
             stats.shipping_clusters.add(entry.cluster_ids[-1] if entry.cluster_ids else NO_CLUSTER)
             if self.skip_before is not None and entry.write_time_ms < self.skip_before:
@@ -166,8 +172,7 @@ class ReplicationHandler:
                 continue
             if stats.oldest_write_ms is None or entry.write_time_ms < stats.oldest_write_ms:
                 stats.oldest_write_ms = entry.write_time_ms
-            self._add_events(out, row_changes(entry, self.source_name), route, stats)
-        return out
+            yield entry, route
 
     def encode_events(self, events: Iterable[ChangeEvent], route: Route, stats: CallStats) -> DecodedCall:
         """Events made elsewhere (the backfill's rows) → records, exactly as a call's events become them."""
