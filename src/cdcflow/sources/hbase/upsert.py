@@ -189,7 +189,8 @@ class UpsertHandler(ReplicationHandler):
             if hidden:
                 self.raw_checks += len(hidden)
                 self._get(table, hidden, found)
-                pending = [row for row in pending if row not in set(hidden)]
+                shown = set(hidden)
+                pending = [row for row in pending if row not in shown]
                 if not pending:
                     return found
             if attempt + 1 < self.read_attempts:
