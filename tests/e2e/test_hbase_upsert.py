@@ -22,7 +22,7 @@ import fastavro
 import orjson
 
 from cdcflow.clients import kafka as k
-from cdcflow.clients.hbase import HBaseClient
+from cdcflow.clients.hbase import HBaseClient, NativeHBaseClient
 from cdcflow.clients.registry import SchemaRegistry
 from cdcflow.demo.hbase_workload import HBaseWorkload
 from cdcflow.events.debezium.avro import split_frame
@@ -153,3 +153,52 @@ def test_upsert_rows_in_json_and_avro_rebuild_the_source_in_flink(
         want = expected_rows(hbase_client, table)
         assert rebuilt == want, f"{t.topic} ({t.format}): Flink rebuilt {len(rebuilt)} rows, the source has {len(want)}"
         assert read[t.topic]["changelog"]["-D"] > 0, f"Flink took no tombstone as a delete: {read[t.topic]}"
+
+
+def test_rows_that_cannot_be_read_back_and_a_killed_peer_lose_nothing(
+    hbase_client: HBaseClient, peer_setup: PeerSetup, kafka: dict[str, Any]
+) -> None:
+    """The read-back's error path, forced: HBase ships edits of a table that is offline (disabled after the
+    writes), so every read of them fails; each call is answered with an error (`ReadBackFailed` logged) and
+    HBase sends it again. The peer is SIGKILLed while those calls fail, restarted while writes go on, the
+    table comes back: the last record of each key equals the source row."""
+    assert isinstance(hbase_client, NativeHBaseClient)
+    bootstrap = kafka["bootstrap_servers"]
+    table = f"{peer_setup.name}_t"
+    topic = f"{peer_setup.name}.default.{table}"
+    workload = HBaseWorkload(hbase_client, [table], rows_per_table=200, seed=7)
+    workload.create_tables()
+    peer_setup.write_config(output={"format": "upsert", "read_timeout_s": 1}, routes=[ROUTE])
+    peer_setup.add_peer(table)
+    first = peer_setup.start()
+    workload.step(100)
+    deadline = time.monotonic() + 60
+    while not sum(k.end_offsets(bootstrap, topic).values()):  # replication flows
+        assert time.monotonic() < deadline, peer_setup.logs()
+        time.sleep(0.2)
+
+    # HBase holds the next edits while the peer is disabled; the table is offline when it ships them
+    config = str(peer_setup.config_path)
+    peer_setup.cli("hbase", "peer", "disable", "--config", config)
+    workload.step(300)
+    hbase_client.disable_table(table)
+    peer_setup.cli("hbase", "peer", "enable", "--config", config)
+    deadline = time.monotonic() + 90
+    while peer_setup.full_logs().count("ReadBackFailed: ") < 2:  # calls failed (and were sent again)
+        assert time.monotonic() < deadline, f"no read-back failed:\n{peer_setup.logs()}"
+        time.sleep(0.2)
+    peer_setup.kill(first)  # while HBase keeps sending those calls
+    assert first.returncode == -9
+    peer_setup.start(1)
+    hbase_client.enable_table(table)
+    workload.step(300)  # writes go on under the restarted peer
+
+    want = expected_rows(hbase_client, table)
+    deadline = time.monotonic() + 120
+    while (got := last_per_key(bootstrap, topic, json_row)) != want:
+        assert time.monotonic() < deadline, (
+            f"{len(got)} rows in {topic}, {len(want)} in the source; missing {sorted(set(want) - set(got))[:3]}, "
+            f"differing {[r for r in want if r in got and got[r] != want[r]][:3]}\n{peer_setup.logs()}"
+        )
+        time.sleep(1)
+    assert "reading rows back from the source cluster failed" in peer_setup.full_logs()

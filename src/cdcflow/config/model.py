@@ -107,6 +107,10 @@ class HBaseOutputConfig(_Strict):
     # upsert format: reads of a row before it is published as read although it does not show the call's last
     # edit yet (an edit is visible an instant after HBase ships it; a later edit can hide it for good).
     read_attempts: int = Field(default=20, ge=1, le=1000)
+    # upsert format: how long one read-back keeps retrying a region it cannot read (offline, moving, its server
+    # down) before the call is answered with an error and HBase sends it again (nothing is acknowledged before).
+    # Keep it under HBase's replication RPC timeout (hbase.rpc.timeout, 60 s by default).
+    read_timeout_s: float = Field(default=20.0, gt=0, le=600)
 
     @model_validator(mode="after")
     def _upsert_only(self) -> HBaseOutputConfig:

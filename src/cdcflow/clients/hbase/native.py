@@ -254,7 +254,8 @@ class NativeHBaseClient:
         self.wait_procedure(res.proc_id, f"create table {name}")
         self._retrying(f"locate regions of {name}", lambda: self._locate_all(name))
 
-    def delete_table(self, table: str) -> None:
+    def disable_table(self, table: str) -> None:
+        """Take the table's regions offline (its data and its WAL edits stay); reads of it fail until enabled."""
         name = TableName.parse(table)
         res = self.master_call(
             "DisableTable",
@@ -262,6 +263,21 @@ class NativeHBaseClient:
             master_pb2.DisableTableResponse,
         )
         self.wait_procedure(res.proc_id, f"disable table {name}")
+        self._regions.pop(name, None)
+
+    def enable_table(self, table: str) -> None:
+        name = TableName.parse(table)
+        res = self.master_call(
+            "EnableTable",
+            master_pb2.EnableTableRequest(table_name=_table_pb(name), **self.nonce()),
+            master_pb2.EnableTableResponse,
+        )
+        self.wait_procedure(res.proc_id, f"enable table {name}")
+        self._retrying(f"locate regions of {name}", lambda: self._locate_all(name))
+
+    def delete_table(self, table: str) -> None:
+        name = TableName.parse(table)
+        self.disable_table(table)
         res2 = self.master_call(
             "DeleteTable",
             master_pb2.DeleteTableRequest(table_name=_table_pb(name), **self.nonce()),

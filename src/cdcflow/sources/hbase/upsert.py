@@ -8,7 +8,8 @@ region's MVCC publishes it), so a read is checked against the call's last edit o
 made again until it shows it. A read that still does not after `read_attempts` is published all the same,
 counted and logged: that happens when a later edit changed the row again, and that edit's own call reads it
 again. A put hidden by a delete marker with a later timestamp never shows in a plain read: a raw read of the
-row tells whether such an edit is in, and the row read after it is published.
+row tells whether such an edit is in, and the row read after it is published. A read that fails (a region
+offline or moving, its server down) fails the call: HBase sends it again, nothing of it is acknowledged.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Protocol
 
 from cdcflow.clients.hbase import HBaseClient
 from cdcflow.clients.kafka.producer import AsyncProducer, OutRecord
+from cdcflow.errors import CdcflowError, RetryableError
 from cdcflow.events.cells import Cell, CellType
 from cdcflow.events.debezium.avro import Register
 from cdcflow.events.upsert.rows import UpsertAvro, UpsertColumns, UpsertJson
@@ -37,6 +39,10 @@ from cdcflow.sources.hbase.peer.handler import (
 from cdcflow.sources.hbase.routing import Route, Router
 
 log = logging.getLogger(__name__)
+
+
+class ReadBackFailed(RetryableError):
+    """The source cluster did not answer a read-back within hbase.output.read_timeout_s: the call fails."""
 
 
 class RowReader(Protocol):
@@ -167,11 +173,26 @@ class UpsertHandler(ReplicationHandler):
         return out
 
     def _get(self, table: str, rows: list[bytes], found: dict[bytes, list[Cell]]) -> None:
-        got = self.reader.get_rows(table, rows)
+        try:
+            got = self.reader.get_rows(table, rows)
+        except CdcflowError as exc:
+            raise ReadBackFailed(
+                f"reading rows back from the source cluster failed ({len(rows)} row(s) of {table}; HBase sends "
+                f"the call again): {exc}"
+            ) from exc
         self.rows_read += len(rows)
         metrics.ROWS_READ_BACK.inc(len(rows))
         for row in rows:
             found[row] = got.get(row, [])
+
+    def _raw(self, table: str, row: bytes) -> list[Cell]:
+        try:
+            return self.reader.raw_row(table, row)
+        except CdcflowError as exc:
+            raise ReadBackFailed(
+                f"reading rows back from the source cluster failed (a raw read of {row[:100]!r} of {table}; HBase "
+                f"sends the call again): {exc}"
+            ) from exc
 
     def _read(self, table: str, last_edit: Mapping[bytes, tuple[Cell, ...]]) -> dict[bytes, list[Cell]]:
         """The rows as the source shows them once it shows each row's last edit (or after `read_attempts`)."""
@@ -185,7 +206,7 @@ class UpsertHandler(ReplicationHandler):
                 return found
             # A put that a later-stamped delete marker hides never shows in a plain read: a raw read shows
             # whether the edit is in; if it is, the row read after that raw read is as of the edit or later.
-            hidden = [row for row in pending if applied(last_edit[row], self.reader.raw_row(table, row))]
+            hidden = [row for row in pending if applied(last_edit[row], self._raw(table, row))]
             if hidden:
                 self.raw_checks += len(hidden)
                 self._get(table, hidden, found)

@@ -91,6 +91,22 @@ class DisableTableResponse(_message.Message):
     proc_id: int
     def __init__(self, proc_id: _Optional[int] = ...) -> None: ...
 
+class EnableTableRequest(_message.Message):
+    __slots__ = ("table_name", "nonce_group", "nonce")
+    TABLE_NAME_FIELD_NUMBER: _ClassVar[int]
+    NONCE_GROUP_FIELD_NUMBER: _ClassVar[int]
+    NONCE_FIELD_NUMBER: _ClassVar[int]
+    table_name: _hbase_types_pb2.TableName
+    nonce_group: int
+    nonce: int
+    def __init__(self, table_name: _Optional[_Union[_hbase_types_pb2.TableName, _Mapping]] = ..., nonce_group: _Optional[int] = ..., nonce: _Optional[int] = ...) -> None: ...
+
+class EnableTableResponse(_message.Message):
+    __slots__ = ("proc_id",)
+    PROC_ID_FIELD_NUMBER: _ClassVar[int]
+    proc_id: int
+    def __init__(self, proc_id: _Optional[int] = ...) -> None: ...
+
 class ModifyTableRequest(_message.Message):
     __slots__ = ("table_name", "table_schema", "nonce_group", "nonce", "reopen_regions")
     TABLE_NAME_FIELD_NUMBER: _ClassVar[int]

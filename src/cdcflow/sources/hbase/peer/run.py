@@ -148,7 +148,7 @@ def _handler(
             raise ConfigError("hbase.output.serialization is avro: set kafka.schema_registry_url "
                               "(or run the local stack's registry: cdcflow stack up registry)")  # fmt: skip
         register = SchemaRegistry(kafka.schema_registry_url).register
-    reader = ClientRowReader(connect(ep.source_zk_quorum, cfg.znode_parent))
+    reader = ClientRowReader(connect(ep.source_zk_quorum, cfg.znode_parent, op_timeout_s=out.read_timeout_s))
     log.info("output format: upsert, %s (each changed row read back from the source cluster at %s%s)",
              out.serialization, ep.source_zk_quorum, cfg.znode_parent)  # fmt: skip
     return UpsertHandler(producer, router, cfg.name, skip_before, topics=topics, reader=reader, register=register,
