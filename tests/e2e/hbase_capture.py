@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 import yaml
 
 from cdcflow.clients.hbase import HBaseClient
+from cdcflow.clients.hbase.model import Put
 from cdcflow.clients.kafka import KafkaRecord, TopicReader, consume, end_offsets
 from cdcflow.events.json_codec import decode
 from cdcflow.events.oversize import reassemble
@@ -22,6 +24,26 @@ from cdcflow.pipeline.sinks.hbase.mutations import event_mutations
 from cdcflow.testing.order import assert_row_order
 
 CellTuple = tuple[bytes, bytes, bytes, int, bytes]
+
+
+def wait_until_replicated(
+    client: HBaseClient, bootstrap: str, table: str, topic: str, region_starts: Sequence[bytes] = (b"",),
+    timeout_s: float = 180,
+) -> None:  # fmt: skip
+    """Everything written to `table` so far is in `topic` once a row written now, last, in each region
+    (`region_starts`: each region's first key) is: a serial peer keeps each region's order (not the order
+    across regions). The sentinel rows stay in the table."""
+    sentinels = {start + b"\x00-sentinel" for start in region_starts}
+    for row in sentinels:
+        client.mutate(table, Put(row).add(b"cf", b"sentinel", b"last", 10**13))
+    reader = TopicReader(bootstrap, [topic])
+    deadline = time.monotonic() + timeout_s
+    try:
+        while sentinels:
+            sentinels -= {r.key for r in reader.poll(0.5)}
+            assert time.monotonic() < deadline, f"{topic}: replication did not deliver the last writes of {sentinels}"
+    finally:
+        reader.close()
 
 
 def scan_cells(client: HBaseClient, table: str) -> set[CellTuple]:

@@ -3,7 +3,7 @@ resumed, handed off to the stream, then the whole chain's copies compared with t
 
 HBase (8 regions, a randomized workload: puts in and out of timestamp order, every delete type) →
 backfill (snapshot, one Spark task per region, SIGKILLed once, rerun) + the cdcflow peer (added disabled
-before, enabled by the backfill at its end) → Kafka → `cdcflow pipeline run --available-now` → an HBase copy
+before, enabled by the backfill at its end) → Kafka → the pipeline (`--available-now`) → an HBase copy
 and the Delta state. Both equal the source cell by cell, including cells rewritten at the same
 timestamp after the snapshot (the stream's value must win over the backfilled one).
 """
@@ -21,19 +21,19 @@ import time
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from cdcflow.clients import kafka as k
 from cdcflow.clients.hbase import HBaseClient, NativeHBaseClient, admin
 from cdcflow.clients.hbase.model import ColumnFamily, Put
+from cdcflow.config import SinkConfig
 from cdcflow.demo.hbase_workload import FAMILIES, TYPED_COLUMNS, HBaseWorkload
-from cdcflow.pipeline.session import build_session
+from cdcflow.pipeline.runner import Pipeline
 from cdcflow.pipeline.sinks.delta.state import hbase_state_rows
 from cdcflow.sources.hbase.backfill import read_status
 from cdcflow.testing import ServiceHarness, soak_size
 from cdcflow.verify.hbase import compare_rows, rows_of, verify_hbase
 
-from .hbase_capture import PeerSetup
+from .hbase_capture import PeerSetup, wait_until_replicated
+from .test_pipeline_hbase import pipeline_for
 
 ROWS = soak_size(6_000, 250_000)
 MUTATIONS = soak_size(10_000, 900_000)  # before the backfill; full size: over 1M cells across 8 regions
@@ -163,42 +163,20 @@ def test_backfill_killed_and_resumed_then_the_stream_equals_the_source(
         writer.join(timeout=60)
     assert not writer_error, writer_error
 
-    # The stream caught up once a row written last in every region is in Kafka (serial replication keeps
-    # each region's order, not the order across regions)
-    sentinels = {start + b"-sentinel" for start in [b"row-00000", *splits]}
-    for row in sentinels:
-        hbase_client.mutate(table, Put(row).add(b"cf", b"name", b"last", 10**13))
+    # The stream caught up once a row written last in every region is in Kafka
     topic = f"{peer_setup.name}.default.{table}"
-    reader = k.TopicReader(bootstrap, [topic])
-    deadline = time.monotonic() + 180
-    try:
-        while sentinels:
-            sentinels -= {r.key for r in reader.poll(1.0)}
-            assert time.monotonic() < deadline, f"the stream did not deliver the last writes of {sentinels}"
-    finally:
-        reader.close()
-
+    wait_until_replicated(hbase_client, bootstrap, table, topic, [b"", *splits])
     phase("the stream delivered the last writes")
-    state_root = tmp_path / "state"
-    cfg = yaml.safe_load(peer_setup.config_path.read_text())
-    cfg["pipeline"] = {
-        "topics": f"{peer_setup.name}\\..*",
-        "dead_letter_topic": f"{peer_setup.name}-dead-letter",
-        "checkpoint_dir": str(tmp_path / "checkpoints"),
-        "sinks": [
-            {"name": "hbase_copy", "type": "hbase"},
-            {"name": "state", "type": "delta",
-             "options": {"path": str(state_root), "max_versions": 1000, "typed_columns": TYPED_COLUMNS}},
-        ],
-    }  # fmt: skip
-    config = tmp_path / "pipeline.yaml"
-    config.write_text(yaml.safe_dump(cfg))
-    pipeline = subprocess.run(
-        [sys.executable, "-m", "cdcflow.cli.main", "pipeline", "run", "--config", str(config), "--available-now"],
-        capture_output=True, text=True, timeout=900, check=False,
-    )  # fmt: skip
-    assert pipeline.returncode == 0, (pipeline.stdout + pipeline.stderr)[-5000:]
 
+    # The pipeline runs in this process (its killed and restarted runs: test_pipeline_chain.py)
+    state_root = tmp_path / "state"
+    sinks = (
+        SinkConfig(name="hbase_copy", type="hbase"),
+        SinkConfig(name="state", type="delta",
+                   options={"path": str(state_root), "max_versions": 1000, "typed_columns": TYPED_COLUMNS}),
+    )  # fmt: skip
+    pipeline = Pipeline(*pipeline_for(peer_setup, kafka, hbase, tmp_path / "checkpoints", *sinks))
+    assert pipeline.run(available_now=True) == {"hbase_copy": "done", "state": "done"}
     phase("pipeline --available-now done")
     ops: dict[bytes, set[str]] = {}
     for r in k.read_to_end(bootstrap, topic):
@@ -211,7 +189,8 @@ def test_backfill_killed_and_resumed_then_the_stream_equals_the_source(
         (cell,) = [c for c in hbase_client.scan(f"{table}_copy", start_row=row, stop_row=row + b"\0")]
         assert cell.value == b"after the snapshot"
     phase("HBase copy verified")
-    spark = build_session("cdcflow-test-verify")
+    spark = pipeline.spark
+    assert spark is not None
     path = str(state_root / "it" / "default" / table)
     for versions in (1000, 1):
         report = compare_rows(rows_of(hbase_client.scan(table, max_versions=versions)),

@@ -31,9 +31,9 @@ from cdcflow.pipeline.sinks.delta.views import current_view
 from cdcflow.testing import soak_size
 from cdcflow.verify.hbase import compare_rows, rows_of
 
-from .hbase_capture import PeerSetup
+from .hbase_capture import PeerSetup, wait_until_replicated
 from .test_hbase_capture import SPLITS, workload
-from .test_pipeline_hbase import captured_table, pipeline_for, wait_for_topic_rows
+from .test_pipeline_hbase import captured_table, pipeline_for
 from .test_sink_interleavings import events_frame, hbase_event, random_change
 
 
@@ -42,8 +42,7 @@ def test_delta_state_table_equals_the_hbase_source_version_by_version(
 ) -> None:
     source, topic = captured_table(hbase_client, peer_setup, split_keys=SPLITS)
     workload(hbase_client, source, random.Random(5))  # every delete type, versions, a 5 MB value
-    wait_for_topic_rows(kafka, topic, 80)
-    k.consume(kafka["bootstrap_servers"], topic, expected=100_000, timeout_s=5)  # let replication finish
+    wait_until_replicated(hbase_client, kafka["bootstrap_servers"], source, topic, [b"", *SPLITS])
     root = tmp_path / "state"
     sink = SinkConfig(
         name="state",

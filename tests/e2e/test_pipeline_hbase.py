@@ -17,7 +17,7 @@ from cdcflow.pipeline.runner import Pipeline
 from cdcflow.pipeline.sinks.delta.log import changes
 from cdcflow.verify.hbase import verify_hbase
 
-from .hbase_capture import PeerSetup, scan_cells
+from .hbase_capture import PeerSetup, scan_cells, wait_until_replicated
 from .test_hbase_capture import workload
 
 FAMILIES = [ColumnFamily("cf", max_versions=1000), ColumnFamily("cg", max_versions=1000)]
@@ -84,7 +84,7 @@ def test_pipeline_copies_hbase_exactly_and_dead_letters_garbage(
     # More changes, another run from the same checkpoints: applies only what is new, still exact.
     hbase_client.mutate(source, Put(b"\x41new").add(b"cf", b"n", b"1", 9000))
     hbase_client.mutate(source, Delete(b"\x41new").column(b"cf", b"n", 8000))
-    k.consume(kafka["bootstrap_servers"], topic, expected=10_000, timeout_s=5)  # let replication catch up
+    wait_until_replicated(hbase_client, kafka["bootstrap_servers"], source, topic, [b"\x40"])  # \x41new's region
     Pipeline(cfg, context, checkpoints).run(available_now=True)
     assert scan_cells(hbase_client, f"{source}_copy") == scan_cells(hbase_client, source)
 

@@ -20,9 +20,9 @@ from cdcflow.pipeline.sinks.delta.state import hbase_state_rows
 from cdcflow.testing import ServiceHarness
 from cdcflow.verify.hbase import compare_rows, rows_of, verify_hbase
 
-from .hbase_capture import PeerSetup
+from .hbase_capture import PeerSetup, wait_until_replicated
 from .test_hbase_capture import workload
-from .test_pipeline_hbase import FAMILIES, captured_table, wait_for_topic_rows
+from .test_pipeline_hbase import FAMILIES, captured_table
 from .test_sink_interleavings import history_record, mysql_event
 
 
@@ -34,11 +34,11 @@ def test_every_sink_runs_unchanged_on_a_standalone_cluster(
     phoenix_url = services.endpoints("phoenix")["jdbc_url"]
     bootstrap = kafka["bootstrap_servers"]
     # HBase changes, captured by this test's peer
-    source, hbase_topic = captured_table(hbase_client, peer_setup, split_keys=[b"\x40", b"\x80", b"\xc0"])
+    splits = [b"\x40", b"\x80", b"\xc0"]
+    source, hbase_topic = captured_table(hbase_client, peer_setup, split_keys=splits)
     hbase_client.create_table(f"{source}_copy", FAMILIES)
     workload(hbase_client, source, random.Random(17))
-    wait_for_topic_rows(kafka, hbase_topic, 80)
-    k.consume(bootstrap, hbase_topic, expected=100_000, timeout_s=5)  # let replication finish
+    wait_until_replicated(hbase_client, bootstrap, source, hbase_topic, [b"", *splits])
     hbase_events = sum(k.end_offsets(bootstrap, hbase_topic).values())
     # MySQL changes with their schema history (for Phoenix)
     db = f"shop_{peer_setup.name}"
