@@ -6,9 +6,10 @@ version of `<topic>-value`, and the newest `<topic>-key` for the key's columns).
 1-4 after the magic byte) picks its `from_avro`; the conversions mirror the field readers of
 events/debezium/columns.py: days to 'YYYY-MM-DD', µs to wall-clock text with the column's digits, TIME µs to
 '[-]HH:MM:SS[.f]', Connect's Decimal (Avro decimal) to its text, BIT(n) little-endian bytes to a number,
-BIGINT UNSIGNED back above 2^63, {wkb, srid} to the server's bytes. The event is written with `to_json`
-(binary as base64) and parsed like any other. A schema Spark's Avro reader cannot take (a DECIMAL wider than
-38 digits) and records of ids not known at the batch's start are left to the Python transcoder.
+BIGINT UNSIGNED back above 2^63, {wkb, srid} to the server's bytes. The event is made straight into the
+envelope's struct (its row images as JSON text, binary as base64, as the JSON events' parse gives them). A
+schema Spark's Avro reader cannot take (a DECIMAL wider than 38 digits) and records of ids not known at the
+batch's start are left to the Python transcoder.
 """
 
 from __future__ import annotations
@@ -23,11 +24,13 @@ from typing import Any
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.avro.functions import from_avro
+from pyspark.sql.types import StructType
 
 from cdcflow.clients.registry import SchemaRegistry
 from cdcflow.events.debezium.columns import Field
 from cdcflow.events.debezium.transcode import connect_from_avro, field_from_connect
 from cdcflow.events.json_codec import SCHEMA_ID
+from cdcflow.pipeline.envelope import ENVELOPE
 
 log = logging.getLogger(__name__)
 
@@ -162,28 +165,52 @@ def decoded(value: Column, schema_id: Column, writer: WriterSchema) -> Column:
     """The record as `writer` reads it, for the records of that schema id (null for the others).
 
     Fenced like envelope.parse's `problem` (a never-true partition test), so Spark keeps it in a projection
-    of its own instead of inlining `from_avro` into each of the dozens of places event_json reads it."""
+    of its own instead of inlining `from_avro` into each of the dozens of places event_envelope reads it."""
     read = from_avro(F.substring(value, 6, 1 << 30), writer.text, {"mode": "PERMISSIVE"})
     return F.when(F.spark_partition_id() < 0, F.lit(None)).when(schema_id == writer.schema_id, read)
 
 
-def event_json(e: Column, writer: WriterSchema) -> Column:
-    """The cdcflow change event (JSON text) of a record decoded with `writer` (see `decoded`)."""
+def event_envelope(e: Column, writer: WriterSchema) -> Column:
+    """The cdcflow change event of a record decoded with `writer` (see `decoded`), made straight into the
+    envelope's struct (what envelope.parse's `from_json` makes of the event's JSON text: key, before and after
+    as JSON text, the rest typed), so the event is never written as JSON and parsed again."""
     after, before = _row(e["after"], writer.fields), _row(e["before"], writer.fields)
-    image = F.coalesce(after, before)
     names = sorted(writer.key_names) if writer.key_names else sorted(f.name for f in writer.fields)
+    by_name = {f.name: f for f in writer.fields}
+    # the key's columns of the newest image, each converted once more (not the whole images again)
+    image = {n: F.when(e["after"].isNotNull(), e["after"][n]).otherwise(e["before"][n]) for n in names}
+    key = F.struct(*(convert(image[n], by_name[n]).alias(n) for n in names))
     s = e["source"]
-    event = F.struct(
-        F.lit(SCHEMA_ID).alias("schema"), e["op"].alias("op"),
-        F.struct(*(image[n].alias(n) for n in names)).alias("key"),
-        before.alias("before"), after.alias("after"),
-        F.struct(F.lit("mysql").alias("connector"), s["name"].alias("name"), s["db"].alias("db"),
-                 s["table"].alias("table"), s["ts_ms"].alias("ts_ms"),
-                 (F.coalesce(s["snapshot"], F.lit("false")) != "false").alias("snapshot"),
-                 s["cdcflow_pos"].alias("pos"), s["gtid"].alias("gtid"), s["server_id"].alias("server_id"),
-                 s["file"].alias("file"), s["pos"].alias("position"), s["row"].alias("row")).alias("source"),
-        e["ts_ms"].alias("ts_ms"),
-        F.when(e["transaction"].isNotNull(), F.struct(e["transaction"]["id"].alias("id"),
-                                                     e["transaction"]["total_order"].alias("order"))).alias("transaction"),
-    )  # fmt: skip
-    return F.when(e.isNotNull() & s["cdcflow_pos"].isNotNull(), F.to_json(event, {"ignoreNullFields": "false"}))
+    given: _Given = {
+        "schema": F.lit(SCHEMA_ID), "op": e["op"],
+        "key": _json(key), "before": _json(before), "after": _json(after),
+        "source": {"connector": F.lit("mysql"), "name": s["name"], "db": s["db"], "table": s["table"],
+                   "ts_ms": s["ts_ms"], "snapshot": F.coalesce(s["snapshot"], F.lit("false")) != "false",
+                   "pos": s["cdcflow_pos"], "gtid": s["gtid"], "server_id": s["server_id"], "file": s["file"],
+                   "position": s["pos"], "row": s["row"]},
+        "ts_ms": e["ts_ms"],
+        "transaction": F.when(e["transaction"].isNotNull(), F.struct(
+            e["transaction"]["id"].alias("id"), e["transaction"]["total_order"].alias("order"))),
+    }  # fmt: skip
+    return F.when(e.isNotNull() & s["cdcflow_pos"].isNotNull(), _shaped(given, ENVELOPE))
+
+
+_Given = dict[str, "Column | _Given"]
+
+
+def _json(c: Column) -> Column:
+    """A row image as the event's JSON text has it (binary as base64, nulls written)."""
+    return F.to_json(c, {"ignoreNullFields": "false"})
+
+
+def _shaped(given: _Given, schema: StructType) -> Column:
+    """A struct of exactly `schema`'s fields: each given one cast to its type, the others null."""
+    fields = []
+    for f in schema.fields:
+        value = given.get(f.name)
+        if isinstance(value, dict):
+            assert isinstance(f.dataType, StructType)
+            fields.append(_shaped(value, f.dataType).alias(f.name))
+        else:
+            fields.append((value if value is not None else F.lit(None)).cast(f.dataType).alias(f.name))
+    return F.struct(*fields)

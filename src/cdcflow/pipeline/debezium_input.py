@@ -1,7 +1,8 @@
 """Topics in the debezium format, read by the pipeline: each record turned into the cdcflow change event
 before the parse (events/debezium/transcode.py), so the sinks do not know which format arrived.
 
-Avro records of schemas Spark's Avro reader takes are read inside Spark (debezium_avro.py). Everything else:
+Avro records of schemas Spark's Avro reader takes are read inside Spark (debezium_avro.py), straight into the
+envelope's struct (column `_envelope`, which the parse takes as it is). Everything else:
 a Spark `mapInArrow` step over the Kafka rows of a batch: records of the debezium topics get their value
 replaced by the transcoded event; their tombstones (no value) are dropped; a record the transcoder cannot
 read keeps its bytes and gets the reason in `_transcode_error`, so the parse dead-letters it as it arrived,
@@ -23,8 +24,8 @@ from pyspark.sql.types import StringType, StructField, StructType
 from cdcflow.clients.registry import SchemaRegistry
 from cdcflow.events.debezium.transcode import Transcoder
 from cdcflow.events.json_codec import MalformedEvent
-from cdcflow.pipeline.debezium_avro import decoded, event_json, writer_schemas
-from cdcflow.pipeline.envelope import TRANSCODE_ERROR
+from cdcflow.pipeline.debezium_avro import decoded, event_envelope, writer_schemas
+from cdcflow.pipeline.envelope import ENVELOPE, PREPARSED, TRANSCODE_ERROR
 
 _TRANSCODERS: dict[str | None, Transcoder] = {}  # per registry, kept by the Python worker across batches
 
@@ -108,18 +109,19 @@ def transcoded(raw: DataFrame, sources: list[tuple[str, str]], registry_url: str
         *raw.columns, F.when(readable, schema_id).alias("_schema_id"),
         *(decoded(F.col("value"), schema_id, w).alias(f"_avro{w.schema_id}") for w in writers.readable.values()),
     )  # fmt: skip
-    events = [event_json(F.col(f"_avro{w.schema_id}"), w) for w in writers.readable.values()]
-    event = F.coalesce(*events) if events else F.lit(None).cast("string")
+    events = [event_envelope(F.col(f"_avro{w.schema_id}"), w) for w in writers.readable.values()]
+    event = F.coalesce(*events) if events else F.lit(None).cast(ENVELOPE)
     error = F.when(F.col("_schema_id").isNull(), F.lit("debezium format: not an Avro record of a schema the registry "
                                                        "has for this topic"))  # fmt: skip
     error = error.otherwise(F.concat(F.lit("debezium format: an Avro record that schema "),
                                      F.col("_schema_id").cast("string"),
                                      F.lit(" does not read, or without source.cdcflow_pos")))  # fmt: skip
-    out = stage.withColumn("_event", F.when(F.col("_schema_id").isNotNull(), event)).select(
-        *(F.coalesce(F.col("_event").cast("binary"), F.col("value")).alias("value") if c == "value" else F.col(c)
-          for c in raw.columns),
-        F.when(is_avro_topic & F.col("_event").isNull(), error).alias(TRANSCODE_ERROR),
+    out = stage.withColumn(PREPARSED, F.when(F.col("_schema_id").isNotNull(), event)).select(
+        *raw.columns,  # the value stays the record's bytes: a dead letter carries them as they arrived
+        F.when(is_avro_topic & F.col(PREPARSED).isNull(), error).alias(TRANSCODE_ERROR),
+        PREPARSED,
     )  # fmt: skip
     if wide or json_pattern or beats:
-        return out.unionByName(python(raw.where(to_python), "|".join(f"(?:{p})" for p, _ in sources)))
+        in_python = python(raw.where(to_python), "|".join(f"(?:{p})" for p, _ in sources))
+        return out.unionByName(in_python.withColumn(PREPARSED, F.lit(None).cast(ENVELOPE)))
     return out

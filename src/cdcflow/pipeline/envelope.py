@@ -52,6 +52,8 @@ def envelope_schema() -> StructType:
 
 ENVELOPE = envelope_schema()
 TRANSCODE_ERROR = "_transcode_error"
+# A record another reader already made into ENVELOPE's struct (debezium_avro.py): parsed as it is, not from JSON.
+PREPARSED = "_envelope"
 # The `problem` of a heartbeat record (events/heartbeats.py): neither an event nor a dead letter; its source.ts_ms
 # counts towards the sink's progress (runner.py).
 HEARTBEAT = "heartbeat"
@@ -96,7 +98,7 @@ def parse(raw: DataFrame) -> DataFrame:
     The `problem` column is made non-deterministic on purpose (a never-true partition test): Spark
     otherwise pushes a filter on it below the projection that parses, inlining `from_json` once per
     field the check reads (a dozen parses per record; measured 1.3 s per 100,000 events)."""
-    e, fenced, fields = _parse_columns(raw)
+    e, fenced, fields = _parse_columns(raw, PREPARSED in raw.columns)
     # A record the debezium transcoder could not read (debezium_input.py) says why in `_transcode_error`.
     extra = [TRANSCODE_ERROR] if TRANSCODE_ERROR in raw.columns else []
     parsed = raw.select("topic", "partition", "offset", F.col("key").alias("kafka_key"), "value", *extra,
@@ -112,19 +114,21 @@ def parse(raw: DataFrame) -> DataFrame:
 
 # The parse's column expressions, built once per JVM: building them costs over a thousand Py4J
 # calls (about 0.15 s of driver time), which every sink's every batch would pay again.
-_PARSE_COLUMNS: dict[int, tuple[Column, Column, list[Column]]] = {}
+_PARSE_COLUMNS: dict[tuple[int, bool], tuple[Column, Column, list[Column]]] = {}
 
 
-def _parse_columns(raw: DataFrame) -> tuple[Column, Column, list[Column]]:
-    jvm = id(raw.sparkSession.sparkContext._gateway)
-    if jvm not in _PARSE_COLUMNS:
+def _parse_columns(raw: DataFrame, preparsed: bool) -> tuple[Column, Column, list[Column]]:
+    held = (id(raw.sparkSession.sparkContext._gateway), preparsed)
+    if held not in _PARSE_COLUMNS:
         e = F.from_json(
             F.col("value").cast("string"), ENVELOPE, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_corrupt"}
         )
+        if preparsed:  # CASE evaluates from_json only for the records that have no struct yet
+            e = F.when(F.col(PREPARSED).isNotNull(), F.col(PREPARSED)).otherwise(e)
         fenced = F.when(F.spark_partition_id() < 0, F.lit("unreachable")).otherwise(_problem(F.col("e")))
         fields = [F.col("e").getField(f.name).alias(f.name) for f in ENVELOPE.fields if f.name != "_corrupt"]
-        _PARSE_COLUMNS[jvm] = (e, fenced, fields)
-    return _PARSE_COLUMNS[jvm]
+        _PARSE_COLUMNS[held] = (e, fenced, fields)
+    return _PARSE_COLUMNS[held]
 
 
 def events_of(parsed: DataFrame) -> DataFrame:
