@@ -157,42 +157,52 @@ def test_randomized_workload_survives_three_driver_kills(
                 os.killpg(p.pid, signal.SIGKILL)
                 p.wait()
 
-    for t in tables:
-        report = verify_hbase(hbase_client, t, hbase_client, f"{t}_copy", max_versions=1000)
-        assert report.clean and report.rows_compared > 1000, f"{t} hbase copy: {report.summary()} {report.examples}"
-
-    spark = build_session("cdcflow-test-verify")
-    for t in tables:
-        path = str(state_root / "it" / "default" / t)  # <path>/<source name>/<ns>/<table>
-        for versions in (1000, 1):
-            report = compare_rows(rows_of(hbase_client.scan(t, max_versions=versions)),
-                                  hbase_state_rows(spark, path, versions))  # fmt: skip
-            assert report.clean, f"{t} delta state ({versions} versions): {report.summary()} {report.examples}"
-
-    # The changelog holds each change exactly once: the same identities as the topics, no repeats.
-    identities = set()
-    for topic in topics:
-        total = sum(k.end_offsets(kafka["bootstrap_servers"], topic).values())
-        for rec in k.consume(kafka["bootstrap_servers"], topic, expected=total, timeout_s=120):
-            e = json.loads(rec.value or b"{}")
-            identities.add((rec.key, e["source"]["region"], tuple(e["source"]["pos"])))
-    rows = spark.read.format("delta").load(str(changelog)).select("event_key", "region", "pos").collect()
-    logged = [(bytes(r["event_key"]), r["region"], tuple(r["pos"])) for r in rows]
-    assert len(logged) == len(set(logged)), "a change is in the changelog twice"
-    assert set(logged) == identities
-    assert len(identities) >= MUTATIONS
-
-    # The state tables by name, read by another process through the Hive metastore the pipeline used.
-    reader = (
+    # The state tables by name, read by another process through the Hive metastore the pipeline used (started
+    # now, so its JVM starts while this process checks the rest)
+    reader_code = (
         "import json, sys\n"
         "from cdcflow.pipeline.session import build_session\n"
         "spark = build_session('cdcflow-test-reader', conf=json.loads(sys.argv[1]))\n"
         "print(json.dumps({t: spark.table(f'default.{t}').count() for t in sys.argv[2:]}))\n"
     )
-    done = subprocess.run([sys.executable, "-c", reader, json.dumps(hive_metastore(tmp_path)), *tables],
-                          capture_output=True, text=True, timeout=300)  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
-    by_name = json.loads(done.stdout.strip().splitlines()[-1])
+    reader_log = tmp_path / "reader.log"  # a file: the JVM's warnings could fill a pipe no one reads yet
+    with open(reader_log, "w") as log:
+        reader = subprocess.Popen([sys.executable, "-c", reader_code, json.dumps(hive_metastore(tmp_path)), *tables],
+                                  stdout=subprocess.PIPE, stderr=log, text=True)  # fmt: skip
+
+    try:
+        for t in tables:
+            report = verify_hbase(hbase_client, t, hbase_client, f"{t}_copy", max_versions=1000)
+            assert report.clean and report.rows_compared > 1000, f"{t} hbase copy: {report.summary()} {report.examples}"
+
+        spark = build_session("cdcflow-test-verify")
+        for t in tables:
+            path = str(state_root / "it" / "default" / t)  # <path>/<source name>/<ns>/<table>
+            for versions in (1000, 1):
+                report = compare_rows(rows_of(hbase_client.scan(t, max_versions=versions)),
+                                      hbase_state_rows(spark, path, versions))  # fmt: skip
+                assert report.clean, f"{t} delta state ({versions} versions): {report.summary()} {report.examples}"
+
+        # The changelog holds each change exactly once: the same identities as the topics, no repeats.
+        identities = set()
+        for topic in topics:
+            total = sum(k.end_offsets(kafka["bootstrap_servers"], topic).values())
+            for rec in k.consume(kafka["bootstrap_servers"], topic, expected=total, timeout_s=120):
+                e = json.loads(rec.value or b"{}")
+                identities.add((rec.key, e["source"]["region"], tuple(e["source"]["pos"])))
+        rows = spark.read.format("delta").load(str(changelog)).select("event_key", "region", "pos").collect()
+        logged = [(bytes(r["event_key"]), r["region"], tuple(r["pos"])) for r in rows]
+        assert len(logged) == len(set(logged)), "a change is in the changelog twice"
+        assert set(logged) == identities
+        assert len(identities) >= MUTATIONS
+
+        out, _ = reader.communicate(timeout=300)
+    finally:
+        if reader.poll() is None:  # a check above failed
+            reader.kill()
+            reader.wait()
+    assert reader.returncode == 0, reader_log.read_text()[-3000:]
+    by_name = json.loads(out.strip().splitlines()[-1])
     assert by_name == {t: current_view(spark, str(state_root / "it" / "default" / t)).count() for t in tables}
 
     progress = read_progress(checkpoints)
