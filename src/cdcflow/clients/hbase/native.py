@@ -142,6 +142,7 @@ class NativeHBaseClient:
         self._op_timeout_s = op_timeout_s
         self._conns: dict[tuple[str, int, str], RpcConnection] = {}
         self._regions: dict[TableName, list[RegionLocation]] = {}
+        self._start_keys: dict[TableName, tuple[list[RegionLocation], list[bytes]]] = {}
         self._nonce_group = random.getrandbits(63)
 
     # --- plumbing ---------------------------------------------------------------------------------
@@ -393,7 +394,12 @@ class NativeHBaseClient:
 
     def _locate(self, table: TableName, row: bytes) -> RegionLocation:
         regions = self._locate_all(table)
-        idx = bisect.bisect_right([r.start_key for r in regions], row) - 1
+        # The start keys are listed once per region list (a multi-get locates every row it reads: listing them per
+        # row cost O(regions) each); the list's identity says whether the cached keys are still its keys.
+        held = self._start_keys.get(table)
+        if held is None or held[0] is not regions:
+            held = self._start_keys[table] = (regions, [r.start_key for r in regions])
+        idx = bisect.bisect_right(held[1], row) - 1
         return regions[max(idx, 0)]
 
     def _scan_region(
