@@ -24,7 +24,7 @@ $(UV):
 	$(PYTHON) -m venv .tools
 	.tools/bin/pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
 
-$(BIN)/cdcflow: $(UV) pyproject.toml uv.lock native/pyproject.toml native/Cargo.toml native/Cargo.lock native/src/lib.rs
+$(BIN)/cdcflow: $(UV) pyproject.toml uv.lock native/pyproject.toml native/Cargo.toml native/Cargo.lock native/cdcflow_native.pyi $(wildcard native/src/*.rs)
 	@command -v cargo >/dev/null || { echo "Rust's cargo is required to build native/ (https://rustup.rs, or apt-get install cargo)"; exit 1; }
 	$(UV) sync --frozen --python $(PYTHON)
 	@touch $@

@@ -16,3 +16,20 @@ def mysql_rows(
     present: list[int],
     present_after: list[int],
 ) -> list[tuple[dict[str, object] | None, dict[str, object] | None]] | None: ...
+
+def debezium_avro_rows(
+    rows: tuple[tuple[dict[str, object] | None, dict[str, object] | None], ...],
+    kind: int,
+    plan: list[tuple[str, int, bool, int]],
+    key_plan: list[tuple[str, int, bool, int]],
+    value_header: bytes,
+    key_header: bytes | None,
+    source_head: bytes,
+    pos_head: bytes,
+    transaction_id: bytes,
+    order: int,
+    table_order: int,
+    times: bytes,
+    tombstones: bool,
+    with_images: bool,
+) -> tuple[list[tuple[bytes | None, bytes | None, object]], int, int] | None: ...

@@ -7,6 +7,8 @@
 //! returns None and the caller runs the Python path, which raises the precise error or builds the
 //! events it needs.
 
+mod debezium_avro;
+
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use pyo3::prelude::*;
@@ -257,6 +259,7 @@ fn hbase_records<'py>(
 fn cdcflow_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(hbase_records, m)?)?;
     m.add_function(wrap_pyfunction!(mysql_rows, m)?)?;
+    m.add_function(wrap_pyfunction!(debezium_avro::debezium_avro_rows, m)?)?;
     Ok(())
 }
 

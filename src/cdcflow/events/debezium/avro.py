@@ -20,6 +20,8 @@ from typing import Any
 
 import fastavro
 
+from cdcflow.events.debezium import avro_native
+from cdcflow.events.debezium.avro_native import Plan
 from cdcflow.events.debezium.columns import avro_name
 from cdcflow.events.debezium.envelope import (
     HEARTBEAT_KEY_SCHEMA,
@@ -194,6 +196,12 @@ class _SourceBytes:
             self._pos_head = b"\x00\x00\x02\x06" + _long(pos[0]) + _long(pos[1])
         return self._head + _long(s["row"]) + self._pos_head + _long(pos[2]) + b"\x00"
 
+    def parts(self, s: dict[str, Any]) -> tuple[bytes, bytes]:
+        """(what comes before `row`, what comes between `row` and the last part of `cdcflow_pos`) of a source
+        block of a streamed row (thread and query null, a 3-part position): the compiled path's frame."""
+        self(s)
+        return self._head, self._pos_head
+
 
 def _source(s: dict[str, Any]) -> bytes:
     """envelope.source_schema in Avro (field order and optionality as declared there)."""
@@ -209,6 +217,7 @@ def _source(s: dict[str, Any]) -> bytes:
     ))  # fmt: skip
 
 
+_NATIVE_KIND = {"insert": 0, "delete": 1, "update": 2}
 _OPS = {op: bytes((2,)) + op.encode() for op in ("c", "u", "d", "r")}
 
 
@@ -237,6 +246,11 @@ class AvroTable:
         if table.key_names:
             key_schema = avro_schema(table.key_schema())
             self._key = AvroWriter(key_schema, register(f"{topic}-key", key_schema))
+        # the compiled path's plans (avro_native.py), when it is built and knows every column
+        self._native: tuple[Plan, Plan] | None = None
+        rows, keys = avro_native.row_plan(table.fields), avro_native.key_plan(table.fields, table.key_names)
+        if avro_native.debezium_avro_rows is not None and rows is not None and keys is not None:
+            self._native = (rows, keys)
 
     @property
     def key_names(self) -> tuple[str, ...]:
@@ -258,12 +272,31 @@ class AvroTable:
             else:
                 out.write(b"\x02")
                 fastavro.schemaless_writer(out, self._row, self.table.row(image))
+        out.write(self._source(source) + _transaction(transaction) + (_OPS.get(op) or _string(op)))
+        out.write(self._times_of(now_us))
+        return out.getvalue()
+
+    def _times_of(self, now_us: int) -> bytes:
         if now_us != self._times_at:  # one clock reading per rows event
             self._times_at = now_us
             self._times = b"\x02" + _long(now_us // 1000) + b"\x02" + _long(now_us) + b"\x02" + _long(now_us * 1000)
-        out.write(self._source(source) + _transaction(transaction) + (_OPS.get(op) or _string(op)))
-        out.write(self._times)
-        return out.getvalue()
+        return self._times
+
+    def native_records(self, rows: tuple[Any, ...], kind: str, first_source: dict[str, Any], transaction_id: str,
+                       order: int, table_order: int, now_us: int, tombstones: bool,
+                       with_images: bool) -> tuple[list[avro_native.NativeRecord], int, int] | None:  # fmt: skip
+        """A rows event's records by the compiled path (avro_native.py): (key, value, image) per record, and
+        the transaction's and the table's event counts after them; None: take the Python path.
+        `first_source`: the source block of the event's first row."""
+        if self._native is None:
+            return None
+        assert avro_native.debezium_avro_rows is not None
+        source_head, pos_head = self._source.parts(first_source)
+        return avro_native.debezium_avro_rows(
+            rows, _NATIVE_KIND[kind], self._native[0], self._native[1], self._value.header,
+            None if self._key is None else self._key.header, source_head, pos_head, _string(transaction_id), order,
+            table_order, self._times_of(now_us), tombstones, with_images,
+        )  # fmt: skip
 
 
 class AvroRecords:
