@@ -289,20 +289,20 @@ fn put_row(out: &mut Vec<u8>, row: &Bound<'_, PyDict>, plan: &[Column<'_>]) -> O
     Some(())
 }
 
-/// The fixed parts of one rows event's records, made once by the caller (avro_native.py).
+/// What the records of one rows event share, written once per event.
 struct Frame<'a> {
     value_header: &'a [u8],
     key_header: Option<&'a [u8]>,
-    source_head: &'a [u8],
-    pos_head: &'a [u8],
-    transaction_id: &'a [u8],
-    times: &'a [u8],
+    source_head: Vec<u8>, // `source` up to `row`
+    pos_head: Vec<u8>,    // from `row` to the last part of `cdcflow_pos`
+    transaction_id: &'a str,
+    times: Vec<u8>,
 }
 
 impl Frame<'_> {
     fn value(&self, before: Option<&[u8]>, after: Option<&[u8]>, op: u8, index: i64, order: i64, table_order: i64) -> Vec<u8> {
         let mut out = Vec::with_capacity(
-            self.value_header.len() + before.map_or(1, |b| b.len() + 1) + after.map_or(1, |a| a.len() + 1) + 160,
+            self.value_header.len() + before.map_or(1, |b| b.len() + 1) + after.map_or(1, |a| a.len() + 1) + 192,
         );
         out.extend_from_slice(self.value_header);
         for image in [before, after] {
@@ -314,17 +314,17 @@ impl Frame<'_> {
                 }
             }
         }
-        out.extend_from_slice(self.source_head);
+        out.extend_from_slice(&self.source_head);
+        put_long(&mut out, index); // row
+        out.extend_from_slice(&self.pos_head);
         put_long(&mut out, index);
-        out.extend_from_slice(self.pos_head);
-        put_long(&mut out, index);
-        out.push(0);
+        out.push(0); // the end of cdcflow_pos
         out.push(2);
-        out.extend_from_slice(self.transaction_id);
+        put_bytes(&mut out, self.transaction_id.as_bytes());
         put_long(&mut out, order);
         put_long(&mut out, table_order);
         out.extend_from_slice(&[2, op]);
-        out.extend_from_slice(self.times);
+        out.extend_from_slice(&self.times);
         out
     }
 }
@@ -343,12 +343,15 @@ fn key_bytes(frame: &Frame<'_>, image: &Bound<'_, PyAny>, key_plan: &[Column<'_>
 }
 
 /// The records of one rows event: (key, value, image) per record, value None for a tombstone, image the
-/// row dict the record's identity comes from (`with_images`; else b"", no identity), plus the transaction's event
-/// count and the table's after them. `kind`: 0 insert, 1 delete, 2 update. `order`, `table_order`: the
-/// counts before this event. None: the caller runs the Python path (see above).
+/// row dict the record's identity comes from (`with_images`; else b"", no identity), plus the transaction's
+/// event count and the table's after them. `kind`: 0 insert, 1 delete, 2 update. `source_prefix`: `source`'s
+/// version, connector and name; `source_db`: its snapshot, db and sequence; `source_table`: its table (all
+/// Avro-encoded by the caller, they do not change within a table). `order`, `table_order`: the counts
+/// before this event. None: the caller runs the Python path (see above).
 #[pyfunction]
-#[pyo3(signature = (rows, kind, plan, key_plan, value_header, key_header, source_head, pos_head, transaction_id,
-                    order, table_order, times, tombstones, with_images))]
+#[pyo3(signature = (rows, kind, plan, key_plan, value_header, key_header, source_prefix, source_db, source_table,
+                    ts_ms, server_id, gtid, file, pos, seq, event_index, transaction_id, order, table_order, now_us,
+                    tombstones, with_images))]
 #[allow(clippy::too_many_arguments)]
 pub fn debezium_avro_rows<'py>(
     py: Python<'py>,
@@ -358,15 +361,51 @@ pub fn debezium_avro_rows<'py>(
     key_plan: Vec<Column<'py>>,
     value_header: &[u8],
     key_header: Option<&[u8]>,
-    source_head: &[u8],
-    pos_head: &[u8],
-    transaction_id: &[u8],
+    source_prefix: &[u8],
+    source_db: &[u8],
+    source_table: &[u8],
+    ts_ms: i64,
+    server_id: i64,
+    gtid: Option<&str>,
+    file: &str,
+    pos: i64,
+    seq: i64,
+    event_index: i64,
+    transaction_id: &str,
     order: i64,
     table_order: i64,
-    times: &[u8],
+    now_us: i64,
     tombstones: bool,
     with_images: bool,
 ) -> Option<(Vec<(Option<Bound<'py, PyBytes>>, Option<Bound<'py, PyBytes>>, Bound<'py, PyAny>)>, i64, i64)> {
+    let mut source_head = source_prefix.to_vec();
+    put_long(&mut source_head, ts_ms);
+    source_head.extend_from_slice(source_db);
+    source_head.push(2);
+    put_long(&mut source_head, ts_ms.checked_mul(1000)?); // ts_us
+    source_head.push(2);
+    put_long(&mut source_head, ts_ms.checked_mul(1_000_000)?); // ts_ns
+    source_head.extend_from_slice(source_table);
+    put_long(&mut source_head, server_id);
+    match gtid {
+        None => source_head.push(0),
+        Some(g) => {
+            source_head.push(2);
+            put_bytes(&mut source_head, g.as_bytes());
+        }
+    }
+    put_bytes(&mut source_head, file.as_bytes());
+    put_long(&mut source_head, pos);
+    // after `row`: thread and query null, then cdcflow_pos, an array of one block of 3
+    let mut pos_head = vec![0, 0, 2, 6];
+    put_long(&mut pos_head, seq);
+    put_long(&mut pos_head, event_index);
+    let mut times = vec![2];
+    put_long(&mut times, now_us.div_euclid(1000));
+    times.push(2);
+    put_long(&mut times, now_us);
+    times.push(2);
+    put_long(&mut times, now_us.checked_mul(1000)?);
     let frame = Frame { value_header, key_header, source_head, pos_head, transaction_id, times };
     let (mut order, mut table_order) = (order, table_order);
     let mut out = Vec::with_capacity(rows.len() * if kind == 1 && tombstones { 2 } else { 1 });

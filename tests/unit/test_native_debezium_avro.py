@@ -134,7 +134,8 @@ def register(subject: str, schema: Any) -> int:
 
 
 def records(compiled: bool, ev: RowsEvent, keys: tuple[str, ...], handling: str, tombstones: bool,
-            identities: bool, in_hypothesis: bool = True) -> tuple[Any, int, dict[str, int]]:  # fmt: skip
+            identities: bool, in_hypothesis: bool = True, gtid: str | None = "0-11-42",
+            seq: int = 42) -> tuple[Any, int, dict[str, int]]:  # fmt: skip
     out = DebeziumOutput("src", "mariadb", False, tombstones, handling, "avro", identities=identities)
     native = avro_native.debezium_avro_rows
 
@@ -146,7 +147,7 @@ def records(compiled: bool, ev: RowsEvent, keys: tuple[str, ...], handling: str,
 
     with mock.patch.object(avro_native, "debezium_avro_rows", counted if compiled else None):
         made = DebeziumRecords(out, register)
-        txn = TxnContext("0-11-42", "0-11-42", "mariadb-bin.000003", 42, event_index=3, order=5,
+        txn = TxnContext("0-11-42", gtid, "mariadb-bin.000003", seq, event_index=3, order=5,
                          table_orders={"db.t": 2})  # fmt: skip
         try:
             got: Any = made.rows(ev, txn, keys, "src.db.t")
@@ -167,10 +168,12 @@ SCHEMA = TableSchema(7, "db", "t", COLUMNS, (0,))
     handling=st.sampled_from(["precise", "string", "double"]),
     tombstones=st.booleans(),
     identities=st.booleans(),
+    gtid=st.sampled_from(["0-11-42", None]),
+    seq=st.integers(0, 2**63 - 1),
 )
 def test_compiled_records_are_the_python_paths(kind: str, pairs: list[tuple[dict[str, Any], dict[str, Any]]],
                                                same_key: bool, keys: tuple[str, ...], handling: str, tombstones: bool,
-                                               identities: bool) -> None:  # fmt: skip
+                                               identities: bool, gtid: str | None, seq: int) -> None:  # fmt: skip
     rows: list[tuple[Any, Any]] = []
     for before, after in pairs:
         if same_key:
@@ -178,8 +181,8 @@ def test_compiled_records_are_the_python_paths(kind: str, pairs: list[tuple[dict
         rows.append((None, after) if kind == "insert" else (before, None) if kind == "delete" else (before, after))
     ev = RowsEvent(EventHeader(1_700_000_000, 30, 11, 200, 9079, 0), kind, 7, SCHEMA, tuple(rows))
     with mock.patch("time.time_ns", return_value=1_700_000_123_456_789_000):
-        assert records(True, ev, keys, handling, tombstones, identities) == records(
-            False, ev, keys, handling, tombstones, identities)  # fmt: skip
+        compiled = records(True, ev, keys, handling, tombstones, identities, gtid=gtid, seq=seq)
+        assert compiled == records(False, ev, keys, handling, tombstones, identities, gtid=gtid, seq=seq)
 
 
 def test_rows_in_the_captures_forms_take_the_compiled_path() -> None:

@@ -28,6 +28,7 @@ from cdcflow.events.debezium.envelope import (
     HEARTBEAT_VALUE_SCHEMA,
     TRANSACTION_KEY_SCHEMA,
     TRANSACTION_VALUE_SCHEMA,
+    VERSION,
     DebeziumTable,
     Row,
 )
@@ -196,12 +197,6 @@ class _SourceBytes:
             self._pos_head = b"\x00\x00\x02\x06" + _long(pos[0]) + _long(pos[1])
         return self._head + _long(s["row"]) + self._pos_head + _long(pos[2]) + b"\x00"
 
-    def parts(self, s: dict[str, Any]) -> tuple[bytes, bytes]:
-        """(what comes before `row`, what comes between `row` and the last part of `cdcflow_pos`) of a source
-        block of a streamed row (thread and query null, a 3-part position): the compiled path's frame."""
-        self(s)
-        return self._head, self._pos_head
-
 
 def _source(s: dict[str, Any]) -> bytes:
     """envelope.source_schema in Avro (field order and optionality as declared there)."""
@@ -251,6 +246,7 @@ class AvroTable:
         rows, keys = avro_native.row_plan(table.fields), avro_native.key_plan(table.fields, table.key_names)
         if avro_native.debezium_avro_rows is not None and rows is not None and keys is not None:
             self._native = (rows, keys)
+        self._source_parts: tuple[bytes, bytes, bytes] | None = None
 
     @property
     def key_names(self) -> tuple[str, ...]:
@@ -282,20 +278,26 @@ class AvroTable:
             self._times = b"\x02" + _long(now_us // 1000) + b"\x02" + _long(now_us) + b"\x02" + _long(now_us * 1000)
         return self._times
 
-    def native_records(self, rows: tuple[Any, ...], kind: str, first_source: dict[str, Any], transaction_id: str,
-                       order: int, table_order: int, now_us: int, tombstones: bool,
+    def native_records(self, rows: tuple[Any, ...], kind: str, ts_ms: int, server_id: int, gtid: str | None,
+                       file: str, pos: int, seq: int, event_index: int, transaction_id: str, order: int,
+                       table_order: int, now_us: int, tombstones: bool,
                        with_images: bool) -> tuple[list[avro_native.NativeRecord], int, int] | None:  # fmt: skip
-        """A rows event's records by the compiled path (avro_native.py): (key, value, image) per record, and
-        the transaction's and the table's event counts after them; None: take the Python path.
-        `first_source`: the source block of the event's first row."""
+        """A streamed rows event's records by the compiled path (avro_native.py): (key, value, image) per record,
+        and the transaction's and the table's event counts after them; None: take the Python path. The source
+        block is source_block's for a streamed row (`snapshot` "false", `cdcflow_pos` [seq, event_index, row])."""
         if self._native is None:
             return None
         assert avro_native.debezium_avro_rows is not None
-        source_head, pos_head = self._source.parts(first_source)
+        t = self.table
+        if self._source_parts is None:
+            named = _string(VERSION) + _string(t.connector) + _string(t.server_name)
+            # snapshot "false", db, sequence null; table
+            self._source_parts = (named, _optional_string("false") + _string(t.db) + b"\x00", _optional_string(t.table))
+        prefix, db_part, table_part = self._source_parts
         return avro_native.debezium_avro_rows(
             rows, _NATIVE_KIND[kind], self._native[0], self._native[1], self._value.header,
-            None if self._key is None else self._key.header, source_head, pos_head, _string(transaction_id), order,
-            table_order, self._times_of(now_us), tombstones, with_images,
+            None if self._key is None else self._key.header, prefix, db_part, table_part, ts_ms, server_id, gtid, file,
+            pos, seq, event_index, transaction_id, order, table_order, now_us, tombstones, with_images,
         )  # fmt: skip
 
 

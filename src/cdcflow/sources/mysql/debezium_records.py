@@ -161,11 +161,9 @@ class DebeziumRecords:
         identities = self.out.identities
         names = sorted(key_cols) if key_cols else sorted(c.name for c in schema.columns)
         if isinstance(table, AvroTable) and ev.rows:
-            first = source_block(self.out.connector, self.out.server_name, schema.db, schema.table,
-                                 h.timestamp * 1000, "false", h.server_id, txn.gtid, txn.file, h.start_pos, 0,
-                                 (txn.seq, txn.event_index, 0))  # fmt: skip
-            made = table.native_records(ev.rows, ev.kind, first, txn.id, txn.order, txn.table_orders.get(qualified, 0),
-                                        now_us, tombstones, identities)  # fmt: skip
+            made = table.native_records(ev.rows, ev.kind, h.timestamp * 1000, h.server_id, txn.gtid, txn.file,
+                                        h.start_pos, txn.seq, txn.event_index, txn.id, txn.order,
+                                        txn.table_orders.get(qualified, 0), now_us, tombstones, identities)  # fmt: skip
             if made is not None:
                 records, txn.order, txn.table_orders[qualified] = made
                 if not identities:
