@@ -1,5 +1,8 @@
 """cdcflow's compiled hot path (Rust, built from native/ by maturin). See native/src/lib.rs."""
 
+from collections.abc import Mapping
+from typing import Any
+
 def hbase_records(
     block: bytes,
     entries: list[tuple[int, tuple[bytes, bytes] | None]],
@@ -41,3 +44,9 @@ def debezium_avro_rows(
     tombstones: bool,
     with_images: bool,
 ) -> tuple[list[tuple[bytes | None, bytes | None, object]], int, int] | None: ...
+
+def hbase_multi_results(
+    body: bytes,
+    cell_class: type,
+    types: Mapping[int, object],
+) -> list[list[tuple[int, list[Any]]]] | None: ...

@@ -8,6 +8,7 @@
 //! events it needs.
 
 mod debezium_avro;
+mod hbase_results;
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
@@ -260,6 +261,7 @@ fn cdcflow_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(hbase_records, m)?)?;
     m.add_function(wrap_pyfunction!(mysql_rows, m)?)?;
     m.add_function(wrap_pyfunction!(debezium_avro::debezium_avro_rows, m)?)?;
+    m.add_function(wrap_pyfunction!(hbase_results::hbase_multi_results, m)?)?;
     Ok(())
 }
 

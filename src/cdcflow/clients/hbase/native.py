@@ -37,6 +37,11 @@ from cdcflow.protocols.hbase import znode
 from cdcflow.protocols.hbase.framing import parse_message
 from cdcflow.protocols.hbase.pb import client_pb2, hbase_types_pb2, master_pb2
 
+try:  # the compiled reader of multi-get answers (native/, built by `make install`)
+    from cdcflow_native import hbase_multi_results as _native_multi_results
+except ImportError:
+    _native_multi_results = None  # type: ignore[assignment]
+
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
@@ -106,6 +111,15 @@ def cell_from_proto(c: hbase_types_pb2.Cell) -> Cell:
     return Cell(c.row, c.family, c.qualifier, c.timestamp, _CELL_TYPES[c.cell_type], c.value)
 
 
+def _multi_results(body: bytes) -> list[list[tuple[int, list[Cell]]]] | None:
+    """A multi-get's answer read by compiled code (native/src/hbase_results.rs): per region action, its (action
+    index, cells); None when it is not built or the answer holds anything but plain results (an error, a
+    partial result): the caller parses it with protobuf and raises the region's error."""
+    if _native_multi_results is None:
+        return None
+    return _native_multi_results(body, Cell, _CELL_TYPES)
+
+
 # Per-action failures of a Multi call that no retry can fix (HBase's DoNotRetryIOException
 # subclasses a write meets); anything else (region moved, server busy) is retried until the deadline.
 DO_NOT_RETRY_ACTIONS = frozenset({
@@ -166,9 +180,12 @@ class NativeHBaseClient:
         return parse_message(cls, znode.protobuf_payload(data))
 
     def _rpc(self, host: str, port: int, service: str, method: str, req: Message, resp: type[M]) -> M:
+        return parse_message(resp, self._rpc_raw(host, port, service, method, req))
+
+    def _rpc_raw(self, host: str, port: int, service: str, method: str, req: Message) -> bytes:
         conn = self._conn(host, port, service)
         try:
-            return conn.call(method, req, resp)
+            return conn.call_raw(method, req)
         except ServiceUnavailable:
             self._drop_conn(conn)
             raise
@@ -493,7 +510,15 @@ class NativeHBaseClient:
                     for i, row in enumerate(region_rows):
                         ra.action.add(index=i, get=client_pb2.Get(row=row, max_versions=1))
                     asked.append(region_rows)
-                res = self._rpc(host, port, "ClientService", "Multi", req, client_pb2.MultiResponse)
+                body = self._rpc_raw(host, port, "ClientService", "Multi", req)
+                compiled = _multi_results(body)
+                if compiled is not None:
+                    for region_rows, results in zip(asked, compiled, strict=True):
+                        for index, cells in results:
+                            if cells:
+                                found[region_rows[index]] = cells
+                    continue
+                res = parse_message(client_pb2.MultiResponse, body)
                 for region_rows, rar in zip(asked, res.regionActionResult, strict=True):
                     _raise_first_failure(rar)
                     for roe in rar.resultOrException:

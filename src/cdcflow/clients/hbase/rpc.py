@@ -46,6 +46,10 @@ class RpcConnection:
             raise ServiceUnavailable(f"HBase {self.service} at {self.address}: send failed: {exc}") from exc
 
     def call(self, method: str, request: Message, response_cls: type[M], timeout_s: float | None = None) -> M:
+        return framing.parse_message(response_cls, self.call_raw(method, request, timeout_s))
+
+    def call_raw(self, method: str, request: Message, timeout_s: float | None = None) -> bytes:
+        """The answer's message bytes, unparsed (a caller that reads them with compiled code)."""
         timeout_s = timeout_s or self._timeout_s
         call_id = self._next_call_id
         self._next_call_id = (self._next_call_id + 1) % (1 << 31)
@@ -76,7 +80,7 @@ class RpcConnection:
                 raise remote_error(response.exception)
             if response.call_id != call_id:
                 continue  # a late answer to an abandoned call
-            return framing.parse_message(response_cls, response.body)
+            return response.body
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
