@@ -86,9 +86,28 @@ impl<'a> Wire<'a> {
     }
 }
 
+/// The bytes objects the cells of one result share: its row, the last family, an empty tags value (a row's
+/// cells repeat them: one object each instead of one per cell).
+struct Shared<'a, 'py> {
+    row: Option<(&'a [u8], Bound<'py, PyAny>)>,
+    family: Option<(&'a [u8], Bound<'py, PyAny>)>,
+    empty: Bound<'py, PyAny>,
+}
+
+fn shared<'a, 'py>(py: Python<'py>, held: &mut Option<(&'a [u8], Bound<'py, PyAny>)>, data: &'a [u8]) -> Bound<'py, PyAny> {
+    match held {
+        Some((bytes, object)) if *bytes == data => object.clone(),
+        _ => {
+            let object = PyBytes::new(py, data).into_any();
+            *held = Some((data, object.clone()));
+            object
+        }
+    }
+}
+
 /// One hbase.pb.Cell as a cdcflow Cell (row, family, qualifier, timestamp, type, value, tags).
-fn cell<'py>(py: Python<'py>, data: &[u8], cell_cls: &Bound<'py, PyType>,
-             types: &Bound<'py, PyDict>) -> Option<Bound<'py, PyAny>> {
+fn cell<'a, 'py>(py: Python<'py>, data: &'a [u8], cell_cls: &Bound<'py, PyType>, types: &Bound<'py, PyDict>,
+                 held: &mut Shared<'a, 'py>) -> Option<Bound<'py, PyAny>> {
     let (mut row, mut family, mut qualifier, mut value): (&[u8], &[u8], &[u8], &[u8]) = (b"", b"", b"", b"");
     let (mut timestamp, mut kind) = (0u64, 0u64);
     let mut wire = Wire::new(data);
@@ -107,9 +126,9 @@ fn cell<'py>(py: Python<'py>, data: &[u8], cell_cls: &Bound<'py, PyType>,
     }
     let cell_type = types.get_item(kind).ok()??;
     let items = [
-        PyBytes::new(py, row).into_any(), PyBytes::new(py, family).into_any(), PyBytes::new(py, qualifier).into_any(),
+        shared(py, &mut held.row, row), shared(py, &mut held.family, family), PyBytes::new(py, qualifier).into_any(),
         timestamp.into_pyobject(py).ok()?.into_any(), cell_type, PyBytes::new(py, value).into_any(),
-        PyBytes::new(py, b"").into_any(),
+        held.empty.clone(),
     ];
     named_tuple(py, cell_cls, items)
 }
@@ -138,10 +157,11 @@ fn named_tuple<'py, const N: usize>(py: Python<'py>, cls: &Bound<'py, PyType>, i
 fn result<'py>(py: Python<'py>, data: &[u8], cell_cls: &Bound<'py, PyType>,
                types: &Bound<'py, PyDict>) -> Option<Bound<'py, PyList>> {
     let cells = PyList::empty(py);
+    let mut held = Shared { row: None, family: None, empty: PyBytes::new(py, b"").into_any() };
     let mut wire = Wire::new(data);
     while let Some(next) = wire.next() {
         match next.ok()? {
-            (1, Field::Bytes(b)) => cells.append(cell(py, b, cell_cls, types)?).ok()?,
+            (1, Field::Bytes(b)) => cells.append(cell(py, b, cell_cls, types, &mut held)?).ok()?,
             (2, Field::Varint(n)) if n > 0 => return None, // cells in a cell block
             (5, Field::Varint(partial)) if partial != 0 => return None,
             (1 | 2 | 5, Field::Other | Field::Bytes(_)) => return None,
