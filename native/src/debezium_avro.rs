@@ -355,7 +355,7 @@ fn key_bytes(frame: &Frame<'_>, image: &Bound<'_, PyAny>, key_plan: &[Column<'_>
 #[allow(clippy::too_many_arguments)]
 pub fn debezium_avro_rows<'py>(
     py: Python<'py>,
-    rows: &Bound<'py, PyTuple>,
+    rows: &Bound<'py, PyAny>,
     kind: u8,
     plan: Vec<Column<'py>>,
     key_plan: Vec<Column<'py>>,
@@ -407,6 +407,7 @@ pub fn debezium_avro_rows<'py>(
     times.push(2);
     put_long(&mut times, now_us.checked_mul(1000)?);
     let frame = Frame { value_header, key_header, source_head, pos_head, transaction_id, times };
+    let rows = rows.cast::<PyTuple>().ok()?; // RowsEvent.rows: a tuple of (before, after) pairs
     let (mut order, mut table_order) = (order, table_order);
     let mut out = Vec::with_capacity(rows.len() * if kind == 1 && tombstones { 2 } else { 1 });
     let no_image = PyBytes::new(py, b"").into_any();

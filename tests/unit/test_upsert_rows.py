@@ -102,6 +102,38 @@ def test_avro_values_read_back_with_the_registered_schema_equal_the_json_values(
                        "cells": {k: base64.b64encode(v).decode() for k, v in other.items()}}  # fmt: skip
 
 
+ALL_TYPES = UpsertColumns.of(
+    {},
+    ValueHints(
+        {
+            "d:s": "utf8",
+            "d:l": "long",
+            "d:i": "int",
+            "d:h": "short",
+            "d:x": "double",
+            "d:f": "float",
+            "d:ok": "boolean",
+            "d:b": "base64",
+        }
+    ),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.sampled_from(["d:s", "d:l", "d:i", "d:h", "d:x", "d:f", "d:ok", "d:b", "d:other", "m:é"]),
+                       st.binary(max_size=9) | st.sampled_from([b"\x00" * 8, b"\x7f\xf0" + b"\x00" * 6, b"\x01"]),
+                       max_size=10),
+       st.binary(max_size=20))  # fmt: skip
+def test_the_hand_written_avro_is_what_fastavro_writes(columns: dict[str, bytes], key: bytes) -> None:
+    """Every column type, values of their form and not (they go to `cells`), NaN doubles, empty maps."""
+    schema = upsert_avro_schema("t", ALL_TYPES)
+    row = [cell(c, v) for c, v in columns.items()]
+    values, others = ALL_TYPES.split(row)
+    out = io.BytesIO()
+    fastavro.schemaless_writer(out, fastavro.parse_schema(schema), {"row": key, **values, "cells": others})
+    assert UpsertAvro(ALL_TYPES, "t", lambda _s, _x: 42).value(key, row) == b"\x00\x00\x00\x00\x2a" + out.getvalue()
+
+
 # -- reflects: a read (newest version per column) shows an edit --------------------------------------------------
 
 KINDS = [CellType.PUT, CellType.DELETE, CellType.DELETE_COLUMN, CellType.DELETE_FAMILY, CellType.DELETE_FAMILY_VERSION]
