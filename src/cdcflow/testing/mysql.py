@@ -187,7 +187,7 @@ class MySqlWorkload:
         self._conn: Any = None
         self._xa_conn: Any = None
         self._xa_pending: str | None = None
-        self._xa_decided: dict[str, bool] = {}  # XA id -> commit? for a deciding statement that did not return
+        self._xa_decided: dict[str, bool] = {}  # XA id -> committed (else rolled back), as decided
         self._auto_conn: Any = None  # MySQL: the MyISAM writes, one autocommitted statement each
         self.connection_errors = 0
         self.mysql = not _is_mariadb(ep)
@@ -375,21 +375,21 @@ class MySqlWorkload:
         if self._xa_conn is None:  # after a server restart the prepared transaction is still there
             self._xa_conn = connect(self.ep, autocommit=True)
         commit = self.rng.random() < 0.75
-        # Remembered until it succeeds: a server killed during the statement may have written it to the binlog
-        # and still hold the transaction prepared after its restart (MariaDB 10.11 does, seen with XA ROLLBACK);
-        # finishing it the other way then would leave the table and the binlog telling two stories.
+        # Remembered: a server killed just after the statement (even one it answered) may have written it to the
+        # binlog and still hold the transaction prepared after its restart. MariaDB 10.11 does with XA ROLLBACK,
+        # whose undo is not flushed to InnoDB's redo log at once; finishing it the other way then would leave the
+        # table and the binlog telling two stories.
         self._xa_decided[xid] = commit
         with self._xa_conn.cursor() as cur:
             cur.execute(f"XA {'COMMIT' if commit else 'ROLLBACK'} '{xid}'")
-        del self._xa_decided[xid]
         if commit:
             self.xa_commits += 1
         else:
             self.xa_rollbacks += 1
 
     def _finish_prepared(self) -> None:
-        """Finish what this workload left prepared (e.g. across a server restart): as it had decided when the
-        deciding statement was cut off, else commit."""
+        """Finish what the server holds prepared for this workload (e.g. across a server restart): as the workload
+        decided it before, if it did, else commit."""
         from cdcflow.clients.mysql import connect
 
         conn = connect(self.ep, autocommit=True)
