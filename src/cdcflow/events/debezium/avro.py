@@ -134,7 +134,7 @@ def split_frame(data: bytes) -> tuple[int, bytes]:
 _ONE_BYTE = [bytes((z,)) for z in range(0x80)]
 
 
-def _long(n: int) -> bytes:
+def avro_long(n: int) -> bytes:
     """Avro's int/long: zigzag, then a base-128 varint."""
     z = (n << 1) ^ (n >> 63)
     if z < 0x80:
@@ -149,7 +149,7 @@ def _long(n: int) -> bytes:
 
 def _string(text: str) -> bytes:
     raw = text.encode()
-    return _long(len(raw)) + raw
+    return avro_long(len(raw)) + raw
 
 
 def _optional_string(text: str | None) -> bytes:
@@ -157,7 +157,7 @@ def _optional_string(text: str | None) -> bytes:
 
 
 def _optional_long(n: int | None) -> bytes:
-    return b"\x00" if n is None else b"\x02" + _long(n)
+    return b"\x00" if n is None else b"\x02" + avro_long(n)
 
 
 class _SourceBytes:
@@ -192,22 +192,24 @@ class _SourceBytes:
         )
         if key != self._key:
             full = _source(s)
-            tail = _long(s["row"]) + b"\x00\x00" + b"\x02\x06" + _long(pos[0]) + _long(pos[1]) + _long(pos[2]) + b"\x00"
+            tail = (avro_long(s["row"]) + b"\x00\x00" + b"\x02\x06" + avro_long(pos[0]) + avro_long(pos[1])
+                    + avro_long(pos[2]) + b"\x00")  # fmt: skip
             self._head, self._key = full[: len(full) - len(tail)], key
-            self._pos_head = b"\x00\x00\x02\x06" + _long(pos[0]) + _long(pos[1])
-        return self._head + _long(s["row"]) + self._pos_head + _long(pos[2]) + b"\x00"
+            self._pos_head = b"\x00\x00\x02\x06" + avro_long(pos[0]) + avro_long(pos[1])
+        return self._head + avro_long(s["row"]) + self._pos_head + avro_long(pos[2]) + b"\x00"
 
 
 def _source(s: dict[str, Any]) -> bytes:
     """envelope.source_schema in Avro (field order and optionality as declared there)."""
     pos = s["cdcflow_pos"]
     positions = b"\x00" if pos is None else (
-        b"\x02" + (_long(len(pos)) + b"".join(_long(p) for p in pos) if pos else b"") + b"\x00")  # fmt: skip
+        b"\x02" + (avro_long(len(pos)) + b"".join(avro_long(p) for p in pos) if pos else b"") + b"\x00")  # fmt: skip
     return b"".join((
-        _string(s["version"]), _string(s["connector"]), _string(s["name"]), _long(s["ts_ms"]),
+        _string(s["version"]), _string(s["connector"]), _string(s["name"]), avro_long(s["ts_ms"]),
         _optional_string(s["snapshot"]), _string(s["db"]), _optional_string(s["sequence"]), _optional_long(s["ts_us"]),
-        _optional_long(s["ts_ns"]), _optional_string(s["table"]), _long(s["server_id"]), _optional_string(s["gtid"]),
-        _string(s["file"]), _long(s["pos"]), _long(s["row"]), _optional_long(s["thread"]),
+        _optional_long(s["ts_ns"]), _optional_string(s["table"]), avro_long(s["server_id"]),
+        _optional_string(s["gtid"]), _string(s["file"]), avro_long(s["pos"]), avro_long(s["row"]),
+        _optional_long(s["thread"]),
         _optional_string(s["query"]), positions,
     ))  # fmt: skip
 
@@ -219,7 +221,7 @@ _OPS = {op: bytes((2,)) + op.encode() for op in ("c", "u", "d", "r")}
 def _transaction(t: dict[str, Any] | None) -> bytes:
     if t is None:
         return b"\x00"
-    return b"\x02" + _string(t["id"]) + _long(t["total_order"]) + _long(t["data_collection_order"])
+    return b"\x02" + _string(t["id"]) + avro_long(t["total_order"]) + avro_long(t["data_collection_order"])
 
 
 class AvroTable:
@@ -275,7 +277,8 @@ class AvroTable:
     def _times_of(self, now_us: int) -> bytes:
         if now_us != self._times_at:  # one clock reading per rows event
             self._times_at = now_us
-            self._times = b"\x02" + _long(now_us // 1000) + b"\x02" + _long(now_us) + b"\x02" + _long(now_us * 1000)
+            ms, ns = avro_long(now_us // 1000), avro_long(now_us * 1000)
+            self._times = b"\x02" + ms + b"\x02" + avro_long(now_us) + b"\x02" + ns
         return self._times
 
     def native_records(self, rows: tuple[Any, ...], kind: str, ts_ms: int, server_id: int, gtid: str | None,

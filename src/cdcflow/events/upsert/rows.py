@@ -25,7 +25,7 @@ from typing import Any
 import orjson
 
 from cdcflow.events.cells import Cell, column_name
-from cdcflow.events.debezium.avro import AvroWriter, Register
+from cdcflow.events.debezium.avro import AvroWriter, Register, avro_long
 from cdcflow.events.debezium.columns import avro_name
 from cdcflow.events.json_codec import ValueHints
 
@@ -155,26 +155,15 @@ def upsert_avro_schema(topic: str, columns: UpsertColumns) -> dict[str, Any]:
     return {"type": "record", "name": avro_name(topic), "namespace": "cdcflow.hbase", "fields": fields}
 
 
-def _avro_long(n: int) -> bytes:
-    """Avro's int/long: zigzag, then a base-128 varint."""
-    z = (n << 1) ^ (n >> 63)
-    out = bytearray()
-    while z > 0x7F:
-        out.append((z & 0x7F) | 0x80)
-        z >>= 7
-    out.append(z)
-    return bytes(out)
-
-
 def _avro_bytes(data: bytes) -> bytes:
-    return _avro_long(len(data)) + data
+    return avro_long(len(data)) + data
 
 
 _PACK_DOUBLE, _PACK_FLOAT = struct.Struct("<d").pack, struct.Struct("<f").pack
 # A declared field's value (never null here) in Avro, by the column's encoding (AVRO_TYPES)
 _AVRO_WRITERS: dict[str, Any] = {
-    "base64": _avro_bytes, "utf8": lambda v: _avro_bytes(v.encode()), "long": _avro_long, "int": _avro_long,
-    "short": _avro_long, "double": _PACK_DOUBLE, "float": _PACK_FLOAT, "boolean": lambda v: b"\x01" if v else b"\x00",
+    "base64": _avro_bytes, "utf8": lambda v: _avro_bytes(v.encode()), "long": avro_long, "int": avro_long,
+    "short": avro_long, "double": _PACK_DOUBLE, "float": _PACK_FLOAT, "boolean": lambda v: b"\x01" if v else b"\x00",
 }  # fmt: skip
 
 
@@ -191,14 +180,14 @@ class UpsertAvro:
 
     def value(self, row: bytes, cells: Sequence[Cell]) -> bytes:
         values, others = self.columns.split(cells)
-        out = [self._header, _avro_long(len(row)), row]
+        out = [self._header, avro_long(len(row)), row]
         for name, write in self._fields:
             v = values[name]
             out.append(b"\x00" if v is None else b"\x02" + write(v))
         if others:  # the map: one block of len(others) entries, then the empty block
-            out.append(_avro_long(len(others)))
+            out.append(avro_long(len(others)))
             for column, data in others.items():
                 raw = column.encode()
-                out += (_avro_long(len(raw)), raw, _avro_long(len(data)), data)
+                out += (avro_long(len(raw)), raw, avro_long(len(data)), data)
         out.append(b"\x00")
         return b"".join(out)
