@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from cdcflow.clients.hbase import HBaseClient, connect
-from cdcflow.testing import ServiceHarness
+from cdcflow.testing import ServiceHarness, soak_size
 
 _harness: ServiceHarness | None = None
 
@@ -22,8 +22,19 @@ _harness: ServiceHarness | None = None
 # ran at 85-95% old-generation occupancy, G1 collecting all the time (13 s of pauses and 279 concurrent cycles in
 # 4 minutes of test_pipeline_delta.py and test_sink_interleavings.py). Those two files: 245 s; with 3 GB 228 s
 # (7 s of pauses, 50 cycles); with 3 GB and ParallelGC 216 s (no concurrent marking on the two cores).
+#
+# They also evaluate expressions interpreted instead of generating Java for them (Spark's own switch, set as
+# system properties, which a driver reads into its SparkConf and sends to executors with every job). The tests'
+# batches are a few hundred rows, and profiling the session's driver over test_pipeline_delta.py (Java Flight
+# Recorder) showed code generation taking 38% of the Java threads' samples (mostly building and stripping the
+# source of the events' wide projections) and the JIT 224 s of compiler time in 318 s (63,000 compilations);
+# interpreted, that file took 258 s against 331 s (cold driver, same stack).
+# `make soak` keeps Spark's default, so its full-size runs go through the generated code as production does.
 os.environ.setdefault("SPARK_DRIVER_MEMORY", "3g")
-os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:+UseParallelGC")  # spark-submit adds it to the driver's JVM only
+_SPARK_OPTS = ["-XX:+UseParallelGC"]  # spark-submit adds these to the driver's JVM only
+if not soak_size(0, 1):
+    _SPARK_OPTS += ["-Dspark.sql.codegen.factoryMode=NO_CODEGEN", "-Dspark.sql.codegen.wholeStage=false"]
+os.environ.setdefault("SPARK_SUBMIT_OPTS", " ".join(_SPARK_OPTS))
 
 
 @pytest.fixture(scope="session")
