@@ -14,6 +14,7 @@ import pytest
 
 from cdcflow.clients.hbase import HBaseClient, connect
 from cdcflow.testing import ServiceHarness, soak_size
+from cdcflow.testing.flink import FlinkReader
 
 _harness: ServiceHarness | None = None
 
@@ -79,6 +80,14 @@ def mysql(services: ServiceHarness) -> dict[str, Any]:
 def mysql_server(request: pytest.FixtureRequest, services: ServiceHarness) -> dict[str, Any]:
     """Each capture test that takes this runs against both servers the MySQL source reads."""
     return {**services.endpoints(request.param), "flavor": request.param}
+
+
+@pytest.fixture(scope="session")
+def flink_reader() -> Iterator[FlinkReader]:
+    """Flink SQL as a third-party consumer of the topics; one JVM for the session's reads."""
+    reader = FlinkReader()
+    yield reader
+    reader.close()
 
 
 @pytest.fixture

@@ -7,7 +7,21 @@ from typing import Any
 
 import pytest
 
+from cdcflow.clients.phoenix import PhoenixJvm
+from cdcflow.testing import ServiceHarness
+
 from .hbase_capture import PeerSetup
+
+
+@pytest.fixture(scope="session")
+def phoenix_jvm(services: ServiceHarness) -> Iterator[PhoenixJvm]:
+    """One Phoenix client for the tests' own looks at Phoenix, shared by the session: a launch is a JVM and
+    Phoenix's client start (about 6-13 s of CPU on two cores), and a dozen tests look. The sinks under test
+    use connections of their own; this one reads table metadata afresh at every statement (Phoenix's
+    default UPDATE_CACHE_FREQUENCY), so tables the sinks create or alter meanwhile show as they are."""
+    jvm = PhoenixJvm.launch(str(services.endpoints("phoenix")["jdbc_url"]))
+    yield jvm
+    jvm.close()
 
 
 @pytest.fixture

@@ -26,7 +26,7 @@ from cdcflow.clients.hbase import HBaseClient, NativeHBaseClient, admin
 from cdcflow.clients.registry import SchemaRegistry
 from cdcflow.demo.hbase_workload import HBaseWorkload
 from cdcflow.events.debezium.avro import split_frame
-from cdcflow.testing.flink import FlinkTable, read_tables
+from cdcflow.testing.flink import FlinkReader, FlinkTable
 
 from .hbase_capture import PeerSetup
 
@@ -87,7 +87,7 @@ def last_per_key(
 
 def test_upsert_rows_in_json_and_avro_rebuild_the_source_in_flink(
     hbase_client: HBaseClient, peer_setup: PeerSetup, hbase: dict[str, Any], kafka: dict[str, Any],
-    registry: dict[str, Any],
+    registry: dict[str, Any], flink_reader: FlinkReader,
 ) -> None:  # fmt: skip
     bootstrap = kafka["bootstrap_servers"]
     tables = [f"{peer_setup.name}_a", f"{peer_setup.name}_b"]
@@ -142,7 +142,7 @@ def test_upsert_rows_in_json_and_avro_rebuild_the_source_in_flink(
     flink_tables += [FlinkTable(f"{as_avro.name}.default.{t}", FLINK_COLUMNS, ["row"], "avro-confluent",
                                 {"value.avro-confluent.url": registry["url"]}, connector="upsert-kafka")
                      for t in tables]  # fmt: skip
-    read = read_tables(bootstrap, flink_tables)
+    read = flink_reader.read_tables(bootstrap, flink_tables)
     for t in flink_tables:
         table = t.topic.rsplit(".", 1)[1]
         rebuilt = {}

@@ -88,7 +88,9 @@ def run_pipeline(kafka: dict[str, Any], url: str, prefix: str, checkpoints: Path
     return Pipeline(cfg, context, checkpoints).run(available_now=True, max_failures=1)
 
 
-def test_exact_types_position_guard_and_table_creation(kafka: dict[str, Any], phoenix_url: str, tmp_path: Path) -> None:
+def test_exact_types_position_guard_and_table_creation(
+    kafka: dict[str, Any], phoenix_url: str, tmp_path: Path, phoenix_jvm: PhoenixJvm
+) -> None:
     prefix = f"px{uuid.uuid4().hex[:8]}"
     db, table = f"shop_{prefix}", "Orders"
     history = f"{prefix}-history"
@@ -127,19 +129,18 @@ def test_exact_types_position_guard_and_table_creation(kafka: dict[str, Any], ph
     assert run_pipeline(kafka, phoenix_url, prefix, tmp_path / "cp", create_tables=True,
                         schema_history_topic=history)["phoenix"] == "done"  # fmt: skip
     schema_name = db.upper()
-    with PhoenixJvm.launch(phoenix_url) as phoenix:
-        types = phoenix.query(
-            f"SELECT COLUMN_NAME, DATA_TYPE, COLUMN_SIZE, DECIMAL_DIGITS, KEY_SEQ FROM SYSTEM.CATALOG "
-            f"WHERE TABLE_SCHEM = '{schema_name}' AND TABLE_NAME = 'ORDERS__CDCFLOW' AND COLUMN_NAME IS NOT NULL "
-            f"ORDER BY ORDINAL_POSITION"
-        )
-        # what users read: the view named like the table (tombstones left out), the MySQL columns
-        names = ", ".join(f'"{t[0]}"' for t in types[:-2])
-        got = phoenix.query(f'SELECT {names} FROM "{schema_name}"."ORDERS" ORDER BY "REGION", "ID"')
-        stored = phoenix.query(f'SELECT "REGION", "ID", "_CDCFLOW_POS", "_CDCFLOW_DELETED" FROM '
-                               f'"{schema_name}"."ORDERS__CDCFLOW" ORDER BY "REGION", "ID"')  # fmt: skip
-        # what Phoenix stores, read without Java's calendar (Julian before 1582: it shows 0999-12-27)
-        born = phoenix.query(f'SELECT TO_NUMBER("BORN") FROM "{schema_name}"."ORDERS" WHERE "QTY" = 4294967295')
+    types = phoenix_jvm.query(
+        f"SELECT COLUMN_NAME, DATA_TYPE, COLUMN_SIZE, DECIMAL_DIGITS, KEY_SEQ FROM SYSTEM.CATALOG "
+        f"WHERE TABLE_SCHEM = '{schema_name}' AND TABLE_NAME = 'ORDERS__CDCFLOW' AND COLUMN_NAME IS NOT NULL "
+        f"ORDER BY ORDINAL_POSITION"
+    )
+    # what users read: the view named like the table (tombstones left out), the MySQL columns
+    names = ", ".join(f'"{t[0]}"' for t in types[:-2])
+    got = phoenix_jvm.query(f'SELECT {names} FROM "{schema_name}"."ORDERS" ORDER BY "REGION", "ID"')
+    stored = phoenix_jvm.query(f'SELECT "REGION", "ID", "_CDCFLOW_POS", "_CDCFLOW_DELETED" FROM '
+                           f'"{schema_name}"."ORDERS__CDCFLOW" ORDER BY "REGION", "ID"')  # fmt: skip
+    # what Phoenix stores, read without Java's calendar (Julian before 1582: it shows 0999-12-27)
+    born = phoenix_jvm.query(f'SELECT TO_NUMBER("BORN") FROM "{schema_name}"."ORDERS" WHERE "QTY" = 4294967295')
     # key columns first, in MySQL key order (Phoenix's rule), then the others in MySQL order
     assert [t[0] for t in types] == ["REGION", "ID"] + [c["name"].upper() for c in COLUMNS[2:]] + [
         "_CDCFLOW_POS", "_CDCFLOW_DELETED"]  # fmt: skip
@@ -172,7 +173,9 @@ def test_exact_types_position_guard_and_table_creation(kafka: dict[str, Any], ph
     assert int(born[0][0]) == -30610224000000  # 1000-01-01T00:00Z, proleptic Gregorian: MySQL's day
 
 
-def test_incompatible_table_is_refused_with_the_reason(kafka: dict[str, Any], phoenix_url: str, tmp_path: Path) -> None:
+def test_incompatible_table_is_refused_with_the_reason(
+    kafka: dict[str, Any], phoenix_url: str, tmp_path: Path, phoenix_jvm: PhoenixJvm
+) -> None:
     prefix = f"px{uuid.uuid4().hex[:8]}"
     db, table = f"shop_{prefix}", "items"
     history = f"{prefix}-history"
@@ -184,8 +187,7 @@ def test_incompatible_table_is_refused_with_the_reason(kafka: dict[str, Any], ph
     k.create_topic(bootstrap, history, partitions=1)
     k.produce_sync(bootstrap, history, [(b"db1", json.dumps({"kind": "table", "db": db, "table": table,
                                                               "columns": cols}).encode())])  # fmt: skip
-    with PhoenixJvm.launch(phoenix_url) as phoenix:
-        phoenix.execute(f'CREATE TABLE "{db.upper()}"."ITEMS" ("ID" INTEGER NOT NULL PRIMARY KEY, "AMOUNT" DOUBLE)')
+    phoenix_jvm.execute(f'CREATE TABLE "{db.upper()}"."ITEMS" ("ID" INTEGER NOT NULL PRIMARY KEY, "AMOUNT" DOUBLE)')
     topic = f"{prefix}.{db}.{table}"
     k.create_topic(bootstrap, topic, partitions=1)
     ev = event(db, table, "c", {"id": 1}, [1, 5, 0], {"id": 1, "amount": "1.0000000001"})
@@ -195,7 +197,7 @@ def test_incompatible_table_is_refused_with_the_reason(kafka: dict[str, Any], ph
 
 
 def test_tables_the_sink_cannot_guard_are_refused_with_what_to_do(
-    kafka: dict[str, Any], phoenix_url: str, tmp_path: Path
+    kafka: dict[str, Any], phoenix_url: str, tmp_path: Path, phoenix_jvm: PhoenixJvm
 ) -> None:
     """A table of the design before decision 0016 (a plain table plus CDCFLOW's positions table) and a
     table made by hand without the guard columns: neither is written, each refusal says what to do."""
@@ -203,11 +205,10 @@ def test_tables_the_sink_cannot_guard_are_refused_with_what_to_do(
     db = f"shop_{prefix}"
     schema = db.upper()
     bootstrap = kafka["bootstrap_servers"]
-    with PhoenixJvm.launch(phoenix_url) as phoenix:
-        for name in ("OLD", "MINE"):
-            phoenix.execute(f'CREATE TABLE "{schema}"."{name}" ("ID" INTEGER NOT NULL PRIMARY KEY, "QTY" INTEGER)')
-        phoenix.execute(f'CREATE TABLE "CDCFLOW"."{schema}__OLD__POS" ("ID" INTEGER NOT NULL PRIMARY KEY, '
-                        '"CDCFLOW_POS" VARCHAR, "CDCFLOW_DELETED" BOOLEAN)')  # fmt: skip
+    for name in ("OLD", "MINE"):
+        phoenix_jvm.execute(f'CREATE TABLE "{schema}"."{name}" ("ID" INTEGER NOT NULL PRIMARY KEY, "QTY" INTEGER)')
+    phoenix_jvm.execute(f'CREATE TABLE "CDCFLOW"."{schema}__OLD__POS" ("ID" INTEGER NOT NULL PRIMARY KEY, '
+                    '"CDCFLOW_POS" VARCHAR, "CDCFLOW_DELETED" BOOLEAN)')  # fmt: skip
     results = {}
     for table in ("old", "mine"):
         topic = f"{prefix}{table}.{db}.{table}"  # a topic prefix per table: one pipeline run each
@@ -218,12 +219,13 @@ def test_tables_the_sink_cannot_guard_are_refused_with_what_to_do(
     assert "was written by an earlier cdcflow" in old and f"CDCFLOW.{schema}__OLD__POS" in old, old
     assert "cdcflow pipeline offsets reset" in old, old
     assert "without cdcflow's guard columns" in mine and '"_CDCFLOW_POS" VARCHAR' in mine, mine
-    with PhoenixJvm.launch(phoenix_url) as phoenix:
-        for name in ("OLD", "MINE"):  # nothing written
-            assert phoenix.query(f'SELECT COUNT(*) FROM "{schema}"."{name}"') == [[0]]
+    for name in ("OLD", "MINE"):  # nothing written
+        assert phoenix_jvm.query(f'SELECT COUNT(*) FROM "{schema}"."{name}"') == [[0]]
 
 
-def test_a_column_added_in_mysql_shows_in_the_view(kafka: dict[str, Any], phoenix_url: str, tmp_path: Path) -> None:
+def test_a_column_added_in_mysql_shows_in_the_view(
+    kafka: dict[str, Any], phoenix_url: str, tmp_path: Path, phoenix_jvm: PhoenixJvm
+) -> None:
     """ADD COLUMN in MySQL: the sink adds it to the table it writes, and the view users read shows it."""
     prefix = f"px{uuid.uuid4().hex[:8]}"
     db = f"shop_{prefix}"
@@ -252,13 +254,12 @@ def test_a_column_added_in_mysql_shows_in_the_view(kafka: dict[str, Any], phoeni
         (b"1", event(db, "items", "d", {"id": 1}, [1, 8, 0], None)),
     ])  # fmt: skip
     assert run_pipeline(kafka, phoenix_url, prefix, tmp_path / "cp", **options)["phoenix"] == "done"
-    with PhoenixJvm.launch(phoenix_url) as phoenix:
-        rows = phoenix.query(f'SELECT "ID", "QTY", "NOTE" FROM "{db.upper()}"."ITEMS"')
+    rows = phoenix_jvm.query(f'SELECT "ID", "QTY", "NOTE" FROM "{db.upper()}"."ITEMS"')
     assert [(int(r[0]), int(r[1]), r[2]) for r in rows] == [(2, 8, "new")]  # the deleted row is a hidden tombstone
 
 
 def test_a_value_that_does_not_fit_refuses_the_batch_naming_it_and_applies_nothing(
-    kafka: dict[str, Any], phoenix_url: str, tmp_path: Path
+    kafka: dict[str, Any], phoenix_url: str, tmp_path: Path, phoenix_jvm: PhoenixJvm
 ) -> None:
     """A table made by hand with a narrower column than MySQL's: the value that does not fit fails the
     stage write (the check rides inside it), the error names key, position and value, and no row of
@@ -266,10 +267,9 @@ def test_a_value_that_does_not_fit_refuses_the_batch_naming_it_and_applies_nothi
     prefix = f"px{uuid.uuid4().hex[:8]}"
     db, table = f"shop_{prefix}", "items"
     bootstrap = kafka["bootstrap_servers"]
-    with PhoenixJvm.launch(phoenix_url) as phoenix:
-        # a table of the user's own, with the guard columns cdcflow needs (docs/phoenix.md)
-        phoenix.execute(f'CREATE TABLE "{db.upper()}"."ITEMS" ("ID" INTEGER NOT NULL PRIMARY KEY, "QTY" SMALLINT, '
-                        '"_CDCFLOW_POS" VARCHAR, "_CDCFLOW_DELETED" BOOLEAN)')  # fmt: skip
+    # a table of the user's own, with the guard columns cdcflow needs (docs/phoenix_jvm.md)
+    phoenix_jvm.execute(f'CREATE TABLE "{db.upper()}"."ITEMS" ("ID" INTEGER NOT NULL PRIMARY KEY, "QTY" SMALLINT, '
+                    '"_CDCFLOW_POS" VARCHAR, "_CDCFLOW_DELETED" BOOLEAN)')  # fmt: skip
     topic = f"{prefix}.{db}.{table}"
     k.create_topic(bootstrap, topic, partitions=1)
     k.produce_sync(bootstrap, topic, [(b"1", event(db, table, "c", {"id": 1}, [1, 5, 0], {"id": 1, "qty": 7}))])
@@ -281,13 +281,12 @@ def test_a_value_that_does_not_fit_refuses_the_batch_naming_it_and_applies_nothi
     k.produce_sync(bootstrap, topic, [(b"1", e) for e in late])
     result = run_pipeline(kafka, phoenix_url, prefix, tmp_path / "cp")["phoenix"]
     assert "values that do not fit the Phoenix column types" in result and "QTY=70000" in result, result
-    with PhoenixJvm.launch(phoenix_url) as phoenix:
-        rows = phoenix.query(f'SELECT "ID", "QTY" FROM "{db.upper()}"."ITEMS" ORDER BY "ID"')
+    rows = phoenix_jvm.query(f'SELECT "ID", "QTY" FROM "{db.upper()}"."ITEMS" ORDER BY "ID"')
     assert [(int(r[0]), int(r[1])) for r in rows] == [(1, 7)]
 
 
 def test_a_batch_that_dies_during_its_write_is_replayed_exactly(
-    kafka: dict[str, Any], phoenix_url: str, tmp_path: Path
+    kafka: dict[str, Any], phoenix_url: str, tmp_path: Path, phoenix_jvm: PhoenixJvm
 ) -> None:
     """The sink dies at the two points where a replay matters (its process killed there; here the
     write raises): part-way through the executors' write (some rows committed, others not) and
@@ -341,44 +340,39 @@ def test_a_batch_that_dies_during_its_write_is_replayed_exactly(
             sink._write = dying_write  # type: ignore[method-assign]
         return pipeline.run(available_now=True, max_failures=1)["phoenix"], written
 
-    phoenix = PhoenixJvm.launch(phoenix_url)  # one JVM for every look (a launch costs seconds)
-
     def state() -> tuple[dict[int, str], dict[int, tuple[str, bool]]]:
-        rows = {int(r[0]): r[1] for r in phoenix.query(f'SELECT "ID", "V" FROM {view}')}
-        pos = {int(r[0]): (r[1], bool(r[2])) for r in phoenix.query(
+        rows = {int(r[0]): r[1] for r in phoenix_jvm.query(f'SELECT "ID", "V" FROM {view}')}
+        pos = {int(r[0]): (r[1], bool(r[2])) for r in phoenix_jvm.query(
             f'SELECT "ID", "_CDCFLOW_POS", "_CDCFLOW_DELETED" FROM {table}')}  # fmt: skip
         return rows, pos
 
     def p(*parts: int) -> str:
         return ".".join(f"{x:020d}" for x in parts)
 
-    try:
-        produce(*[("c", i, [1, 10, i], f"v{i}") for i in range(1, 6)])
-        assert run() == ("done", [])
+    produce(*[("c", i, [1, 10, i], f"v{i}") for i in range(1, 6)])
+    assert run() == ("done", [])
 
-        # 1. dies part-way through the write: the odd keys are written, the even ones are not
-        produce(("u", 1, [1, 20, 0], "one"), ("d", 2, [1, 21, 0], None), ("c", 7, [1, 22, 0], "seven"),
-                ("u", 3, [1, 23, 0], "x"), ("u", 3, [1, 23, 1], "three"), ("u", 4, [1, 24, 0], "four"))  # fmt: skip
-        result, written = run(crash="during")
-        assert "injected: the sink died during its write" in result and written == [3], (result, written)
-        rows, pos = state()
-        assert rows == {1: "one", 2: "v2", 3: "three", 4: "v4", 5: "v5", 7: "seven"}  # half applied
-        assert pos[2] == (p(1, 10, 2), False) and pos[1] == (p(1, 20, 0), False)
-        assert run() == ("done", [])  # the replay writes every row again; the written ones stay
-        rows, pos = state()
-        assert rows == {1: "one", 3: "three", 4: "four", 5: "v5", 7: "seven"}
-        assert pos[1] == (p(1, 20, 0), False) and pos[2] == (p(1, 21, 0), True) and pos[3] == (p(1, 23, 1), False)
+    # 1. dies part-way through the write: the odd keys are written, the even ones are not
+    produce(("u", 1, [1, 20, 0], "one"), ("d", 2, [1, 21, 0], None), ("c", 7, [1, 22, 0], "seven"),
+            ("u", 3, [1, 23, 0], "x"), ("u", 3, [1, 23, 1], "three"), ("u", 4, [1, 24, 0], "four"))  # fmt: skip
+    result, written = run(crash="during")
+    assert "injected: the sink died during its write" in result and written == [3], (result, written)
+    rows, pos = state()
+    assert rows == {1: "one", 2: "v2", 3: "three", 4: "v4", 5: "v5", 7: "seven"}  # half applied
+    assert pos[2] == (p(1, 10, 2), False) and pos[1] == (p(1, 20, 0), False)
+    assert run() == ("done", [])  # the replay writes every row again; the written ones stay
+    rows, pos = state()
+    assert rows == {1: "one", 3: "three", 4: "four", 5: "v5", 7: "seven"}
+    assert pos[1] == (p(1, 20, 0), False) and pos[2] == (p(1, 21, 0), True) and pos[3] == (p(1, 23, 1), False)
 
-        # 2. dies after the check, before anything is written; the batch holds a stale create of
-        # the deleted row, which neither the dying run nor the replay may apply
-        produce(("c", 2, [1, 5, 0], "stale"), ("u", 4, [1, 30, 0], "four!"), ("d", 5, [1, 31, 0], None))
-        result, written = run(crash="before")
-        assert "injected: the sink died before its write" in result and written == [], result
-        rows, _ = state()
-        assert rows == {1: "one", 3: "three", 4: "four", 5: "v5", 7: "seven"}  # nothing applied
-        assert run() == ("done", [])
-        rows, pos = state()
-        assert rows == {1: "one", 3: "three", 4: "four!", 7: "seven"}
-        assert pos[2] == (p(1, 21, 0), True) and pos[4] == (p(1, 30, 0), False) and pos[5] == (p(1, 31, 0), True)
-    finally:
-        phoenix.close()
+    # 2. dies after the check, before anything is written; the batch holds a stale create of
+    # the deleted row, which neither the dying run nor the replay may apply
+    produce(("c", 2, [1, 5, 0], "stale"), ("u", 4, [1, 30, 0], "four!"), ("d", 5, [1, 31, 0], None))
+    result, written = run(crash="before")
+    assert "injected: the sink died before its write" in result and written == [], result
+    rows, _ = state()
+    assert rows == {1: "one", 3: "three", 4: "four", 5: "v5", 7: "seven"}  # nothing applied
+    assert run() == ("done", [])
+    rows, pos = state()
+    assert rows == {1: "one", 3: "three", 4: "four!", 7: "seven"}
+    assert pos[2] == (p(1, 21, 0), True) and pos[4] == (p(1, 30, 0), False) and pos[5] == (p(1, 31, 0), True)

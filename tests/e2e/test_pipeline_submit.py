@@ -28,7 +28,7 @@ from .test_sink_interleavings import history_record, mysql_event
 
 def test_every_sink_runs_unchanged_on_a_standalone_cluster(
     services: ServiceHarness, hbase_client: HBaseClient, peer_setup: PeerSetup, kafka: dict[str, Any],
-    hbase: dict[str, Any], tmp_path: Path,
+    hbase: dict[str, Any], tmp_path: Path, phoenix_jvm: PhoenixJvm,
 ) -> None:  # fmt: skip
     cluster = services.endpoints("spark")
     phoenix_url = services.endpoints("phoenix")["jdbc_url"]
@@ -95,8 +95,7 @@ def test_every_sink_runs_unchanged_on_a_standalone_cluster(
     assert mysql_state.count() == 30
     assert changes(spark, str(tmp_path / "changelog")).count() == hbase_events + 30
     assert spark.read.parquet(str(tmp_path / "parquet")).count() == hbase_events + 30
-    with PhoenixJvm.launch(phoenix_url) as phoenix:
-        rows = phoenix.query(f'SELECT ID, V FROM "{db.upper()}"."ITEMS" ORDER BY ID')
+    rows = phoenix_jvm.query(f'SELECT ID, V FROM "{db.upper()}"."ITEMS" ORDER BY ID')
     assert [(int(r[0]), r[1]) for r in rows] == [(i, f"v{i}") for i in range(30)]
 
     # the executors did the work, on both workers (the backfill on the cluster: test_hbase_backfill.py)

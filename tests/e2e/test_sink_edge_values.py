@@ -53,7 +53,7 @@ PHOENIX_MILLIS = {
 
 
 def test_edge_values_reach_phoenix_delta_and_parquet_exactly(
-    mariadb: dict[str, Any], kafka: dict[str, Any], services: ServiceHarness, tmp_path: Path
+    mariadb: dict[str, Any], kafka: dict[str, Any], services: ServiceHarness, tmp_path: Path, phoenix_jvm: PhoenixJvm
 ) -> None:
     phoenix_url = services.endpoints("phoenix")["jdbc_url"]
     bootstrap = kafka["bootstrap_servers"]
@@ -104,13 +104,12 @@ def test_edge_values_reach_phoenix_delta_and_parquet_exactly(
     parquet_rows = spark.read.parquet(str(parquet)).select("after").collect()
     assert {json.loads(r["after"])["id"]: json.loads(r["after"]) for r in parquet_rows} == expected_after
 
-    with PhoenixJvm.launch(phoenix_url) as phoenix:
-        stored = phoenix.query(
-            f'SELECT ID, TO_NUMBER(D), TO_NUMBER(DT), DT, DEC65, U8, U16, U24, U32, U64 FROM "{db.upper()}"."EDGE"'
-        )
-        got = {int(r[0]): (int(r[1]), int(r[2]), int(str(r[3]).partition(".")[2].ljust(6, "0")[3:6])) for r in stored}
-        assert got == PHOENIX_MILLIS
-        assert {int(r[0]): r[4] for r in stored} == {i: dec for i, (_, _, dec) in ROWS.items()}
-        assert all([int(v) for v in r[5:]] == list(UNSIGNED_MAX.values()) for r in stored)
-        report = verify_mysql_phoenix(admin, db, "edge", phoenix, source=source.name)
+    stored = phoenix_jvm.query(
+        f'SELECT ID, TO_NUMBER(D), TO_NUMBER(DT), DT, DEC65, U8, U16, U24, U32, U64 FROM "{db.upper()}"."EDGE"'
+    )
+    got = {int(r[0]): (int(r[1]), int(r[2]), int(str(r[3]).partition(".")[2].ljust(6, "0")[3:6])) for r in stored}
+    assert got == PHOENIX_MILLIS
+    assert {int(r[0]): r[4] for r in stored} == {i: dec for i, (_, _, dec) in ROWS.items()}
+    assert all([int(v) for v in r[5:]] == list(UNSIGNED_MAX.values()) for r in stored)
+    report = verify_mysql_phoenix(admin, db, "edge", phoenix_jvm, source=source.name)
     assert report.clean and report.rows_compared == len(ROWS), report.summary() + str(report.examples)

@@ -213,7 +213,9 @@ def history_record(source: str, db: str) -> bytes:
     return json.dumps(record).encode()
 
 
-def test_two_sources_with_the_same_table_stay_apart(kafka: dict[str, Any], phoenix_url: str, tmp_path: Path) -> None:
+def test_two_sources_with_the_same_table_stay_apart(
+    kafka: dict[str, Any], phoenix_url: str, tmp_path: Path, phoenix_jvm: PhoenixJvm
+) -> None:
     """Item 4: two MariaDB servers with the same db.table and the same positions. Before, dedupe
     dropped one source's events (same key and position), the Delta table was shared and the
     changelog identity left the source out."""
@@ -251,9 +253,8 @@ def test_two_sources_with_the_same_table_stay_apart(kafka: dict[str, Any], phoen
         assert sorted((r["id"], r["v"]) for r in rows) == [(i, f"{source}-{i}") for i in range(10)]
     logged = spark.read.format("delta").load(str(changelog)).groupBy("source_name").count().collect()
     assert {r["source_name"]: r["count"] for r in logged} == {"east": 10, "west": 10}
-    with PhoenixJvm.launch(phoenix_url) as phoenix:
-        east = phoenix.query(f'SELECT V FROM "{db.upper()}"."ITEMS" ORDER BY ID')
-        west = phoenix.query(f"SELECT V FROM {west_table} ORDER BY ID")
+    east = phoenix_jvm.query(f'SELECT V FROM "{db.upper()}"."ITEMS" ORDER BY ID')
+    west = phoenix_jvm.query(f"SELECT V FROM {west_table} ORDER BY ID")
     assert [r[0] for r in east] == [f"east-{i}" for i in range(10)]
     assert [r[0] for r in west] == [f"west-{i}" for i in range(10)]
 
@@ -265,7 +266,7 @@ def test_two_sources_with_the_same_table_stay_apart(kafka: dict[str, Any], phoen
 
 
 def test_a_second_pipeline_over_the_same_phoenix_table_is_refused(
-    kafka: dict[str, Any], phoenix_url: str, tmp_path: Path
+    kafka: dict[str, Any], phoenix_url: str, tmp_path: Path, phoenix_jvm: PhoenixJvm
 ) -> None:
     """Item 3: each sink dropped and cleared the shared stage table, so two pipelines wiped each
     other's staged rows and committed offsets with nothing applied. Now the second is refused
@@ -294,14 +295,13 @@ def test_a_second_pipeline_over_the_same_phoenix_table_is_refused(
     thread.start()
     try:
         deadline = time.monotonic() + 120
-        with PhoenixJvm.launch(phoenix_url) as phoenix:
-            while time.monotonic() < deadline:
-                try:
-                    if phoenix.query(f'SELECT COUNT(*) FROM "{db.upper()}"."ITEMS"')[0][0] == 20:
-                        break
-                except Exception:
-                    pass
-                time.sleep(1)
+        while time.monotonic() < deadline:
+            try:
+                if phoenix_jvm.query(f'SELECT COUNT(*) FROM "{db.upper()}"."ITEMS"')[0][0] == 20:
+                    break
+            except Exception:
+                pass
+            time.sleep(1)
         second = Pipeline(config("second"), context, tmp_path / "second")
         result = second.run(available_now=True, max_failures=1)
         assert result["second"].startswith("failed") and "is already written by sink 'first'" in result["second"]

@@ -18,7 +18,7 @@ from typing import Any
 from cdcflow.clients.mysql import query
 from cdcflow.sources.mysql.debezium_fields import field_from_information_schema
 from cdcflow.testing import unique_name
-from cdcflow.testing.flink import FlinkTable, cdcflow_row, flink_type, read_tables
+from cdcflow.testing.flink import FlinkReader, FlinkTable, cdcflow_row, flink_type
 from cdcflow.testing.mysql import CaptureThread, MySqlWorkload, admin_endpoint, run_and_catch_up, source_config
 from cdcflow.verify.mysql import compare_tables, key_json, source_rows
 
@@ -37,7 +37,7 @@ def table_fields(ep: Any, db: str, table: str, handling: str) -> tuple[list[Any]
 
 
 def test_flink_sql_rebuilds_the_tables_from_cdcflows_debezium_json_and_avro(
-    mariadb: dict[str, Any], kafka: dict[str, Any], registry: dict[str, Any],
+    mariadb: dict[str, Any], kafka: dict[str, Any], registry: dict[str, Any], flink_reader: FlinkReader,
 ) -> None:  # fmt: skip
     bootstrap = kafka["bootstrap_servers"]
     admin = admin_endpoint(mariadb)
@@ -67,7 +67,7 @@ def test_flink_sql_rebuilds_the_tables_from_cdcflows_debezium_json_and_avro(
             fields, precisions, key = described[(table, handling)]
             columns = [(f.name, flink_type(f, p)) for f, p in zip(fields, precisions, strict=True)]
             wanted.append(FlinkTable(f"{cfg.topic_prefix}.{db}.{table}", columns, key, fmt, options))
-    read = read_tables(bootstrap, wanted)
+    read = flink_reader.read_tables(bootstrap, wanted)
 
     for cfg, handling, fmt, _ in readings:
         for table in TABLES:

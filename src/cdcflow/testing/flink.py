@@ -3,8 +3,8 @@
 PyFlink (from PyPI) goes into a virtualenv of its own under the download cache, installed with uv from
 flink-requirements.txt (pinned; PyFlink's own pins, py4j and apache-beam among them, clash with the
 project's). The Kafka SQL connector and the Confluent-registry Avro format come from Maven Central
-(jars/poms/flink-connectors.xml). `read_tables` runs flink_reader.py in that virtualenv: Flink's local
-mini-cluster reads each topic with its format and prints the table it rebuilds.
+(jars/poms/flink-connectors.xml). `FlinkReader` runs flink_reader.py in that virtualenv: Flink's local
+mini-cluster reads each topic with its format and writes the table it rebuilds.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -82,20 +83,64 @@ class FlinkTable:
     connector: str = "kafka"  # or upsert-kafka (the key: the raw bytes of the one key column)
 
 
-def read_tables(bootstrap: str, tables: list[FlinkTable], timeout_s: float = 600) -> dict[str, dict[str, Any]]:
-    """What Flink SQL rebuilds from each topic: {topic: {"rows": [...], "changelog": {"+I": n, ...}}}, values as
-    flink_reader.py prints them (bytes as {"$bytes": base64}, decimals as {"$decimal": text})."""
-    with tempfile.TemporaryDirectory(prefix="cdcflow-flink-") as scratch:
-        out = Path(scratch) / "tables.json"
+class FlinkReader:
+    """flink_reader.py in PyFlink's virtualenv, reading one request after another in one JVM: a test session
+    keeps one, so the JVM's start and warm-up are paid once. Close it when done."""
+
+    def __init__(self) -> None:
+        self._scratch = Path(tempfile.mkdtemp(prefix="cdcflow-flink-"))
+        self._log = self._scratch / "reader.log"
+        self._proc: subprocess.Popen[str] | None = None
+        self._requests = 0
+
+    def read_tables(
+        self, bootstrap: str, tables: list[FlinkTable], timeout_s: float = 600
+    ) -> dict[str, dict[str, Any]]:
+        """What Flink SQL rebuilds from each topic: {topic: {"rows": [...], "changelog": {"+I": n, ...}}}, values
+        as flink_reader.py prints them (bytes as {"$bytes": base64}, decimals as {"$decimal": text})."""
+        proc = self._running()
+        self._requests += 1
+        out = self._scratch / f"tables-{self._requests}.json"
         spec = {"jars": connector_jars(), "bootstrap": bootstrap, "out": str(out),
                 "tables": [{"topic": t.topic, "columns": t.columns, "key": t.key, "format": t.format,
                             "connector": t.connector, "options": t.options} for t in tables]}  # fmt: skip
-        proc = subprocess.run([str(flink_python()), str(READER)], input=json.dumps(spec), capture_output=True,
-                              text=True, timeout=timeout_s, check=False)  # fmt: skip
-        if proc.returncode != 0 or not out.exists():
-            raise AssertionError(f"the Flink reader failed ({proc.returncode}):\n{proc.stderr[-6000:]}")
-        result: dict[str, dict[str, Any]] = json.loads(out.read_text())
-    return result
+        assert proc.stdin is not None
+        proc.stdin.write(json.dumps(spec) + "\n")
+        proc.stdin.flush()
+        deadline = time.monotonic() + timeout_s
+        while not out.exists():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                self.close()
+                raise AssertionError(f"the Flink reader {'ended' if proc.returncode is not None else 'timed out'} "
+                                     f"({proc.returncode}):\n{self._log_tail()}")  # fmt: skip
+            time.sleep(0.2)
+        answer: dict[str, Any] = json.loads(out.read_text())
+        if "error" in answer:
+            raise AssertionError(f"the Flink reader failed:\n{answer['error'][-6000:]}\n{self._log_tail()}")
+        tables_read: dict[str, dict[str, Any]] = answer["tables"]
+        return tables_read
+
+    def _running(self) -> subprocess.Popen[str]:
+        if self._proc is None or self._proc.poll() is not None:
+            with open(self._log, "a") as log:  # a file: a pipe no one reads could fill and stop the JVM
+                self._proc = subprocess.Popen([str(flink_python()), str(READER)], stdin=subprocess.PIPE,
+                                              stdout=log, stderr=subprocess.STDOUT, text=True)  # fmt: skip
+        return self._proc
+
+    def _log_tail(self) -> str:
+        return self._log.read_text(errors="replace")[-6000:] if self._log.exists() else ""
+
+    def close(self) -> None:
+        if self._proc is not None:
+            if self._proc.stdin is not None:
+                self._proc.stdin.close()  # the reader ends after its last request
+            try:
+                self._proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+            self._proc = None
+        shutil.rmtree(self._scratch, ignore_errors=True)
 
 
 _FLINK_TYPES = {"int16": "SMALLINT", "int32": "INT", "int64": "BIGINT", "float": "FLOAT", "double": "DOUBLE",

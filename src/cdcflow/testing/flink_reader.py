@@ -5,11 +5,13 @@ jobs run on Flink's own local mini-cluster, one table after the other; each is d
 and its format (`debezium-json`, `debezium-avro-confluent`; with the `upsert-kafka` connector, a raw key and
 `json` or `avro-confluent` values), read from the earliest offset up to the offsets at start
 (`scan.bounded.mode = latest-offset`), so the query ends. Each changelog row Flink emits (+I, -U, +U, -D)
-is applied to a dict by key; what is left is written, with the count of each kind. Spec (JSON on stdin):
+is applied to a dict by key; what is left is written, with the count of each kind.
+
+Specs come on stdin, one JSON document per line, and are read one after another in the same JVM (a test session
+starts it once: the JVM's start and its warm-up are paid once); the process ends when stdin closes. A spec:
 {"jars": [...], "bootstrap": ..., "tables": [{"topic": ..., "columns": [[name, flink type], ...], "key": [...],
- "format": ..., "connector": "kafka" | "upsert-kafka", "options": {...}}, ...], "out": path}; written to `out`:
- {topic: {"rows": [...], "changelog":
- {"+I": n, ...}}}.
+ "format": ..., "connector": "kafka" | "upsert-kafka", "options": {...}}, ...], "out": path}; written to `out`
+(whole, by a rename): {"tables": {topic: {"rows": [...], "changelog": {"+I": n, ...}}}}, or {"error": traceback}.
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ import base64
 import datetime as dt
 import decimal
 import json
+import os
 import sys
+import traceback
 from typing import Any
 
 
@@ -36,12 +40,11 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def main() -> None:
+def read(spec: dict[str, Any]) -> dict[str, Any]:
     from pyflink.common import RowKind  # type: ignore[import-not-found]
     from pyflink.table import EnvironmentSettings, TableEnvironment  # type: ignore[import-not-found]
 
-    spec = json.load(sys.stdin)
-    env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
+    env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())  # a fresh catalog per spec
     conf = env.get_config()
     conf.set("pipeline.jars", ";".join(f"file://{jar}" for jar in spec["jars"]))
     conf.set("parallelism.default", "1")
@@ -78,9 +81,23 @@ def main() -> None:
                     state.pop(row_key, None)
                     counts["-D" if kind == RowKind.DELETE else "-U"] += 1
         out[table["topic"]] = {"rows": [dict(zip(names, v, strict=True)) for v in state.values()], "changelog": counts}
-    # A file, not stdout: the JVM's loggers write to stdout too (a Kafka admin client's error once did)
-    with open(spec["out"], "w") as result:
-        json.dump(out, result)
+    return out
+
+
+def main() -> None:
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        spec = json.loads(line)
+        try:
+            result: dict[str, Any] = {"tables": read(spec)}
+        except Exception:  # told to the test that asked; the next spec is read all the same
+            result = {"error": traceback.format_exc()}
+        # A file, not stdout: the JVM's loggers write to stdout too (a Kafka admin client's error once did)
+        partial = spec["out"] + ".partial"
+        with open(partial, "w") as f:
+            json.dump(result, f)
+        os.replace(partial, spec["out"])
 
 
 if __name__ == "__main__":
