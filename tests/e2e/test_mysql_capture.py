@@ -380,10 +380,12 @@ def test_server_killed_and_restarted_under_a_running_capture(
             time.sleep(4)
             (pid,) = [s.pid for s in private.status([server])]
             assert pid
+            at_kill = workload.transactions
             os.kill(pid, signal.SIGKILL)
             time.sleep(15)
             private.up([server])
             assert private.endpoints(server)["port"] == mariadb["port"]
+            at_restart = workload.transactions
             time.sleep(5)
         finally:
             stop.set()
@@ -395,7 +397,9 @@ def test_server_killed_and_restarted_under_a_running_capture(
         values = read_topics(bootstrap, [capture.cfg.topic_prefix + f".{db}.{t}" for t in WORKLOAD_TABLES])
         sizes = check_tables(admin, db, values)
         checkpoints = check_checkpoints_on_boundaries(admin, bootstrap, capture.cfg.offsets_topic)
-        assert workload.transactions > 100 and workload.connection_errors > 0
+        # transactions before the kill and after the restart (a count, e.g. > 100, depends on the machine's speed:
+        # 85 in all on a slow one), and the workload saw the server gone
+        assert at_kill > 0 and workload.transactions > at_restart and workload.connection_errors > 0
         print(f"{server} restart: {workload.transactions} transactions, {workload.connection_errors} connection "
               f"errors in the workload, rows {sizes}, {checkpoints} checkpoints on boundaries")  # fmt: skip
         # RESET MASTER starts a new history with lower sequence numbers: resuming there must be refused loudly.
