@@ -110,9 +110,10 @@ class FlinkReader:
         deadline = time.monotonic() + timeout_s
         while not out.exists():
             if proc.poll() is not None or time.monotonic() > deadline:
-                self.close()
-                raise AssertionError(f"the Flink reader {'ended' if proc.returncode is not None else 'timed out'} "
-                                     f"({proc.returncode}):\n{self._log_tail()}")  # fmt: skip
+                what = f"ended ({proc.returncode})" if proc.returncode is not None else "timed out"
+                tail = self._log_tail()
+                self._stop(wait_s=0)  # the next request starts a new reader
+                raise AssertionError(f"the Flink reader {what}:\n{tail}")
             time.sleep(0.2)
         answer: dict[str, Any] = json.loads(out.read_text())
         if "error" in answer:
@@ -131,16 +132,19 @@ class FlinkReader:
         return self._log.read_text(errors="replace")[-6000:] if self._log.exists() else ""
 
     def close(self) -> None:
+        self._stop()
+        shutil.rmtree(self._scratch, ignore_errors=True)
+
+    def _stop(self, wait_s: float = 60) -> None:
         if self._proc is not None:
             if self._proc.stdin is not None:
                 self._proc.stdin.close()  # the reader ends after its last request
             try:
-                self._proc.wait(60)
+                self._proc.wait(wait_s)
             except subprocess.TimeoutExpired:
                 self._proc.kill()
                 self._proc.wait()
             self._proc = None
-        shutil.rmtree(self._scratch, ignore_errors=True)
 
 
 _FLINK_TYPES = {"int16": "SMALLINT", "int32": "INT", "int64": "BIGINT", "float": "FLOAT", "double": "DOUBLE",
