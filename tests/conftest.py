@@ -2,21 +2,29 @@
 
 Each server starts once per test session (on first use) through cdcflow.stack. Set
 CDCFLOW_TEST_STACK_HOME=<stack home> to use an already running stack instead.
+
+`make test` runs two lanes (pytest-xdist workers, cdcflow.testing.lanes): the tests marked `spark` on one
+worker, the rest on the other, one stack for both; tests marked `exclusive` run while nothing else runs.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from cdcflow.clients.hbase import HBaseClient, connect
-from cdcflow.testing import ServiceHarness, soak_size
+from cdcflow.stack import Stack
+from cdcflow.testing import EXISTING_STACK_ENV, ServiceHarness, soak_size
 from cdcflow.testing.flink import FlinkReader
+from cdcflow.testing.lanes import RUN_DIR_ENV, LaneGate, run_dir
 
 _harness: ServiceHarness | None = None
+_gate: LaneGate | None = None
 
 # The local Spark drivers of a test session (this process's, which lives for the whole run, and the pipelines it
 # starts) get 3 GB of heap instead of Spark's 1 GB, and the throughput collector: with 1 GB the session's driver
@@ -97,6 +105,41 @@ def hbase_client(hbase: dict[str, Any]) -> Iterator[HBaseClient]:
     c.close()
 
 
+def _is_lane_controller(config: pytest.Config) -> bool:
+    """The controlling process of a run with worker processes (pytest-xdist's -n): it runs no tests itself."""
+    return bool(getattr(config.option, "numprocesses", None)) and not hasattr(config, "workerinput")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    global _gate
+    if _is_lane_controller(config):
+        os.environ[RUN_DIR_ENV] = tempfile.mkdtemp(prefix="cdcflow-test-run-")  # the workers inherit it
+    elif hasattr(config, "workerinput") and (folder := run_dir()) is not None:
+        _gate = LaneGate(folder)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    folder = run_dir()
+    if not _is_lane_controller(session.config) or folder is None:
+        return
+    if not os.environ.get(EXISTING_STACK_ENV):
+        Stack(folder / "stack").down(grace_s=3.0)  # thrown away with its folder, as a one-process run's
+    if exitstatus == 0:
+        shutil.rmtree(folder, ignore_errors=True)
+    else:
+        print(f"\nthe shared stack's folder (server logs) is kept: {folder}")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    if _gate is None:
+        return (yield)
+    with _gate.hold(exclusive=item.get_closest_marker("exclusive") is not None) as waited_s:
+        if waited_s >= 1:
+            item.user_properties.append(("lane_gate_wait_s", round(waited_s, 1)))
+        return (yield)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
     outcome = yield
@@ -106,10 +149,14 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
             report.sections.append((f"{name} log (last lines)", text))
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark by folder, so `-m unit` / `-m integration` select without per-test decorations."""
+    """Mark by folder, so `-m unit` / `-m integration` select without per-test decorations; the Spark tests
+    form one xdist group, the lane that runs them one after another."""
     for item in items:
         path = str(item.fspath)
         for kind in ("unit", "integration", "e2e"):
             if f"/tests/{kind}/" in path:
                 item.add_marker(getattr(pytest.mark, kind))
+        if item.get_closest_marker("spark") is not None:
+            item.add_marker(pytest.mark.xdist_group("spark"))

@@ -17,6 +17,8 @@ import sys
 import time
 from typing import Any
 
+import pytest
+
 from cdcflow.clients.hbase import HBaseClient
 from cdcflow.clients.hbase.model import ColumnFamily, Delete, Put
 from cdcflow.clients.kafka import end_offsets
@@ -149,6 +151,7 @@ def test_two_peers_one_killed(hbase_client: HBaseClient, peer_setup: PeerSetup, 
         rebuild.close()
 
 
+@pytest.mark.exclusive  # stops the shared Kafka
 def test_kafka_stopped_for_15s(
     hbase_client: HBaseClient, peer_setup: PeerSetup, kafka: dict[str, Any], services: ServiceHarness
 ) -> None:

@@ -163,6 +163,7 @@ def run_workload(workload: MySqlWorkload, stop: threading.Event, tps: float = 40
 SOAK_ONLY = pytest.mark.skipif(soak_size(0, 1) == 0, reason="make soak only (keeps make test under 20 minutes)")
 
 
+@pytest.mark.exclusive  # stops the shared Kafka
 @pytest.mark.parametrize("server", ["mariadb", pytest.param("mysql", marks=SOAK_ONLY)])
 def test_randomized_workload_survives_sigkills_and_kafka_outage(
     server: str, kafka: dict[str, Any], services: ServiceHarness, tmp_path: Path

@@ -2,18 +2,24 @@
 
 `ServiceHarness` starts each service once, on first use, through the same `Stack` code as
 `cdcflow stack up`, or attaches to an already-running stack when CDCFLOW_TEST_STACK_HOME
-points at its home (then it never stops anything).
+points at its home (then it never stops anything). When a test run has several worker processes
+(`make test`: pytest-xdist, two lanes; see `lanes`), the workers share one stack in the run's folder:
+each starts what it needs under a file lock, and the run's controlling process stops it at the end.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from cdcflow.stack import Stack
+from cdcflow.stack import Stack, state_file
 from cdcflow.stack.process import tail
+from cdcflow.testing.lanes import run_dir
 
 EXISTING_STACK_ENV = "CDCFLOW_TEST_STACK_HOME"
 SOAK_ENV = "CDCFLOW_SOAK"  # `make soak`: the long randomized tests at full size
@@ -27,7 +33,11 @@ def soak_size(quick: int, full: int) -> int:
 class ServiceHarness:
     def __init__(self, fresh_home: Path) -> None:
         existing = os.environ.get(EXISTING_STACK_ENV)
+        shared = run_dir()
         self.reuse = bool(existing)
+        self.shared = not existing and shared is not None
+        if shared is not None:
+            fresh_home = shared / "stack"
         self.stack = Stack(Path(existing) if existing else fresh_home)
         self.started: list[str] = []
 
@@ -35,15 +45,27 @@ class ServiceHarness:
         if self.reuse:
             return self.stack.endpoints(name)
         if name not in self.started:
-            self.stack.up([name])
+            with self._starting():
+                self.stack.up([name])  # idempotent: a service another worker started is left as it is
             self.started.append(name)
         return self.stack.endpoints(name)
 
+    @contextmanager
+    def _starting(self) -> Iterator[None]:
+        if not self.shared:
+            yield
+            return
+        self.stack.home.mkdir(parents=True, exist_ok=True)
+        with (self.stack.home / ".start.lock").open("w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # one worker starts a service while the others wait for it
+            yield
+
     def log_tails(self, lines: int = 60) -> dict[str, str]:
-        return {name: tail(self.stack.log_path(name), lines) for name in self.started}
+        names = list(state_file.load(self.stack.home)) if self.shared else self.started
+        return {name: tail(self.stack.log_path(name), lines) for name in names}
 
     def close(self) -> None:
-        if not self.reuse:
+        if not self.reuse and not self.shared:  # a shared stack is stopped by the run's controlling process
             # A test session's stack is thrown away with its folder: no need to wait for HBase's
             # graceful shutdown (about 20 s at the end of every `make test`).
             self.stack.down(grace_s=3.0)
