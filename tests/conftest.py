@@ -3,8 +3,9 @@
 Each server starts once per test session (on first use) through cdcflow.stack. Set
 CDCFLOW_TEST_STACK_HOME=<stack home> to use an already running stack instead.
 
-`make test` runs two lanes (pytest-xdist workers, cdcflow.testing.lanes): the tests marked `spark` on one
-worker, the rest on the other, one stack for both; tests marked `exclusive` run while nothing else runs.
+`make test` runs two lanes (pytest-xdist workers, cdcflow.testing.lanes): the files in SPARK_LANE one after
+another on one worker, the rest on the other, one stack for both; tests marked `exclusive` run while nothing
+else runs.
 """
 
 from __future__ import annotations
@@ -25,6 +26,40 @@ from cdcflow.testing.lanes import RUN_DIR_ENV, LaneGate, run_dir
 
 _harness: ServiceHarness | None = None
 _gate: LaneGate | None = None
+
+# The test files that run Spark (a local driver in the test process, pipelines as subprocesses, spark-submit):
+# CPU-bound, so `make test` runs them one after another in one lane while the other lane runs the rest, which
+# mostly waits on servers. They are marked `spark` (`-m "not spark"` leaves them out). A Spark file missing
+# here still passes; it only runs beside the Spark lane and slows both.
+SPARK_LANE = frozenset(
+    f"tests/{name}.py"
+    for name in (
+        "e2e/test_hbase_backfill", "e2e/test_mysql8_pipeline", "e2e/test_mysql_phoenix", "e2e/test_operator_view",
+        "e2e/test_pipeline_chain", "e2e/test_pipeline_debezium", "e2e/test_pipeline_delta",
+        "e2e/test_pipeline_hbase", "e2e/test_pipeline_offsets", "e2e/test_pipeline_phoenix",
+        "e2e/test_pipeline_submit", "e2e/test_pipeline_topics", "e2e/test_run_supervision",
+        "e2e/test_sink_edge_values", "e2e/test_sink_interleavings", "integration/test_debezium_avro_spark",
+        "integration/test_delta_fold_records", "integration/test_delta_mysql_typed",
+        "integration/test_delta_state_sql", "integration/test_envelope_parse",
+    )
+)  # fmt: skip
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """With `-n`: xdist's scope scheduler, the Spark lane one scope (so one worker, taken first as the largest)
+    and every other test a scope of its own (so the other worker takes them one by one, and both share what
+    is left when the Spark lane is done). xdist's own `--dist loadgroup` does not group with pytest 9.2
+    (pytest-dev/pytest-xdist#1386)."""
+    if config.getvalue("dist") != "load":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class LaneScheduling(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return "spark lane" if nodeid.split("::", 1)[0] in SPARK_LANE else nodeid
+
+    return LaneScheduling(config, log)
+
 
 # The local Spark drivers of a test session (this process's, which lives for the whole run, and the pipelines it
 # starts) get 3 GB of heap instead of Spark's 1 GB, and the throughput collector: with 1 GB the session's driver
@@ -149,14 +184,12 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
             report.sections.append((f"{name} log (last lines)", text))
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark by folder, so `-m unit` / `-m integration` select without per-test decorations; the Spark tests
-    form one xdist group, the lane that runs them one after another."""
+    """Mark by folder, so `-m unit` / `-m integration` select without per-test decorations, and the Spark lane."""
     for item in items:
         path = str(item.fspath)
         for kind in ("unit", "integration", "e2e"):
             if f"/tests/{kind}/" in path:
                 item.add_marker(getattr(pytest.mark, kind))
-        if item.get_closest_marker("spark") is not None:
-            item.add_marker(pytest.mark.xdist_group("spark"))
+        if item.nodeid.split("::", 1)[0] in SPARK_LANE:
+            item.add_marker(pytest.mark.spark)

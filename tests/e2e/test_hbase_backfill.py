@@ -21,8 +21,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from cdcflow.clients import kafka as k
 from cdcflow.clients.hbase import HBaseClient, NativeHBaseClient, admin
 from cdcflow.clients.hbase.model import ColumnFamily, Put
@@ -36,8 +34,6 @@ from cdcflow.verify.hbase import compare_rows, rows_of, verify_hbase
 
 from .hbase_capture import PeerSetup, wait_until_replicated
 from .test_pipeline_hbase import pipeline_for
-
-pytestmark = pytest.mark.spark
 
 ROWS = soak_size(6_000, 250_000)
 MUTATIONS = soak_size(10_000, 900_000)  # before the backfill; full size: over 1M cells across 8 regions

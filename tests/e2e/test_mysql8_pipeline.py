@@ -27,8 +27,6 @@ from cdcflow.verify.mysql import compare_tables, key_json, source_rows, table_co
 
 from .test_mysql_phoenix import PipelineProcess, Writer, finish_and_verify, write_config
 
-pytestmark = pytest.mark.spark
-
 
 @pytest.mark.skipif(
     soak_size(0, 1) == 0,

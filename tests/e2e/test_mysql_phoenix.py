@@ -38,8 +38,6 @@ from cdcflow.testing.mysql import (
 from .hbase_capture import PeerSetup, Rebuilder
 from .test_hbase_faults import setup_tables, writes
 
-pytestmark = pytest.mark.spark
-
 
 class PipelineProcess:
     def __init__(self, config_path: Path, log: Path) -> None:

@@ -23,7 +23,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
 from cdcflow.clients.hbase import HBaseClient
@@ -39,8 +38,6 @@ from cdcflow.ui.status import parse_metrics, total
 from cdcflow.verify.hbase import verify_hbase
 
 from .hbase_capture import PeerSetup
-
-pytestmark = pytest.mark.spark
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "operations.md"
 ROWS = 300

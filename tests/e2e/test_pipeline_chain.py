@@ -21,7 +21,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
 from cdcflow.clients import kafka as k
@@ -35,8 +34,6 @@ from cdcflow.testing import soak_size
 from cdcflow.verify.hbase import compare_rows, rows_of, verify_hbase
 
 from .hbase_capture import PeerSetup
-
-pytestmark = pytest.mark.spark
 
 MUTATIONS = soak_size(8_000, 100_000)  # full size: make soak
 KILLS = soak_size(1, 3)  # driver SIGKILLs

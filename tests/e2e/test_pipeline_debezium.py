@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-import pytest
 
 from cdcflow.clients import kafka as k
 from cdcflow.config.model import PipelineConfig, SinkConfig
@@ -34,8 +33,6 @@ from cdcflow.testing.mysql import (
     source_config,
 )
 from cdcflow.verify.mysql import compare_tables, key_json, source_rows, table_columns
-
-pytestmark = pytest.mark.spark
 
 
 def test_debezium_json_and_avro_topics_apply_exactly_and_unreadable_records_are_dead_lettered(

@@ -36,8 +36,6 @@ from .test_hbase_capture import SPLITS, workload
 from .test_pipeline_hbase import captured_table, pipeline_for
 from .test_sink_interleavings import events_frame, hbase_event, random_change
 
-pytestmark = pytest.mark.spark
-
 
 def test_delta_state_table_equals_the_hbase_source_version_by_version(
     hbase_client: HBaseClient, peer_setup: PeerSetup, kafka: dict[str, Any], hbase: dict[str, Any], tmp_path: Path

@@ -8,8 +8,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from cdcflow.clients import kafka as k
 from cdcflow.clients.hbase import HBaseClient
 from cdcflow.clients.hbase.model import ColumnFamily, Delete, Put
@@ -21,8 +19,6 @@ from cdcflow.verify.hbase import verify_hbase
 
 from .hbase_capture import PeerSetup, scan_cells, wait_until_replicated
 from .test_hbase_capture import workload
-
-pytestmark = pytest.mark.spark
 
 FAMILIES = [ColumnFamily("cf", max_versions=1000), ColumnFamily("cg", max_versions=1000)]
 

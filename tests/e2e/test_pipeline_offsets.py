@@ -25,8 +25,6 @@ from .hbase_capture import PeerSetup
 from .test_pipeline_delta import history_record, mysql_event
 from .test_pipeline_hbase import pipeline_for
 
-pytestmark = pytest.mark.spark
-
 
 def cli(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "cdcflow.cli.main", "pipeline", "offsets", *args, "--config",

@@ -20,8 +20,6 @@ from cdcflow.config import PipelineConfig, SinkConfig
 from cdcflow.events.json_codec import SCHEMA_ID
 from cdcflow.pipeline.runner import Pipeline
 
-pytestmark = pytest.mark.spark
-
 COLUMNS = [
     {"name": "id", "type": "BIGINT UNSIGNED", "sql_type": "BIGINT UNSIGNED", "nullable": False, "key": True,
      "key_order": 1},

@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
 from cdcflow.clients import kafka as k
@@ -25,8 +24,6 @@ from .hbase_capture import PeerSetup, wait_until_replicated
 from .test_hbase_capture import workload
 from .test_pipeline_hbase import FAMILIES, captured_table
 from .test_sink_interleavings import history_record, mysql_event
-
-pytestmark = pytest.mark.spark
 
 
 def test_every_sink_runs_unchanged_on_a_standalone_cluster(

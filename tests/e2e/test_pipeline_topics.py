@@ -19,8 +19,6 @@ from cdcflow.events.json_codec import SCHEMA_ID, decode, encode
 from cdcflow.pipeline.progress import read_progress
 from cdcflow.pipeline.runner import Pipeline
 
-pytestmark = pytest.mark.spark
-
 
 def mysql_event(db: str, table: str, id_: int) -> bytes:
     return json.dumps(

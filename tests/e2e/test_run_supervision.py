@@ -16,12 +16,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
 from cdcflow.testing import unique_name
-
-pytestmark = pytest.mark.spark
 
 PARENT = """
 import sys, time

@@ -9,8 +9,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from cdcflow.clients import kafka as k
 from cdcflow.clients.mysql import execute
 from cdcflow.clients.phoenix import PhoenixJvm
@@ -19,8 +17,6 @@ from cdcflow.pipeline.runner import Pipeline
 from cdcflow.testing import ServiceHarness, unique_name
 from cdcflow.testing.mysql import CaptureThread, admin_endpoint, source_config
 from cdcflow.verify.phoenix import verify_mysql_phoenix
-
-pytestmark = pytest.mark.spark
 
 DEC_MAX = "99999999999999999999999999999999999.999999999999999999999999999999"  # DECIMAL(65,30)
 DEC_MIN = "-" + DEC_MAX

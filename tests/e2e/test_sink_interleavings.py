@@ -34,8 +34,6 @@ from cdcflow.pipeline.sinks.delta.state import DeltaStateSink, hbase_state_rows
 from cdcflow.pipeline.sinks.hbase.mutations import cell_mutations
 from cdcflow.verify.hbase import compare_rows, rows_of
 
-pytestmark = pytest.mark.spark
-
 TYPES = [CellType.PUT] * 8 + [CellType.DELETE, CellType.DELETE_COLUMN, CellType.DELETE_FAMILY,
                               CellType.DELETE_FAMILY_VERSION]  # fmt: skip
 

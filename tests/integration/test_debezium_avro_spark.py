@@ -9,7 +9,6 @@ import json
 import re
 from typing import Any
 
-import pytest
 from pyspark.sql import DataFrame, SparkSession
 
 from cdcflow.pipeline.debezium_input import transcoded
@@ -17,8 +16,6 @@ from cdcflow.pipeline.envelope import events_of, parse
 from cdcflow.pipeline.session import build_session
 from cdcflow.testing import unique_name
 from cdcflow.testing.mysql import CaptureThread, MySqlWorkload, admin_endpoint, run_and_catch_up, source_config
-
-pytestmark = pytest.mark.spark
 
 IMAGES = ("key", "before", "after")  # JSON text: compared as values (the JVM and Python write doubles differently)
 

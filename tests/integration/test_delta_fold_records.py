@@ -19,8 +19,6 @@ from cdcflow.pipeline.session import build_session
 from cdcflow.pipeline.sinks.delta import records
 from cdcflow.pipeline.sinks.delta.records import _read_text_once, read_text, write_text
 
-pytestmark = pytest.mark.spark
-
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[SparkSession]:

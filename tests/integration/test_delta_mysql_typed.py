@@ -16,8 +16,6 @@ from cdcflow.pipeline.session import build_session
 from cdcflow.pipeline.sinks.delta.mysql_typed import typed_rows
 from cdcflow.pipeline.sinks.mysql_history import MySqlColumn
 
-pytestmark = pytest.mark.spark
-
 COLUMNS = [
     ("id", "BIGINT UNSIGNED"), ("i8", "TINYINT"), ("u32", "INT UNSIGNED"), ("dec", "DECIMAL(38,10)"),
     ("f", "FLOAT"), ("d", "DOUBLE"), ("y", "YEAR"), ("bits", "BIT(64)"), ("day", "DATE"), ("at", "DATETIME(6)"),

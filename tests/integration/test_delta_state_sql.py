@@ -30,8 +30,6 @@ from cdcflow.pipeline.sinks.delta.state_sql import (
     visible_cells_sql,
 )
 
-pytestmark = pytest.mark.spark
-
 
 def decode_typed(value: bytes, encoding: str) -> Any:
     """The reference for `decode_value_sql`: the value in the column's Spark type, None when the

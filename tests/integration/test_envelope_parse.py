@@ -16,8 +16,6 @@ from cdcflow.events.json_codec import SCHEMA_ID
 from cdcflow.pipeline.envelope import dedupe, events_of, heartbeat_ts, malformed_of, parse
 from cdcflow.pipeline.session import build_session
 
-pytestmark = pytest.mark.spark
-
 KAFKA = "key binary, value binary, topic string, partition int, offset long"
 
 

@@ -1,8 +1,8 @@
 """Two test lanes on one shared stack (`make test`): the run folder and the gate between lanes.
 
-`make test` runs pytest with two worker processes (pytest-xdist, `--dist loadgroup`). The tests marked
-`spark` run one after another on one worker: they are CPU-bound (a local Spark driver, pipelines as
-subprocesses) and would only slow each other down side by side. Everything else (captures, fault tests,
+`make test` runs pytest with two worker processes (pytest-xdist, `-n 2`, the scheduler in tests/conftest.py).
+The Spark test files run one after another on one worker: they are CPU-bound (a local Spark driver,
+pipelines as subprocesses) and would only slow each other down side by side. Everything else (captures, fault tests,
 Flink, unit tests, mostly waiting on servers) runs on the other worker meanwhile. Both use one stack,
 started on first use under a lock (`ServiceHarness`) and stopped by the controlling process at the end.
 
