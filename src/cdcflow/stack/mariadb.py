@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import getpass
+import hashlib
 import os
 import re
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,20 @@ def _binary(name: str) -> str | None:
     return shutil.which(name) or next(
         (p for p in (f"/usr/sbin/{name}", f"/usr/bin/{name}") if os.access(p, os.X_OK)), None
     )
+
+
+# A Unix socket's path holds at most 107 bytes (sun_path); mariadbd and mysqld refuse to start with a longer one.
+_MAX_SOCKET_PATH = 107
+
+
+def socket_path(run: Path) -> Path:
+    """The server's socket in its run folder, or, when that path is too long for a Unix socket (a stack home
+    deep in a folder tree), a short path in the temp folder named after the run folder."""
+    sock = run / "mysqld.sock"
+    if len(os.fsencode(sock)) <= _MAX_SOCKET_PATH:
+        return sock
+    digest = hashlib.sha256(os.fsencode(run.resolve())).hexdigest()[:16]
+    return Path(tempfile.gettempdir()) / f"cdcflow-mysqld-{digest}.sock"
 
 
 def local_endpoints(port: int, sock: Path) -> dict[str, Any]:
@@ -71,7 +87,7 @@ class MariaDBService(Service):
         data.mkdir(parents=True, exist_ok=True)
         run.mkdir(parents=True, exist_ok=True)
         user = getpass.getuser()
-        sock = run / "mysqld.sock"
+        sock = socket_path(run)
         cnf = home / "my.cnf"
         cnf.write_text(
             "\n".join(

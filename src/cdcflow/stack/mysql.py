@@ -28,7 +28,7 @@ from cdcflow.config.paths import cache_dir
 from cdcflow.errors import StackError
 from cdcflow.jars import maven, versions
 from cdcflow.stack import process
-from cdcflow.stack.mariadb import local_endpoints, root_endpoint
+from cdcflow.stack.mariadb import local_endpoints, root_endpoint, socket_path
 from cdcflow.stack.service import Service
 
 TARBALL = "mysql-Linux-amd64.tar.gz"
@@ -112,7 +112,7 @@ class MySQLService(Service):
         assert self._base is not None, "install() first"
         data, run = home / "data", home / "run"
         run.mkdir(parents=True, exist_ok=True)
-        sock = run / "mysqld.sock"
+        sock = socket_path(run)
         cnf = home / "my.cnf"
         settings = [
             "[mysqld]",
