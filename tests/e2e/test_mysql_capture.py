@@ -38,6 +38,7 @@ from cdcflow.testing.mysql import (
     CaptureThread,
     MySqlWorkload,
     admin_endpoint,
+    position_reached,
     server_position,
     source_config,
 )
@@ -96,7 +97,7 @@ class CaptureProcess:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             cp = self.checkpoint()
-            if cp is not None and cp.gtid_state == gtid_pos:
+            if cp is not None and position_reached(cp.gtid_state, gtid_pos):
                 return
             time.sleep(1)
         raise AssertionError(

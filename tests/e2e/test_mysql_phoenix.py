@@ -31,6 +31,7 @@ from cdcflow.testing.mysql import (
     CaptureThread,
     MySqlWorkload,
     admin_endpoint,
+    position_reached,
     server_position,
     source_config,
 )
@@ -146,7 +147,7 @@ def finish_and_verify(
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
         raw = read_latest(bootstrap, source.offsets_topic, source.name.encode())
-        if raw and Checkpoint.from_bytes(raw).gtid_state == gtid_pos:
+        if raw and position_reached(Checkpoint.from_bytes(raw).gtid_state, gtid_pos):
             break
         time.sleep(1)
     else:

@@ -73,3 +73,15 @@ def test_union_add_and_subset_follow_set_semantics() -> None:
     assert not GtidSet.parse("c0000000-0000-0000-0000-000000000000:1").issubset(executed)
     assert str(executed.add(A, 11).add(B, 5)) == f"{A}:1-11,{B}:1-3:5"
     assert executed.union(GtidSet.parse(f"{B}:4")) == GtidSet.parse(f"{A}:1-10,{B}:1-4")
+
+
+def test_a_checkpoint_past_the_position_a_test_read_has_reached_it() -> None:
+    from cdcflow.testing.mysql import position_reached
+
+    # MariaDB: other tests' writes move the domain's sequence past the one read
+    assert position_reached("0-1-2263", "0-1-735") and position_reached("0-1-735", "0-1-735")
+    assert not position_reached("0-1-700", "0-1-735") and not position_reached(None, "0-1-735")
+    assert not position_reached("0-1-900", "0-1-735,3-2-7") and position_reached("3-2-9,0-1-900", "0-1-735,3-2-7")
+    # MySQL: the set read inside the checkpoint's
+    sid = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
+    assert position_reached(f"{sid}:1-90", f"{sid}:1-40") and not position_reached(f"{sid}:1-30", f"{sid}:1-40")

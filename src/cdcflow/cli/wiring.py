@@ -8,6 +8,7 @@ spark-submit application (cli/spark_app.py) both use it.
 from __future__ import annotations
 
 import logging
+import os
 import re
 import time
 from pathlib import Path
@@ -146,6 +147,19 @@ def debezium_input(cfg: CdcflowConfig) -> dict[str, Any]:
     return context
 
 
+# A pipeline whose parent died (it gets SIGTERM then: PR_SET_PDEATHSIG, cdcflow.demo.children) stops gracefully
+# for this long, then exits at once, as a SIGKILL would (the checkpoints make that safe); its Spark JVM follows
+# when its stdin closes. A graceful stop can take longer under load, e.g. when the signal comes while Spark starts.
+ORPHAN_STOP_S = 10.0
+
+
+def _exit_after(seconds: float) -> None:
+    time.sleep(seconds)
+    log.warning("the parent process is gone and the pipeline did not stop within %.0f s: exiting now", seconds)
+    logging.shutdown()
+    os._exit(143)
+
+
 def run_pipeline(cfg: CdcflowConfig, available_now: bool, metrics_port: int | None) -> int:
     """Run one streaming query per sink (plus dead letters) until SIGTERM/SIGINT; the exit code."""
     import signal
@@ -166,11 +180,18 @@ def run_pipeline(cfg: CdcflowConfig, available_now: bool, metrics_port: int | No
         add_probe("ready", "queries", lambda: started[0].ready_problem() if started else "creating the sinks")
         add_probe("live", "pipeline", lambda: started[0].live_problem() if started else None)
         serve_metrics(port, cfg.metrics.host)
+    stop = threading.Event()
+    parent = os.getppid()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        stop.set()
+        if os.getppid() != parent:  # orphaned (`cdcflow run` was killed): nobody will bound the stop but us
+            threading.Thread(target=_exit_after, args=(ORPHAN_STOP_S,), daemon=True).start()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
     pipeline = Pipeline(cfg.pipeline, context, checkpoint_root(cfg))
     started.append(pipeline)
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
     result = pipeline.run(available_now=available_now, stop=stop)
     for name, state in result.items():
         print(f"{name:20} {state}")

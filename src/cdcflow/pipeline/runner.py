@@ -350,6 +350,9 @@ class Pipeline:
         jars = sorted({j for s in self.sinks for j in s.jars()})
         self.spark = build_session("cdcflow-pipeline", self.cfg.master, sink_jars=jars, conf=self.cfg.spark_conf)
         self.spark.sparkContext.setLogLevel("WARN")
+        if stop.is_set():  # stopped while Spark started (seconds under load): start nothing
+            log.info("stopped before the queries started")
+            return {r.name: "done" for r in runners}
         for sink in self.sinks:
             try:
                 sink.open(self.spark)
