@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -53,3 +57,47 @@ def test_a_child_that_ran_a_minute_starts_again_at_the_shortest_back_off(tmp_pat
     child.backoff_s = 32.0
     child.supervise(None, now=child.started_at + 61)
     assert child.restart_at == child.started_at + 61 + 1.0
+
+
+# A process whose stop never finishes (the pipeline's graceful stop can hang, e.g. while Spark starts under load).
+STUCK_STOP = """
+import logging, sys, threading, time
+from cdcflow.cli.wiring import stop_on_signals
+logging.basicConfig(level=logging.INFO)
+stop = threading.Event()
+stop_on_signals(stop, parent=int(sys.argv[1]), orphan_stop_s=1.0)
+print("ready", flush=True)
+stop.wait(60)
+print("stop seen", flush=True)
+time.sleep(60)
+"""
+
+
+def start_stuck(parent: int) -> subprocess.Popen[str]:
+    proc = subprocess.Popen([sys.executable, "-c", STUCK_STOP, str(parent)], text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    return proc
+
+
+def test_an_orphaned_pipeline_whose_stop_hangs_exits_soon_after_the_signal() -> None:
+    proc = start_stuck(parent=-1)  # not its parent: as if `cdcflow run` had died and it was re-parented
+    proc.send_signal(signal.SIGTERM)
+    try:
+        assert proc.wait(15) == 143
+    finally:
+        proc.kill()
+    _, err = proc.communicate()
+    assert "the parent process is gone and the pipeline did not stop within 1 s: exiting now" in err
+
+
+def test_a_pipeline_with_its_parent_alive_is_left_to_stop_by_itself() -> None:
+    proc = start_stuck(parent=os.getpid())  # its real parent is this test process, still alive
+    try:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "stop seen"
+        with pytest.raises(subprocess.TimeoutExpired):
+            proc.wait(3)  # three times the deadline an orphan gets: still running
+    finally:
+        proc.kill()
+        proc.wait(15)

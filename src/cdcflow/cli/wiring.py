@@ -10,6 +10,8 @@ from __future__ import annotations
 import logging
 import os
 import re
+import signal
+import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -153,6 +155,20 @@ def debezium_input(cfg: CdcflowConfig) -> dict[str, Any]:
 ORPHAN_STOP_S = 10.0
 
 
+def stop_on_signals(stop: threading.Event, parent: int | None = None, orphan_stop_s: float = ORPHAN_STOP_S) -> None:
+    """SIGTERM and SIGINT set `stop`; when the parent (by default the one at this call) is gone by then, the
+    process exits `orphan_stop_s` later if it has not ended by itself."""
+    expected_parent = os.getppid() if parent is None else parent
+
+    def on_signal(signum: int, _frame: object) -> None:
+        stop.set()
+        if os.getppid() != expected_parent:  # orphaned (`cdcflow run` was killed): nobody bounds the stop but us
+            threading.Thread(target=_exit_after, args=(orphan_stop_s,), daemon=True).start()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+
 def _exit_after(seconds: float) -> None:
     time.sleep(seconds)
     log.warning("the parent process is gone and the pipeline did not stop within %.0f s: exiting now", seconds)
@@ -162,9 +178,6 @@ def _exit_after(seconds: float) -> None:
 
 def run_pipeline(cfg: CdcflowConfig, available_now: bool, metrics_port: int | None) -> int:
     """Run one streaming query per sink (plus dead letters) until SIGTERM/SIGINT; the exit code."""
-    import signal
-    import threading
-
     from cdcflow.pipeline.runner import Pipeline
 
     if not cfg.pipeline.sinks:
@@ -181,15 +194,7 @@ def run_pipeline(cfg: CdcflowConfig, available_now: bool, metrics_port: int | No
         add_probe("live", "pipeline", lambda: started[0].live_problem() if started else None)
         serve_metrics(port, cfg.metrics.host)
     stop = threading.Event()
-    parent = os.getppid()
-
-    def on_signal(signum: int, _frame: object) -> None:
-        stop.set()
-        if os.getppid() != parent:  # orphaned (`cdcflow run` was killed): nobody will bound the stop but us
-            threading.Thread(target=_exit_after, args=(ORPHAN_STOP_S,), daemon=True).start()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    stop_on_signals(stop)
     pipeline = Pipeline(cfg.pipeline, context, checkpoint_root(cfg))
     started.append(pipeline)
     result = pipeline.run(available_now=available_now, stop=stop)
