@@ -29,15 +29,16 @@ _harness: ServiceHarness | None = None
 # The test files that run Spark in the test process (the pipeline, or a session of their own): CPU-bound, and
 # one test process holds one Spark driver, so `make test` runs them one after another in one lane while the
 # other lane runs the rest, which mostly waits on servers. (The files that run pipelines only as subprocesses,
-# such as test_operator_view.py and test_run_supervision.py, run in the other lane: it was the shorter one.)
+# such as test_operator_view.py, test_run_supervision.py and test_mysql_phoenix.py, run in the other lane: it was
+# the shorter one.)
 # They are marked `spark` (`-m "not spark"` leaves them out). A file missing here still passes; it only starts
 # a second driver beside the Spark lane and slows both.
 SPARK_LANE = frozenset(
     f"tests/{name}.py"
     for name in (
-        "e2e/test_hbase_backfill", "e2e/test_mysql8_pipeline", "e2e/test_mysql_phoenix",
-        "e2e/test_pipeline_chain", "e2e/test_pipeline_debezium", "e2e/test_pipeline_delta",
-        "e2e/test_pipeline_hbase", "e2e/test_pipeline_offsets", "e2e/test_pipeline_phoenix",
+        "e2e/test_hbase_backfill", "e2e/test_mysql8_pipeline", "e2e/test_pipeline_chain",
+        "e2e/test_pipeline_debezium", "e2e/test_pipeline_delta", "e2e/test_pipeline_hbase",
+        "e2e/test_pipeline_offsets", "e2e/test_pipeline_phoenix",
         "e2e/test_pipeline_submit", "e2e/test_pipeline_topics", "e2e/test_sink_edge_values",
         "e2e/test_sink_interleavings", "integration/test_debezium_avro_spark",
         "integration/test_delta_fold_records", "integration/test_delta_mysql_typed",

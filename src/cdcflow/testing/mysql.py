@@ -128,20 +128,18 @@ def position_reached(checkpoint: str | None, target: str) -> bool:
     capture's checkpoint can be past the position a test read. MariaDB: every domain of the target at or past
     its sequence number; MySQL: the target's GTID set inside the checkpoint's."""
     from cdcflow.sources.mysql.binlog.gtid_set import GtidSet
+    from cdcflow.sources.mysql.transactions import parse_gtid_state
 
     if checkpoint is None:  # a capture by file and position, or none yet
         return False
     if ":" in target:  # a MySQL GTID set (uuid:interval)
         return GtidSet.parse(target).issubset(GtidSet.parse(checkpoint))
-    reached = {}
-    for gtid in filter(None, checkpoint.split(",")):
-        domain, _, seq = gtid.strip().split("-")
-        reached[domain] = int(seq)
-    for gtid in filter(None, target.split(",")):
-        domain, _, seq = gtid.strip().split("-")
-        if reached.get(domain, -1) < int(seq):
-            return False
-    return True
+    reached = parse_gtid_state(checkpoint)
+
+    def seq(gtid: str) -> int:
+        return int(gtid.rsplit("-", 1)[1])
+
+    return all(d in reached and seq(reached[d]) >= seq(g) for d, g in parse_gtid_state(target).items())
 
 
 def _is_mariadb(ep: MySqlEndpoint) -> bool:
