@@ -263,8 +263,13 @@ class MySqlCapture:
                 backoff = 0.5
             except RetryableError as exc:
                 self.stats.restarts += 1
+                # The server's address in the line: with several sources in one log, which one went away.
                 log.warning(
-                    "capture interrupted (%s); resuming from the last acknowledged checkpoint in %.1f s", exc, backoff
+                    "capture interrupted (%s:%s: %s); resuming from the last acknowledged checkpoint in %.1f s",
+                    self.ep.host,
+                    self.ep.port,
+                    exc,
+                    backoff,
                 )
                 stop.wait(backoff)
                 backoff = min(backoff * 2, 30.0)
