@@ -173,8 +173,12 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
             report.sections.append((f"{name} log (last lines)", text))
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark by folder, so `-m unit` / `-m integration` select without per-test decorations, and the Spark lane."""
+    # A renamed Spark test file would silently leave the lane (still passing, only slower): refuse instead.
+    missing = sorted(path for path in SPARK_LANE if not (config.rootpath / path).is_file())
+    if missing:
+        raise pytest.UsageError(f"SPARK_LANE in tests/conftest.py names files that do not exist: {missing}")
     for item in items:
         path = str(item.fspath)
         for kind in ("unit", "integration", "e2e"):
