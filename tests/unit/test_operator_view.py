@@ -57,6 +57,23 @@ def test_rates_and_charts_come_from_consecutive_scrapes() -> None:
     assert len(h.points) == 1
 
 
+def test_a_port_that_answers_without_cdcflow_metrics_keeps_the_process_last_values() -> None:
+    """The process ended and something else answers on its port (or the port is misconfigured): its rows stay,
+    marked stale, with a warning that says why, instead of vanishing from the page."""
+    now = 10_000.0
+    peer = _history("http://peer/metrics", (now - 5, "cdcflow_hbase_rows_total 10\ncdcflow_hbase_registered 1\n"))
+    peer.answered(now, parse_metrics("process_cpu_seconds_total 1.5\n"), keep_s=3600)
+    status = build_status(now, [peer], {}, None, {}, [], stalled_after_s=120)
+    (row,) = [c for c in status["captures"] if c["kind"] == "hbase"]
+    assert row["rows_total"] == 10 and row["stale_since"] is not None
+    assert any("another program on this port" in w for w in status["warnings"]), status["warnings"]
+    peer.answered(now + 5, parse_metrics("cdcflow_hbase_rows_total 12\n"), keep_s=3600)  # the process is back
+    assert peer.error is None and total(peer.latest, "cdcflow_hbase_rows_total") == 12
+    fresh = TargetHistory("http://new/metrics")  # a process with no cdcflow samples yet is not an error
+    fresh.answered(now, {}, keep_s=3600)
+    assert fresh.error is None and len(fresh.points) == 1
+
+
 def test_charts_have_axes_units_and_the_current_value() -> None:
     """Issue #36 item 6: charts a person can read: a title, the value now, a y axis in the unit, minutes."""
     points = [(1000.0, 5.0), (2800.0, 170.0), (3600.0, 42.0)]

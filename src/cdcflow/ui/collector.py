@@ -70,7 +70,7 @@ class Collector:
                     target.error = str(getattr(exc, "reason", None) or exc)
                 continue
             with self._lock:
-                target.add(now, samples, self.keep_s)
+                target.answered(now, samples, self.keep_s)
 
     def read_slow(self) -> None:
         """The sources that change slowly or cost more to read."""

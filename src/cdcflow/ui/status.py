@@ -52,6 +52,10 @@ def total(samples: Samples, name: str, **labels: str) -> float:
     return sum(v for (n, ls), v in samples.items() if n == name and want <= set(ls))
 
 
+def _has_cdcflow_metrics(samples: Samples) -> bool:
+    return any(name.startswith("cdcflow_") for name, _ in samples)
+
+
 @dataclass
 class TargetHistory:
     """The scrapes of one metrics endpoint over the kept window."""
@@ -66,6 +70,16 @@ class TargetHistory:
         while self.points and self.points[0][0] < at - keep_s:
             self.points.popleft()
         self.error, self.last_ok = None, at
+
+    def answered(self, at: float, samples: Samples, keep_s: float) -> None:
+        """A scrape that answered. An endpoint that served cdcflow's metrics and now answers without any is
+        another program on its port (the process ended and something else took the port, or a port is
+        misconfigured): an error, so the page keeps the process's last values and says so, instead of
+        dropping its rows as if it had never been there."""
+        if _has_cdcflow_metrics(self.latest) and not _has_cdcflow_metrics(samples):
+            self.error = "answers without any cdcflow metrics: is another program on this port?"
+        else:
+            self.add(at, samples, keep_s)
 
     @property
     def latest(self) -> Samples:
