@@ -10,6 +10,7 @@ TRANSACTION_PAYLOAD event, and JSON columns are MySQL's binary JSON.
 from __future__ import annotations
 
 import collections
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -25,6 +26,7 @@ from cdcflow.testing.mysql import (
     CaptureThread,
     admin_endpoint,
     position_reached,
+    private_server,
     repl_endpoint,
     server_position,
     source_config,
@@ -52,16 +54,16 @@ def all_values(bootstrap: str, topics: list[str]) -> list[bytes]:
     return out
 
 
-def test_preflight_accepts_mysql_8_and_lists_what_it_needs(mysql: dict[str, Any]) -> None:
+def test_preflight_accepts_mysql_8_and_lists_what_it_needs(mysql: dict[str, Any], tmp_path: Path) -> None:
     info = preflight(repl_endpoint(mysql), replica_server_id=6501)
     assert info.mysql and info.version.startswith("8.0.") and ":" in info.gtid_executed
-    admin = admin_endpoint(mysql)
-    execute(admin, "SET GLOBAL binlog_row_metadata = 'MINIMAL'", "SET GLOBAL binlog_row_image = 'MINIMAL'")
-    try:
+    # On a server of this test's own: on the shared one, another lane's capture would read events written
+    # meanwhile without column names or with partial row images.
+    with private_server(tmp_path, "mysql") as own:
+        execute(admin_endpoint(own), "SET GLOBAL binlog_row_metadata = 'MINIMAL'",
+                "SET GLOBAL binlog_row_image = 'MINIMAL'")  # fmt: skip
         with pytest.raises(ConfigError) as err:
-            preflight(repl_endpoint(mysql), replica_server_id=6501)
-    finally:
-        execute(admin, "SET GLOBAL binlog_row_metadata = 'FULL'", "SET GLOBAL binlog_row_image = 'FULL'")
+            preflight(repl_endpoint(own), replica_server_id=6501)
     text = str(err.value)
     assert "binlog_row_metadata=MINIMAL, needs binlog_row_metadata=FULL" in text
     assert "binlog_row_image=MINIMAL, needs binlog_row_image=FULL" in text

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -9,22 +10,21 @@ import pytest
 from cdcflow.clients.mysql import BinlogStream, MySqlEndpoint, StreamStart, execute
 from cdcflow.errors import ConfigError, TerminalError
 from cdcflow.sources.mysql.preflight import preflight
-from cdcflow.testing.mysql import admin_endpoint, repl_endpoint
+from cdcflow.testing.mysql import admin_endpoint, private_server, repl_endpoint
 
 
-def test_preflight_accepts_the_stack_and_refuses_bad_settings(mariadb: dict[str, Any]) -> None:
-    admin = admin_endpoint(mariadb)
+def test_preflight_accepts_the_stack_and_refuses_bad_settings(mariadb: dict[str, Any], tmp_path: Path) -> None:
     info = preflight(repl_endpoint(mariadb), replica_server_id=6401)
     assert info.mariadb and info.collations[45] == "utf8mb4" and info.server_id == 1
     with pytest.raises(ConfigError, match="equals the server's own server_id"):
         preflight(repl_endpoint(mariadb), replica_server_id=1)
-    # binlog_row_metadata and binlog_row_image are dynamic: flip them for a moment (restored below)
-    execute(admin, "SET GLOBAL binlog_row_metadata = 'MINIMAL'", "SET GLOBAL binlog_row_image = 'NOBLOB'")
-    try:
+    # binlog_row_metadata and binlog_row_image are dynamic: flip them, on a server of this test's own (on the
+    # shared one, another lane's capture would read events written meanwhile without column names)
+    with private_server(tmp_path, "mariadb") as own:
+        execute(admin_endpoint(own), "SET GLOBAL binlog_row_metadata = 'MINIMAL'",
+                "SET GLOBAL binlog_row_image = 'NOBLOB'")  # fmt: skip
         with pytest.raises(ConfigError) as err:
-            preflight(repl_endpoint(mariadb), replica_server_id=6401)
-    finally:
-        execute(admin, "SET GLOBAL binlog_row_metadata = 'FULL'", "SET GLOBAL binlog_row_image = 'FULL'")
+            preflight(repl_endpoint(own), replica_server_id=6401)
     text = str(err.value)
     assert "binlog_row_metadata=MINIMAL, needs binlog_row_metadata=FULL" in text
     assert "binlog_row_image=NOBLOB, needs binlog_row_image=FULL" in text

@@ -14,6 +14,7 @@ from cdcflow.errors import ServiceUnavailable, TerminalError
 
 # A statement refused for a duplicate key (the workloads expect some: a key change onto an existing key).
 IntegrityError = pymysql.err.IntegrityError
+OperationalError = pymysql.err.OperationalError
 # A connection that broke under a statement (server restarted, network): the workloads reconnect.
 ConnectionLost = (pymysql.err.OperationalError, pymysql.err.InterfaceError)
 
