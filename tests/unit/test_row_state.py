@@ -9,6 +9,10 @@ from hypothesis import strategies as st
 
 from cdcflow.events.cells import CellType, column_name, from_string_binary, string_binary
 from cdcflow.events.row_state import RowState, StateCell, merge
+from cdcflow.testing import soak_size
+
+# 1,500 generated batches per property in make test (a few seconds each), 5,000 in make soak (13-28 s each in CI runs).
+MERGE_EXAMPLES = soak_size(1500, 5000)
 
 P, D, DC, DF, DFV = (CellType.PUT, CellType.DELETE, CellType.DELETE_COLUMN, CellType.DELETE_FAMILY,
                      CellType.DELETE_FAMILY_VERSION)  # fmt: skip
@@ -161,7 +165,7 @@ def _visible(state: RowState, max_versions: int) -> dict[tuple[bytes, bytes], li
     return got
 
 
-@settings(max_examples=5000, deadline=None)
+@settings(max_examples=MERGE_EXAMPLES, deadline=None)
 @given(cells=cells_strategy, max_versions=st.integers(1, 4))
 def test_merge_of_one_batch_matches_hbase_rules(cells: list[StateCell], max_versions: int) -> None:
     cells = _normalize(cells)
@@ -170,7 +174,7 @@ def test_merge_of_one_batch_matches_hbase_rules(cells: list[StateCell], max_vers
     assert merge(at_once, cells, RETAINED) == at_once  # a replay of the same batch changes nothing
 
 
-@settings(max_examples=5000, deadline=None)
+@settings(max_examples=MERGE_EXAMPLES, deadline=None)
 @given(cells=cells_strategy, seed=st.integers(0, 2**32), max_versions=st.integers(1, 4))
 def test_merge_is_independent_of_batch_boundaries_and_duplicates(
     cells: list[StateCell], seed: int, max_versions: int
