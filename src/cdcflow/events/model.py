@@ -16,6 +16,7 @@ class Op(enum.StrEnum):
     UPDATE = "u"  # for HBase: an upsert; HBase cannot tell a create from an update
     DELETE = "d"
     READ = "r"  # snapshot read
+    TRUNCATE = "t"  # every row of the table is gone (MySQL TRUNCATE TABLE); key {}, no images
 
 
 @dataclass(frozen=True)

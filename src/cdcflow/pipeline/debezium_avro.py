@@ -183,7 +183,8 @@ def event_envelope(e: Column, writer: WriterSchema) -> Column:
     s = e["source"]
     given: _Given = {
         "schema": F.lit(SCHEMA_ID), "op": e["op"],
-        "key": _json(key), "before": _json(before), "after": _json(after),
+        "key": F.when(e["op"] == "t", F.lit("{}")).otherwise(_json(key)),  # a TRUNCATE: the whole table
+        "before": _json(before), "after": _json(after),
         "source": {"connector": F.lit("mysql"), "name": s["name"], "db": s["db"], "table": s["table"],
                    "ts_ms": s["ts_ms"], "snapshot": F.coalesce(s["snapshot"], F.lit("false")) != "false",
                    "pos": s["cdcflow_pos"], "gtid": s["gtid"], "server_id": s["server_id"], "file": s["file"],

@@ -68,7 +68,7 @@ def _problem(e: Column) -> Column:
         F.when(schema_id == HEARTBEAT_SCHEMA_ID, F.lit(HEARTBEAT))
         .when(e.isNull() | e["_corrupt"].isNotNull(), F.lit("not a JSON object"))
         .when(e["schema"].isNull() | (e["schema"] != SCHEMA_ID), F.lit(f"schema is not {SCHEMA_ID}"))
-        .when(~e["op"].isin("c", "u", "d", "r"), F.lit("op is not one of c, u, d, r"))
+        .when(~e["op"].isin("c", "u", "d", "r", "t"), F.lit("op is not one of c, u, d, r, t"))
         .when(e["source"].isNull() | e["source"]["connector"].isNull(), F.lit("source.connector missing"))
         .when(
             e["source"]["pos"].isNull()

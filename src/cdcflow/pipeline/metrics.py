@@ -23,6 +23,11 @@ TOPIC_RESTARTS = Counter(
 DELTA_CONFLICTS = Counter(
     "cdcflow_pipeline_delta_conflicts_total", "Delta tables merged again because another writer changed them", ["sink"]
 )
+TRUNCATES = Counter(
+    "cdcflow_pipeline_truncates_total",
+    "Source truncates (op t) a sink applied: every row of the table older than the truncate removed",
+    ["sink", "table"],
+)
 DELTA_SHAPE_CHECKS = Counter(
     "cdcflow_pipeline_delta_shape_checks_total",
     "Typed MySQL batches that did not fit the known table shape and were checked against the schema history",

@@ -3,7 +3,8 @@
 `source_rows` reads `SELECT *` and renders each value exactly as the binlog decoder does (see
 docs/mysql.md), from the column types in information_schema; so the two sides compare as plain
 JSON values. `rebuild` applies change events the way a sink must: per key, the event with the
-greatest position wins, deletes remove the row; duplicates and replays change nothing.
+greatest position wins, deletes remove the row, a truncate removes every row whose newest change
+is older than it; duplicates and replays change nothing.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ def source_rows(ep: MySqlEndpoint, db: str, table: str, key_cols: tuple[str, ...
 def rebuild(records: Iterable[bytes]) -> tuple[dict[tuple[str, str], dict[str, Row]], int]:
     """Apply change events by position. Returns ({(db, table): {key JSON: row}}, malformed record count)."""
     newest: dict[tuple[str, str, str], tuple[tuple[int, ...], Row | None]] = {}
+    truncated: dict[tuple[str, str], tuple[int, ...]] = {}
     malformed = 0
     for value in records:
         try:
@@ -59,15 +61,20 @@ def rebuild(records: Iterable[bytes]) -> tuple[dict[tuple[str, str], dict[str, R
             continue
         if ev.source.connector != "mysql":
             continue
+        if ev.op.value == "t":  # every row whose newest change is older is gone
+            table_key = (ev.source.db, ev.source.table)
+            truncated[table_key] = max(ev.source.pos, truncated.get(table_key, ev.source.pos))
+            continue
         ident = (ev.source.db, ev.source.table, ev.key.decode())
         row = None if ev.op.value == "d" else ev.after
         seen = newest.get(ident)
         if seen is None or ev.source.pos > seen[0]:
             newest[ident] = (ev.source.pos, row)
     tables: dict[tuple[str, str], dict[str, Row]] = {}
-    for (db, table, key), (_pos, row) in newest.items():
+    for (db, table, key), (pos, row) in newest.items():
         rows = tables.setdefault((db, table), {})
-        if row is not None:
+        cut = truncated.get((db, table))
+        if row is not None and (cut is None or pos > cut):
             rows[key] = row
     return tables, malformed
 

@@ -294,10 +294,12 @@ class SyncProducer:
         self._producer = factory(settings.librdkafka_config())
         self.brokers = BrokerCheck(lambda: self._producer)  # readiness: asks the producer in use now
 
-    def send(self, topic: str, key: bytes | None, value: bytes | None, on_delivery: DeliveryCallback) -> None:
-        """Queue one record (value None: a tombstone)."""
+    def send(self, topic: str, key: bytes | None, value: bytes | None, on_delivery: DeliveryCallback,
+             partition: int = -1) -> None:  # fmt: skip
+        """Queue one record (value None: a tombstone) to `partition` (-1: the partitioner's choice by key)."""
+        where = {"partition": partition} if partition >= 0 else {}
         try:
-            self._producer.produce(topic, value, key, on_delivery=on_delivery)
+            self._producer.produce(topic, value, key, on_delivery=on_delivery, **where)
         except KafkaException as exc:  # refused before sending (too large, unknown setting): retrying fails again
             raise TerminalError(f"Kafka producer refused a record of {len(value or b'')} bytes for {topic}: "
                                 f"{exc.args[0].str() if exc.args else exc}") from exc  # fmt: skip
@@ -305,7 +307,7 @@ class SyncProducer:
             while True:
                 self._producer.poll(0.05)  # local queue full: let acknowledgements drain it
                 try:
-                    self._producer.produce(topic, value, key, on_delivery=on_delivery)
+                    self._producer.produce(topic, value, key, on_delivery=on_delivery, **where)
                     return
                 except BufferError:
                     continue

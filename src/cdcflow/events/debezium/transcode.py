@@ -190,9 +190,12 @@ class Transcoder:
             before = _row(envelope["before"], readers)
             after = _row(envelope["after"], readers)
             image = after if after is not None else before
-            if image is None:
+            if op == "t":  # a TRUNCATE: the whole table, no row
+                image, names = {}, []
+            elif image is None:
                 raise MalformedEvent("neither a before nor an after image")
-            names = sorted(key_names) if key_names else sorted(image)
+            else:
+                names = sorted(key_names) if key_names else sorted(image)
             event: dict[str, Any] = {
                 "schema": SCHEMA_ID, "op": op, "key": {n: image.get(n) for n in names}, "before": before,
                 "after": after,

@@ -29,6 +29,7 @@ from cdcflow.clients.kafka import (
     KafkaEndpoint,
     create_store_topic,
     create_topic,
+    end_offsets,
     iter_to_end,
     read_latest,
     topic_config,
@@ -64,8 +65,9 @@ from cdcflow.sources.mysql.binlog.events import (
 )
 from cdcflow.sources.mysql.binlog.gtid_set import GtidSet
 from cdcflow.sources.mysql.binlog.mysql_events import MySqlGtidEvent, TransactionPayloadEvent
-from cdcflow.sources.mysql.changes import TxnContext, key_columns, row_changes, row_records
+from cdcflow.sources.mysql.changes import TxnContext, key_columns, row_changes, row_records, truncate_change
 from cdcflow.sources.mysql.checkpoint import AckFrontier, Checkpoint, PendingTxn
+from cdcflow.sources.mysql.ddl import row_effect
 from cdcflow.sources.mysql.debezium_fields import field_from_information_schema
 from cdcflow.sources.mysql.debezium_records import DebeziumOutput, DebeziumRecords
 from cdcflow.sources.mysql.preflight import ServerInfo, preflight
@@ -83,6 +85,7 @@ class CaptureStats:
     events: int = 0  # change events published
     transactions: int = 0
     ddl: int = 0
+    truncates: int = 0  # TRUNCATE TABLE of captured tables, published as op t events
     dead_letters: int = 0
     restarts: int = 0
     snapshot_rows: int = 0
@@ -484,6 +487,7 @@ class MySqlCapture:
             self._discard_group(position)
         elif role is QueryRole.DDL:
             self._publish_ddl(ev, ctx, txn)
+            self._publish_row_effect(ev, ctx, txn)
         elif role in (QueryRole.XA_COMMIT, QueryRole.XA_ROLLBACK):
             self._complete_xa(position, commit=role is QueryRole.XA_COMMIT)
         self._end_group(ev.header, position)
@@ -647,9 +651,9 @@ class MySqlCapture:
 
     # -- publishing ------------------------------------------------------------------------------------
 
-    def _send(self, topic: str, key: bytes | None, value: bytes | None, txn: PendingTxn) -> None:
+    def _send(self, topic: str, key: bytes | None, value: bytes | None, txn: PendingTxn, partition: int = -1) -> None:
         txn.outstanding += 1
-        self.producer.send(topic, key, value, txn.on_delivery)
+        self.producer.send(topic, key, value, txn.on_delivery, partition)
 
     def _publish_rows(self, ev: RowsEvent, position: TransactionState) -> None:
         schema = ev.schema
@@ -814,6 +818,33 @@ class MySqlCapture:
         self.stats.ddl += 1
         log.info("DDL at %s:%d (%s): %s", ctx.file, ev.header.start_pos, ctx.gtid, ev.query[:200])
 
+    def _publish_row_effect(self, ev: QueryEvent, ctx: TxnContext, txn: PendingTxn) -> None:
+        """A DDL that changes rows without row events (TRUNCATE TABLE) as an event in the table's topic, at its
+        place in the stream: in every partition, so a reader of any one partition sees it before the changes
+        that follow it there."""
+        effect = row_effect(ev.query, ev.db)
+        if effect is None or not self.filter(effect.db, effect.table):
+            return
+        qualified = f"{effect.db}.{effect.table}"
+        if qualified == self.cfg.snapshot.signal_table or (
+            self.snapshot is not None and self.snapshot.is_watermark_table(qualified)
+        ):
+            return
+        topic = self.topic_for(effect.db, effect.table)
+        self._ensure_topic(topic)
+        change = truncate_change(effect, ctx, self.cfg.name, ev.header)
+        if self.debezium is not None:
+            described = self.debezium.known(qualified) or self._debezium_table_from_server(effect.db, effect.table)
+            key, value = self.debezium.truncate(described, topic, change)
+        else:
+            key, value = None, encode(change)
+        partitions = sorted(end_offsets(self.bootstrap, topic)) or [0]
+        for partition in partitions:
+            self._send(topic, key, value, txn, partition)
+        self.stats.truncates += 1
+        log.info("TRUNCATE of %s at %s:%d (%s): published to %d partition(s) of %s", qualified, ctx.file,
+                 ev.header.start_pos, ctx.gtid, len(partitions), topic)  # fmt: skip
+
     # -- events the decoder cannot read --------------------------------------------------------------------
 
     def _undecodable(self, raw: bytes, exc: BinlogDecodeError, decoder: BinlogDecoder,
@@ -881,8 +912,9 @@ def _ignore_ack(_err: object, _msg: object) -> None:
 
 def summary(s: CaptureStats) -> str:
     return (
-        f"{s.events} events, {s.snapshot_rows} snapshot rows, {s.transactions} groups, {s.ddl} DDL, "
-        f"{s.rolled_back_rows} rows rolled back ({s.rolled_back_groups} groups ended in ROLLBACK), "
+        f"{s.events} events, {s.snapshot_rows} snapshot rows, {s.transactions} groups, {s.ddl} DDL "
+        f"({s.truncates} truncates), {s.rolled_back_rows} rows rolled back "
+        f"({s.rolled_back_groups} groups ended in ROLLBACK), "
         f"XA {s.xa_prepared} prepared/{s.xa_committed} committed/{s.xa_rolled_back} rolled back/{s.xa_waiting} "
         f"waiting, {s.oversize} oversize, {s.dead_letters} dead letters, {s.restarts} restarts"
     )

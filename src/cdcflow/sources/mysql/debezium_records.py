@@ -200,6 +200,15 @@ class DebeziumRecords:
                     record("c", None, after, index)
         return out
 
+    def truncate(self, described: DebeziumTable, topic: str, change: ChangeEvent) -> tuple[None, bytes]:
+        """A TRUNCATE TABLE (`change`, op t) as Debezium writes it: no key, no images, the source block."""
+        s = change.source
+        source = source_block(self.out.connector, self.out.server_name, s.db, s.table, s.ts_ms, "false",
+                              int(s.extra.get("server_id") or 0), s.extra.get("gtid"), str(s.extra.get("file", "")),
+                              int(s.extra.get("position") or 0), 0, s.pos)  # fmt: skip
+        table = self.codec(topic, described)
+        return None, table.value("t", None, None, source, None, time.time_ns() // 1000)
+
     def reads(self, described: DebeziumTable, changes: Sequence[ChangeEvent], topic: str) -> list[Record]:
         """Snapshot reads (op r) released by a watermark."""
         table = self.codec(topic, described)

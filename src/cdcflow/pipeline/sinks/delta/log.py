@@ -148,19 +148,33 @@ def table_changes(
     )
 
 
+# The deletes table's key for "every row of the table" (a TRUNCATE): no row's key is empty (MySQL keys are
+# JSON objects), so the row never matches one key and stands for all of them.
+WHOLE_TABLE = ""
+
+
 def newest_row_changes(changes: DataFrame) -> DataFrame:
-    """A MySQL table's logged changes reduced to the newest per key (by position), in the columns the
-    fold's MERGE and the view read: key, after, deleted, op, pos, source_ts_ms."""
-    rows = changes.select("key", "after", (F.col("op") == "d").alias("deleted"), "op", "pos", "source_ts_ms")
+    """A MySQL table's logged row changes reduced to the newest per key (by position), in the columns the
+    fold's MERGE and the view read: key, after, deleted, op, pos, source_ts_ms. Truncates (op t) are not
+    rows: `after_deletes` applies them once recorded."""
+    rows = changes.where(F.col("op") != "t").select(
+        "key", "after", (F.col("op") == "d").alias("deleted"), "op", "pos", "source_ts_ms"
+    )
     return newest_per_key(rows, ["key"])
 
 
 def after_deletes(latest: DataFrame, deleted_keys: DataFrame) -> DataFrame:
-    """The newest changes per key less those older than their key's recorded delete (a replayed
-    change must not bring a deleted row back). Strictly older: the delete itself, folded again after
-    a kill, still applies."""
+    """The newest changes per key less those older than their key's recorded delete or the table's
+    newest recorded truncate (a replayed change must not bring a deleted row back). Strictly older: the
+    delete itself, folded again after a kill, still applies."""
     gone = deleted_keys.select(F.col("key").alias("_gone_key"), F.col("pos").alias("_gone_pos"))
-    return latest.join(gone, (F.col("key") == F.col("_gone_key")) & (F.col("_gone_pos") > F.col("pos")), "left_anti")
+    kept = latest.join(gone, (F.col("key") == F.col("_gone_key")) & (F.col("_gone_pos") > F.col("pos")), "left_anti")
+    truncated = deleted_keys.where(F.col("key") == WHOLE_TABLE).agg(F.max("pos").alias("_truncated_at"))
+    return (
+        kept.crossJoin(truncated)
+        .where(F.col("_truncated_at").isNull() | (F.col("pos") > F.col("_truncated_at")))
+        .drop("_truncated_at")
+    )
 
 
 def changes(spark: SparkSession, path: str) -> DataFrame:

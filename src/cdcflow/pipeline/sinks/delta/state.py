@@ -313,15 +313,19 @@ class DeltaStateSink(Sink):
             spark, self.log_path, record.source, record.db, record.table, record.folded_version, version
         ).persist()
         try:
-            counted = pending.agg(F.count("*").alias("n"), F.count_if(F.col("op") == "d").alias("d")).first()
+            counted = pending.agg(
+                F.count("*").alias("n"), F.count_if(F.col("op") == "d").alias("d"),
+                F.max(F.when(F.col("op") == "t", F.col("pos"))).alias("t"),
+            ).first()  # fmt: skip
             changes, deletes = (int(counted["n"]), int(counted["d"])) if counted else (0, 0)
+            truncated_at = [int(p) for p in counted["t"]] if counted and counted["t"] is not None else None
             if changes:
                 log.info("sink %s: %s: folding %d changes (log versions %d to %d)", self.name, path, changes,
                          record.folded_version + 1, version)  # fmt: skip
                 if record.layout == "hbase":
                     self._merge_hbase_table(spark, path, cells_by_row(pending))
                 else:
-                    self._fold_mysql(spark, path, record, pending, deletes)
+                    self._fold_mysql(spark, path, record, pending, deletes, truncated_at)
         finally:
             pending.unpersist()
         self._merged_before_record(path)
@@ -390,12 +394,19 @@ class DeltaStateSink(Sink):
     def _merged_before_record(self, path: str) -> None:
         """Between a fold's MERGE and its record (tests die here: the next fold must redo it)."""
 
-    def _fold_mysql(self, spark: SparkSession, path: str, record: FoldRecord, pending: DataFrame, deletes: int) -> None:
+    def _fold_mysql(
+        self, spark: SparkSession, path: str, record: FoldRecord, pending: DataFrame, deletes: int,
+        truncated_at: list[int] | None,
+    ) -> None:  # fmt: skip
         """MERGE the newest change per key into the state table (deletes delete), then append the
-        deletes' keys. Changes older than a recorded delete of their key are dropped first. A kill
-        in between redoes both: the state MERGE finds the rows already gone."""
+        deletes' keys. Changes older than a recorded delete of their key, or than the table's newest
+        truncate, are dropped first. A truncate is recorded first (so the view applies it however far
+        the fold got) and then deletes every stored row older than it. A kill anywhere redoes it all:
+        the state MERGE finds the rows already gone."""
         latest = change_log.newest_row_changes(pending)
         deleted_keys = deletes_path(path)
+        if truncated_at is not None:
+            self._truncate(spark, path, record, deleted_keys, truncated_at)
         if DeltaTable.isDeltaTable(spark, deleted_keys):
             latest = change_log.after_deletes(latest, spark.read.format("delta").load(deleted_keys))
         if deletes:
@@ -410,6 +421,25 @@ class DeltaStateSink(Sink):
         finally:
             if deletes:
                 latest.unpersist()
+
+    def _truncate(
+        self, spark: SparkSession, path: str, record: FoldRecord, deleted_keys: str, truncated_at: list[int]
+    ) -> None:
+        """A TRUNCATE in the fold's changes: recorded in the table's deletes (key WHOLE_TABLE), then every
+        stored row older than it deleted (Change Data Feed reports the deletes)."""
+        ensure_table(spark, deleted_keys, DELETED_KEYS)
+        position = F.array(*(F.lit(p).cast("bigint") for p in truncated_at))
+        spark.range(1).select(
+            F.lit(change_log.WHOLE_TABLE).alias("key"),
+            position.alias("pos"),
+            F.lit(None).cast("bigint").alias("source_ts_ms"),
+        ).write.format("delta").mode("append").save(deleted_keys)
+        if DeltaTable.isDeltaTable(spark, path):
+            pos = "pos" if record.layout == "json" else mt.POS
+            self._merge_guarded(path, lambda: DeltaTable.forPath(spark, path).delete(F.col(pos) < position))
+        log.info("sink %s: %s: truncated at %s (%s/%s.%s): rows older than it deleted", self.name, path,
+                 truncated_at, record.source, record.db, record.table)  # fmt: skip
+        metrics.TRUNCATES.labels(self.name, f"{record.db}.{record.table}").inc()
 
     def _record_deletes(self, spark: SparkSession, path: str, latest: DataFrame) -> None:
         """Append the fold's deletes (blind: no conflict with anyone, no read). A key deleted twice,

@@ -3,8 +3,9 @@
 `current_view(spark, state_path)` is the table as of the last batch the sink applied: the state
 table as of its last fold, with every change the log holds from that fold's version on applied the
 way the fold applies it (the same rules: `hbase_state.merge_steps` for HBase; for MySQL the newest
-position per key, changes older than their key's recorded delete dropped). It needs nothing but the
-state path: the fold record beside the table names the log and the version folded.
+position per key, changes older than their key's recorded delete or the table's newest truncate
+dropped). It needs nothing but the state path: the fold record beside the table names the log and
+the version folded.
 
 The view is SQL text (`view_sql`), so a catalog can store it (`catalog.register`): it reads the log's
 Change Data Feed from the folded version *on* (inclusive: that version always exists, and a version
@@ -31,6 +32,7 @@ from cdcflow.pipeline.sinks.delta.hbase_state import (
     hbase_state_schema,
     merge_steps,
 )
+from cdcflow.pipeline.sinks.delta.log import WHOLE_TABLE
 from cdcflow.pipeline.sinks.delta.records import FoldRecord, deletes_path, read_record
 from cdcflow.pipeline.sinks.mysql_history import MySqlColumn
 
@@ -120,16 +122,21 @@ def _hbase_view(state_path: str, state: StructType | None, record: FoldRecord, i
 def _mysql_view(
     spark: SparkSession, state_path: str, state: StructType | None, record: FoldRecord, include_deleted: bool
 ) -> str:
+    pending = _pending_sql(record)
     newest_per_key = (
         "SELECT key, after, op = 'd' AS deleted, op, pos, source_ts_ms FROM (SELECT *, row_number() OVER "
-        f"(PARTITION BY key ORDER BY pos DESC) AS _n FROM ({_pending_sql(record)})) WHERE _n = 1"
+        f"(PARTITION BY key ORDER BY pos DESC) AS _n FROM ({pending}) WHERE op != 't') WHERE _n = 1"
     )
+    # Truncates: the newest one recorded by a fold (the deletes table's WHOLE_TABLE row) or not folded yet.
+    truncates = f"SELECT pos FROM ({pending}) WHERE op = 't'"
     deletes = deletes_path(state_path)
     if DeltaTable.isDeltaTable(spark, deletes):
         newest_per_key = (
             f"SELECT * FROM ({newest_per_key}) l WHERE NOT EXISTS (SELECT 1 FROM {delta_path(deletes)} d "
             "WHERE d.key = l.key AND d.pos > l.pos)"
         )
+        truncates += f" UNION ALL SELECT pos FROM {delta_path(deletes)} WHERE key = {mt.sql_string(WHOLE_TABLE)}"
+    truncated_at = f"coalesce((SELECT max(pos) FROM ({truncates})), array(CAST(-1 AS BIGINT)))"
     if record.layout == "json":
         names, pos, keys, rows = _JSON_COLUMNS, "pos", ["key"], newest_per_key
     else:
@@ -139,14 +146,16 @@ def _mysql_view(
         rows = _steps(newest_per_key, [["*", mt.VALUES_SQL], mt.typed_columns_sql(shape)])
     columns = ", ".join(mt.quoted(n) for n in names)
     if state is None:
-        return _without_deleted(f"SELECT {columns} FROM ({rows})", names, include_deleted)
+        return _without_deleted(
+            f"SELECT {columns} FROM ({rows}) WHERE {mt.quoted(pos)} > {truncated_at}", names, include_deleted
+        )
     have = {n.lower() for n in state.fieldNames()}
     from_state = ", ".join(mt.quoted(n) if n.lower() in have else f"NULL AS {mt.quoted(n)}" for n in names)
     both = f"SELECT {from_state} FROM {delta_path(state_path)} UNION ALL SELECT {columns} FROM ({rows})"
     partition = ", ".join(mt.quoted(k) for k in keys)
     newest = (
         f"SELECT {columns} FROM (SELECT *, row_number() OVER (PARTITION BY {partition} ORDER BY {mt.quoted(pos)} "
-        f"DESC) AS _n FROM ({both})) WHERE _n = 1"
+        f"DESC) AS _n FROM ({both})) WHERE _n = 1 AND {mt.quoted(pos)} > {truncated_at}"
     )
     return _without_deleted(newest, names, include_deleted)
 

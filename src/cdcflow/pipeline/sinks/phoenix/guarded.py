@@ -21,6 +21,9 @@ GUARD_POS = "_CDCFLOW_POS"
 GUARD_DELETED = "_CDCFLOW_DELETED"
 GUARD_COLUMNS = (PhoenixColumn(GUARD_POS, "VARCHAR"), PhoenixColumn(GUARD_DELETED, "BOOLEAN"))
 PHYSICAL_SUFFIX = "__CDCFLOW"
+# The position of rows that were there before cdcflow: below every real one ("0000...0.0000...", 20 digits a
+# part). Not '': Phoenix stores an empty VARCHAR as NULL.
+ADOPTED_POS = "0"
 
 # java.sql.Types of the Phoenix types cdcflow writes (for NULLs bound with their column's type)
 _SQL_TYPES = {
@@ -65,7 +68,8 @@ def upsert_sql(table: PhoenixTable) -> tuple[str, list[int]]:
     names = [*(c.name for c in data), GUARD_POS, GUARD_DELETED]
     params = list(range(len(names)))
     pos = quote(GUARD_POS)
-    newer = f"{pos} < ?"
+    # A row without a position (put there before cdcflow adopted the table) is older than any change.
+    newer = f"({pos} IS NULL OR {pos} < ?)"
     clauses = []
     for i, c in enumerate(data):
         if c.name in table.primary_key:
@@ -92,3 +96,29 @@ def sql_type(phoenix_type: str) -> int:
 
 def bind_kind(phoenix_type: str) -> int:
     return {"DATE": EPOCH_DAYS, "TIMESTAMP": EPOCH_MICROS}.get(phoenix_type, PLAIN)
+
+
+def truncate_sql(table: PhoenixTable, position: str) -> str:
+    """A TRUNCATE at `position` (the guard's text form): every row older than it becomes a tombstone at
+    it, so a replayed older change of any key stays out, as after a delete."""
+    keys = [quote(k) for k in table.primary_key]
+    data = [c for c in data_columns(table) if c.name not in table.primary_key]
+    literal = "'" + position.replace("'", "''") + "'"
+    columns = ", ".join([*keys, *(quote(c.name) for c in data), quote(GUARD_POS), quote(GUARD_DELETED)])
+    values = ", ".join([*keys, *("NULL" for _ in data), literal, "TRUE"])
+    pos = quote(GUARD_POS)
+    return (
+        f"UPSERT INTO {table.qualified} ({columns}) SELECT {values} FROM {table.qualified} "
+        f"WHERE {pos} IS NULL OR {pos} < {literal}"
+    )
+
+
+def adopt_sql(table: PhoenixTable) -> str:
+    """Rows of a table the user made with the guard columns that have no position yet: given the lowest
+    one (older than any change) and marked live, so guarded writes and the documented read see them."""
+    keys = ", ".join(quote(k) for k in table.primary_key)
+    pos, deleted = quote(GUARD_POS), quote(GUARD_DELETED)
+    return (
+        f"UPSERT INTO {table.qualified} ({keys}, {pos}, {deleted}) SELECT {keys}, '{ADOPTED_POS}', "
+        f"coalesce({deleted}, FALSE) FROM {table.qualified} WHERE {pos} IS NULL"
+    )

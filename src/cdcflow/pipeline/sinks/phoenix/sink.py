@@ -48,6 +48,7 @@ from cdcflow.config.sinks import PhoenixOptions, SinkOptions
 from cdcflow.errors import ConfigError, TerminalError
 from cdcflow.jars import phoenix as phoenix_jars
 from cdcflow.patterns import matches_any
+from cdcflow.pipeline import metrics
 from cdcflow.pipeline.envelope import newest_per_key
 from cdcflow.pipeline.sinks.base import Sink
 from cdcflow.pipeline.sinks.mysql_history import ZERO_DATE_PATTERN, latest_table_record, mysql_columns
@@ -256,6 +257,10 @@ class PhoenixSink(Sink):
                 "(then deleted rows stay in it as tombstones: read it WHERE "
                 f'"{guarded.GUARD_DELETED}" = FALSE)'
             )
+        adopted = conn.execute(guarded.adopt_sql(actual))
+        if adopted:
+            log.info("%s: %d rows that were there before cdcflow given the lowest position (older than any change)",
+                     label, adopted)  # fmt: skip
         return actual
 
     def _widened(
@@ -296,19 +301,35 @@ class PhoenixSink(Sink):
         try:
             if self._leases is not None:
                 self._leases.check()
+            # Each table's columns, and its newest truncate (a table's truncates share the key {}), in one job.
+            truncate_pos = F.when(F.col("op") == "t", F.col("pos")).alias("t")
             found = (
-                latest.select("source", "db", "table", F.explode(F.map_keys("values")).alias("c")).distinct().collect()
+                latest.select("source", "db", "table", F.explode_outer(F.map_keys("values")).alias("c"), truncate_pos)
+                .distinct()
+                .collect()
             )
             tables: dict[tuple[str, str, str], set[str]] = {}
+            truncates: dict[tuple[str, str, str], str] = {}
             for r in found:
-                tables.setdefault((r["source"], r["db"], r["table"]), set()).add(r["c"])
+                key = (r["source"], r["db"], r["table"])
+                columns = tables.setdefault(key, set())
+                if r["c"] is not None:
+                    columns.add(r["c"])
+                if r["t"] is not None:
+                    truncates[key] = max(r["t"], truncates.get(key, r["t"]))
             wanted = [(key, columns) for key, columns in sorted(tables.items()) if self._wanted(key[1], key[2])]
             # Tables are resolved (and created) one at a time, on the driver's one connection ...
             targets = {key: self._target(spark, *key, columns) for key, columns in wanted}
+            for key, _ in wanted:  # ... truncates applied there before the rows that follow them ...
+                if key in truncates:
+                    self._truncate(spark, targets[key], key, truncates[key], batch_id)
             # ... and written side by side: each table's check and write are Spark jobs of their own, and
             # a small table's jobs are mostly fixed waits (scheduling, connections, round trips).
             with ThreadPoolExecutor(max_workers=max(1, min(TABLE_THREADS, len(wanted)))) as pool:
-                done = [pool.submit(self._apply_table, spark, latest, targets[key], key, batch_id) for key, _ in wanted]
+                done = [
+                    pool.submit(self._apply_table, spark, latest, targets[key], key, batch_id, truncates.get(key))
+                    for key, _ in wanted
+                ]
                 for future in done:
                     future.result()  # the first failure fails the batch (the others ran to their end)
         except PhoenixError:
@@ -317,14 +338,33 @@ class PhoenixSink(Sink):
         finally:
             latest.unpersist()
 
+    def _truncate(
+        self, spark: SparkSession, target: ps.PhoenixTable, key: tuple[str, str, str], position: str, batch_id: int
+    ) -> None:
+        """A source TRUNCATE: every row older than it a tombstone at its position (a replayed older change of
+        any key then stays out, as after a delete)."""
+        started = time.perf_counter()
+        changed = self._connection(spark).execute(guarded.truncate_sql(target, position))
+        metrics.TRUNCATES.labels(self.name, f"{key[1]}.{key[2]}").inc()
+        log.info("phoenix %s: batch %d: truncate of %s/%s.%s at %s: %d rows made tombstones in %.1f s",
+                 target.display, batch_id, *key, position, changed, time.perf_counter() - started)  # fmt: skip
+
     def _apply_table(
         self, spark: SparkSession, latest: DataFrame, target: ps.PhoenixTable, key: tuple[str, str, str],
-        batch_id: int,
+        batch_id: int, truncated_at: str | None = None,
     ) -> None:  # fmt: skip
         started = time.perf_counter()
         source, db, table = key
-        rows = latest.where((F.col("source") == source) & (F.col("db") == db) & (F.col("table") == table))
+        rows = latest.where(
+            (F.col("source") == source) & (F.col("db") == db) & (F.col("table") == table) & (F.col("op") != "t")
+        )
         deleted = F.col("op") == "d"
+        if truncated_at is not None:
+            # A row's newest change older than the batch's truncate: the row is gone, and stays a tombstone at
+            # the truncate's position (so a later duplicate of that change stays out too).
+            older = F.col("pos") < F.lit(truncated_at)
+            deleted = deleted | older
+            rows = rows.withColumn("pos", F.when(older, F.lit(truncated_at)).otherwise(F.col("pos")))
         converted, problems = [], []
         for c in guarded.data_columns(target):
             raw = F.col("values")[c.name]

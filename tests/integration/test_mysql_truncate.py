@@ -1,0 +1,88 @@
+"""TRUNCATE TABLE reaches the table's topic as an op t event at its place in the stream, in every partition,
+in the cdcflow and the debezium formats; a truncate of a table the capture does not include does not."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from cdcflow.clients.kafka.client import consume
+from cdcflow.clients.mysql import execute
+from cdcflow.events.json_codec import decode
+from cdcflow.testing import unique_name
+from cdcflow.testing.mysql import CaptureThread, admin_endpoint, source_config
+from cdcflow.verify.mysql import compare_tables, rebuild, source_rows
+
+
+def test_truncate_is_an_event_in_every_partition_at_its_place(
+    mysql_server: dict[str, Any], kafka: dict[str, Any]
+) -> None:
+    bootstrap = kafka["bootstrap_servers"]
+    admin = admin_endpoint(mysql_server)
+    db, other = unique_name("trunc"), unique_name("trunc_other")
+    execute(admin, f"CREATE DATABASE {db}", f"CREATE DATABASE {other}")
+    cfg = source_config(unique_name("truncsrc"), [db], topic_partitions=3)
+    capture = CaptureThread(cfg, mysql_server, bootstrap).start()
+    t = f"{db}.t"
+    try:
+        execute(
+            admin,
+            f"CREATE TABLE {t} (id INT PRIMARY KEY, v VARCHAR(10))",
+            f"CREATE TABLE {other}.t (id INT PRIMARY KEY)",
+            f"INSERT INTO {t} VALUES (1, 'a'), (2, 'b'), (3, 'c')",
+            f"UPDATE {t} SET v = 'bb' WHERE id = 2",
+            f"INSERT INTO {other}.t VALUES (1)",
+            f"TRUNCATE {other}.t",  # not captured: no event anywhere
+            f"/* a client's comment */ TRUNCATE TABLE `{db}`.`t`",
+            f"INSERT INTO {t} VALUES (4, 'd'), (1, 'again')",
+        )
+        # 3 inserts, 1 update, the truncate in each of 3 partitions, 2 inserts
+        records = consume(bootstrap, f"{cfg.topic_prefix}.{db}.t", expected=9, timeout_s=60)
+    finally:
+        capture.stop()
+    assert capture.capture.stats.truncates == 1
+    events = [(r, decode(r.value or b"")) for r in records]
+    truncates = [(r, e) for r, e in events if e.op.value == "t"]
+    assert sorted(r.partition for r, _ in truncates) == [0, 1, 2]
+    assert all(r.key is None for r, _ in truncates)
+    (_, first), *rest = truncates
+    assert all(e == first for _, e in rest)  # the same event, once per partition
+    assert first.key == b"{}" and first.before is None and first.after is None
+    assert (first.source.db, first.source.table) == (db, "t")
+    rows = sorted((e.source.pos, e.op.value) for _, e in events if e.op.value != "t")
+    # every earlier change is before it, every later one after it
+    assert [op for pos, op in rows if pos < first.source.pos] == ["c", "c", "c", "u"]
+    assert [op for pos, op in rows if pos > first.source.pos] == ["c", "c"]
+    rebuilt, malformed = rebuild([r.value or b"" for r in records])
+    assert malformed == 0
+    report = compare_tables(source_rows(admin, db, "t"), rebuilt[(db, "t")])
+    assert report.clean and report.rows_compared == 2, report.examples
+
+
+def test_truncate_in_the_debezium_format(mysql_server: dict[str, Any], kafka: dict[str, Any]) -> None:
+    """Debezium writes a truncate as op "t" with no key and no images; so does cdcflow's debezium format."""
+    bootstrap = kafka["bootstrap_servers"]
+    admin = admin_endpoint(mysql_server)
+    db = unique_name("truncdbz")
+    execute(admin, f"CREATE DATABASE {db}")
+    cfg = source_config(unique_name("truncdbzsrc"), [db], output={"format": "debezium", "schemas": True})
+    capture = CaptureThread(cfg, mysql_server, bootstrap).start()
+    try:
+        execute(
+            admin,
+            f"CREATE TABLE {db}.t (id INT PRIMARY KEY, v VARCHAR(10))",
+            f"INSERT INTO {db}.t VALUES (1, 'a')",
+            f"TRUNCATE TABLE {db}.t",
+        )
+        # the insert, the truncate (a delete's tombstone would follow only deletes)
+        records = consume(bootstrap, f"{cfg.topic_prefix}.{db}.t", expected=2, timeout_s=60)
+    finally:
+        capture.stop()
+    last = records[-1]
+    assert last.key is None
+    envelope = orjson.loads(last.value or b"")["payload"]
+    assert envelope["op"] == "t" and envelope["before"] is None and envelope["after"] is None
+    assert envelope["source"]["db"] == db and envelope["source"]["table"] == "t"
+    first = orjson.loads(records[0].value or b"")["payload"]
+    assert envelope["source"]["cdcflow_pos"] > first["source"]["cdcflow_pos"]
