@@ -1,0 +1,180 @@
+"""The sinks follow what the source does to whole tables: a TRUNCATE empties every sink of the table
+(Delta state and view, Phoenix), in its place among the row changes, and a change older than it that
+arrives again later (at-least-once delivery) does not bring a row back."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import DataFrame, SparkSession
+
+from cdcflow.clients import kafka as k
+from cdcflow.clients.mysql import execute
+from cdcflow.clients.phoenix import PhoenixJvm
+from cdcflow.config import PipelineConfig, SinkConfig
+from cdcflow.config.sinks import DeltaStateOptions
+from cdcflow.events.json_codec import SCHEMA_ID
+from cdcflow.pipeline import metrics
+from cdcflow.pipeline.envelope import events_of, parse
+from cdcflow.pipeline.runner import Pipeline
+from cdcflow.pipeline.session import build_session
+from cdcflow.pipeline.sinks.delta.log import WHOLE_TABLE
+from cdcflow.pipeline.sinks.delta.records import deletes_path
+from cdcflow.pipeline.sinks.delta.state import DeltaStateSink
+from cdcflow.pipeline.sinks.delta.views import current_view
+from cdcflow.testing import ServiceHarness, unique_name
+from cdcflow.testing.mysql import CaptureThread, admin_endpoint, source_config
+from cdcflow.verify.mysql import compare_tables, rebuild, source_rows
+from cdcflow.verify.phoenix import verify_mysql_phoenix
+
+
+def _truncates(sink: str, table: str) -> float:
+    return float(metrics.TRUNCATES.labels(sink, table)._value.get())
+
+
+def test_a_truncate_empties_delta_and_phoenix_and_older_changes_stay_out(
+    mariadb: dict[str, Any], kafka: dict[str, Any], services: ServiceHarness, tmp_path: Path, phoenix_jvm: PhoenixJvm
+) -> None:
+    """3 rows, an update, TRUNCATE, 2 rows (one a key the truncate removed): every sink holds the 2 rows
+    the source holds. Then the changes from before the truncate arrive again (a capture restarted from an
+    old checkpoint sends them): the sinks still hold the 2 rows."""
+    bootstrap = kafka["bootstrap_servers"]
+    db = unique_name("e2e_trunc")
+    admin = admin_endpoint(mariadb)
+    execute(admin, f"CREATE DATABASE {db}", f"CREATE TABLE {db}.t (id INT PRIMARY KEY, v VARCHAR(20))")
+    source = source_config(unique_name("trunc"), [db])
+    topic = f"{source.topic_prefix}.{db}.t"
+    capture = CaptureThread(source, mariadb, bootstrap).start()
+    try:
+        execute(
+            admin,
+            f"INSERT INTO {db}.t VALUES (1, 'one'), (2, 'two'), (3, 'three')",
+            f"UPDATE {db}.t SET v = 'TWO' WHERE id = 2",
+            f"TRUNCATE TABLE {db}.t",
+            f"INSERT INTO {db}.t VALUES (4, 'four'), (1, 'one again')",
+        )
+        records = k.consume(bootstrap, topic, expected=7, timeout_s=60)
+        assert len(records) == 7
+    finally:
+        capture.stop()
+
+    state = tmp_path / "state"
+    phoenix_url = services.endpoints("phoenix")["jdbc_url"]
+    history = source.schema_history_topic
+    cfg = PipelineConfig(
+        topics=source.topic_prefix.replace(".", "\\.") + "\\..*", dead_letter_topic=f"{source.name}-dead",
+        sinks=(
+            SinkConfig(name="trunc-phoenix", type="phoenix", options={
+                "url": phoenix_url, "create_tables": True, "schema_history_topic": history}),
+            SinkConfig(name="trunc-delta", type="delta", options={"path": str(state), "schema_history_topic": history}),
+        ),
+    )  # fmt: skip
+    table = f"{db}.t"
+    before = (_truncates("trunc-phoenix", table), _truncates("trunc-delta", table))
+    context = {"bootstrap_servers": bootstrap, "zk_quorum": "unused"}
+    pipeline = Pipeline(cfg, context, tmp_path / "checkpoints")
+    assert set(pipeline.run(available_now=True, max_failures=1).values()) == {"done"}
+    # the truncate path ran in both sinks
+    assert _truncates("trunc-phoenix", table) == before[0] + 1
+    assert _truncates("trunc-delta", table) == before[1] + 1
+    spark = pipeline.spark
+    assert spark is not None
+    path = str(state / source.name / db / "t")
+    expected = {1: "one again", 4: "four"}
+
+    def check() -> None:
+        assert source_rows(admin, db, "t") == {
+            '{"id":1}': {"id": 1, "v": "one again"},
+            '{"id":4}': {"id": 4, "v": "four"},
+        }
+        folded = {r["id"]: r["v"] for r in spark.read.format("delta").load(path).collect()}
+        viewed = {r["id"]: r["v"] for r in current_view(spark, path).collect()}
+        assert folded == expected and viewed == expected
+        report = verify_mysql_phoenix(admin, db, "t", phoenix_jvm, source=source.name)
+        assert report.clean and report.rows_compared == 2, report.summary() + str(report.examples)
+
+    check()
+    truncated = spark.read.format("delta").load(deletes_path(path)).where(f"key = '{WHOLE_TABLE}'").count()
+    assert truncated == 1
+
+    # At-least-once: the four changes before the truncate arrive again, after it.
+    old = [r for r in records if r.value and json.loads(r.value)["op"] in ("c", "u")][:4]
+    assert len(old) == 4
+    k.produce_sync(bootstrap, topic, [(r.key, r.value) for r in old])
+    assert set(Pipeline(cfg, context, tmp_path / "checkpoints").run(available_now=True, max_failures=1).values()) == {
+        "done"
+    }
+    check()
+
+
+def _event(op: str, key: int | None, pos: list[int], after: dict[str, Any] | None, db: str) -> bytes:
+    return json.dumps({
+        "schema": SCHEMA_ID, "op": op, "key": {} if key is None else {"id": key}, "before": None, "after": after,
+        "source": {"connector": "mysql", "name": "lc", "db": db, "table": "items", "ts_ms": 1_700_000_000_000,
+                   "snapshot": False, "pos": pos},
+        "ts_ms": 1_700_000_000_000,
+    }).encode()  # fmt: skip
+
+
+def _frame(spark: SparkSession, values: list[bytes]) -> DataFrame:
+    """Events as the pipeline hands them to a Delta sink (parsed; that sink takes them without the dedupe)."""
+    rows = [("t", 0, i, None if json.loads(v)["op"] == "t" else json.dumps(json.loads(v)["key"]).encode(), v)
+            for i, v in enumerate(values)]  # fmt: skip
+    raw = spark.createDataFrame(rows, "topic string, partition int, offset long, key binary, value binary")
+    return events_of(parse(raw))
+
+
+@pytest.mark.parametrize("layout", ["typed", "json"])
+def test_a_truncate_not_folded_yet_is_applied_by_the_view(layout: str, kafka: dict[str, Any], tmp_path: Path) -> None:
+    """The view applies a truncate still in the change log; the fold then makes the state table equal;
+    a change older than the truncate, logged after it, stays out of both."""
+    spark = build_session("cdcflow-test")
+    bootstrap = kafka["bootstrap_servers"]
+    db = unique_name("lc")
+    history = f"{db}-history"
+    k.create_topic(bootstrap, history, partitions=1)
+    columns = [
+        {"name": "id", "type": "INT", "sql_type": "INT", "nullable": False, "key": True, "key_order": 0},
+        {"name": "v", "type": "VARCHAR", "sql_type": "VARCHAR(20)", "nullable": True, "key": False, "key_order": None},
+    ]
+    record = {"kind": "table", "source": "lc", "db": db, "table": "items", "columns": columns, "pos": [1, 0, 0]}
+    k.produce_sync(bootstrap, history, [(b"lc", json.dumps(record).encode())])
+    path = str(tmp_path / "items")
+    options = DeltaStateOptions(
+        table_map={f"lc/{db}.items": path}, log_path=str(tmp_path / "log"), schema_history_topic=history,
+        mysql_layout=layout, fold_rows=1_000_000, fold_interval_s=3600,
+    )  # fmt: skip
+    sink = DeltaStateSink("lifecycle", options, {"bootstrap_servers": bootstrap})
+    sink.query_id = "q"
+
+    def rows(frame: DataFrame) -> dict[int, str]:
+        if layout == "typed":
+            return {r["id"]: r["v"] for r in frame.collect()}
+        return {json.loads(r["key"])["id"]: json.loads(r["after"])["v"] for r in frame.collect()}
+
+    inserts = [_event("c", i, [1, i, 0], {"id": i, "v": f"v{i}"}, db) for i in (1, 2, 3)]
+    try:
+        sink.apply_batch(_frame(spark, inserts), 0)
+        sink.flush(spark)
+        assert rows(current_view(spark, path)) == {1: "v1", 2: "v2", 3: "v3"}
+        later = [_event("t", None, [2, 0, 0], None, db), _event("c", 4, [3, 1, 0], {"id": 4, "v": "v4"}, db),
+                 _event("u", 1, [3, 1, 1], {"id": 1, "v": "new"}, db)]  # fmt: skip
+        sink.apply_batch(_frame(spark, later), 1)
+        # not folded: the state still has the three rows, the view applies the truncate
+        assert len(rows(spark.read.format("delta").load(path))) == 3
+        assert rows(current_view(spark, path)) == {1: "new", 4: "v4"}
+        sink.flush(spark)
+        assert rows(spark.read.format("delta").load(path)) == {1: "new", 4: "v4"} == rows(current_view(spark, path))
+        sink.apply_batch(_frame(spark, [inserts[1], inserts[2]]), 2)  # older than the truncate, delivered again
+        assert rows(current_view(spark, path)) == {1: "new", 4: "v4"}
+        sink.flush(spark)
+        assert rows(spark.read.format("delta").load(path)) == {1: "new", 4: "v4"} == rows(current_view(spark, path))
+    finally:
+        sink.close()
+    tables, _ = rebuild([*inserts, *later, inserts[1]])
+    assert compare_tables(
+        tables[(db, "items")], {'{"id":1}': {"id": 1, "v": "new"}, '{"id":4}': {"id": 4, "v": "v4"}}
+    ).clean
