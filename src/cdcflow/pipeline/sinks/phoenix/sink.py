@@ -363,10 +363,12 @@ class PhoenixSink(Sink):
             # A row's newest change older than the batch's truncate: the row is gone, and stays a tombstone at
             # the truncate's position (so a later duplicate of that change stays out too).
             older = F.col("pos") < F.lit(truncated_at)
-            rows = rows.withColumns({  # one projection: `older` reads the position before it is replaced
-                "op": F.when(older, F.lit("d")).otherwise(F.col("op")),
-                "pos": F.when(older, F.lit(truncated_at)).otherwise(F.col("pos")),
-            })
+            rows = rows.withColumns(
+                {  # one projection: `older` reads the position before it is replaced
+                    "op": F.when(older, F.lit("d")).otherwise(F.col("op")),
+                    "pos": F.when(older, F.lit(truncated_at)).otherwise(F.col("pos")),
+                }
+            )
         converted, problems = [], []
         for c in guarded.data_columns(target):
             raw = F.col("values")[c.name]
