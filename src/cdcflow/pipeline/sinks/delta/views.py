@@ -17,6 +17,7 @@ makes the view apply some changes a second time, which also leaves the same resu
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
@@ -158,6 +159,33 @@ def _mysql_view(
         f"DESC) AS _n FROM ({both})) WHERE _n = 1 AND {mt.quoted(pos)} > {truncated_at}"
     )
     return _without_deleted(newest, names, include_deleted)
+
+
+def _verify_selection(name: str, data_type: str) -> str:
+    """How `mysql_view_rows` reads a typed column: no time zone and no calendar between Delta and Python."""
+    q = mt.quoted(name)
+    t = data_type.lower()
+    if t == "date":
+        return f"unix_date({q})"  # epoch days
+    if t == "timestamp":
+        return f"unix_micros({q})"  # an instant: epoch microseconds
+    if t == "datetime":
+        return f"date_format({q}, 'yyyy-MM-dd HH:mm:ss.SSSSSS')"  # a wall clock: its text
+    return q
+
+
+def mysql_view_rows(
+    spark: SparkSession, state_path: str, columns: Sequence[tuple[str, str]]
+) -> tuple[bool, Iterator[dict[str, Any]]]:
+    """The rows of a MySQL state table's current view as `cdcflow.verify.delta` compares them, and whether the
+    table is typed. Typed: {column: value} for the `columns` (name, MySQL data type) the table has, dates as
+    epoch days, TIMESTAMP as epoch microseconds, DATETIME as text. The JSON layout: {"after": the row's image}."""
+    view = current_view(spark, state_path)
+    if mt.POS not in view.columns:
+        return False, (r.asDict() for r in view.select("after").toLocalIterator())
+    present = [(n, d) for n, d in columns if n in view.columns]
+    typed = view.selectExpr(*(f"{_verify_selection(n, d)} AS {mt.quoted(n)}" for n, d in present))
+    return True, (r.asDict() for r in typed.toLocalIterator())
 
 
 _VERIFY_PIECE_BYTES = 2 * 2**20  # compressed Parquet: several times that once decoded
