@@ -376,3 +376,37 @@ def test_a_batch_that_dies_during_its_write_is_replayed_exactly(
     rows, pos = state()
     assert rows == {1: "one", 3: "three", 4: "four!", 7: "seven"}
     assert pos[2] == (p(1, 21, 0), True) and pos[4] == (p(1, 30, 0), False) and pos[5] == (p(1, 31, 0), True)
+
+
+def test_rows_a_hand_made_table_had_before_cdcflow_take_changes_and_show(
+    kafka: dict[str, Any], phoenix_url: str, tmp_path: Path, phoenix_jvm: PhoenixJvm
+) -> None:
+    """A table the user made with the guard columns (docs/phoenix.md), already holding rows: those rows have no
+    position. Before, every guarded update of them was ignored (NULL < position is not true) and the documented
+    read (`_CDCFLOW_DELETED = FALSE`) hid them. Now they count as older than any change, and are marked live."""
+    prefix = f"px{uuid.uuid4().hex[:8]}"
+    db, table = f"shop_{prefix}", "items"
+    bootstrap = kafka["bootstrap_servers"]
+    name = f'"{db.upper()}"."ITEMS"'
+    phoenix_jvm.execute(f'CREATE TABLE {name} ("ID" INTEGER NOT NULL PRIMARY KEY, "QTY" INTEGER, '
+                        '"_CDCFLOW_POS" VARCHAR, "_CDCFLOW_DELETED" BOOLEAN)')  # fmt: skip
+    phoenix_jvm.execute(f'UPSERT INTO {name} ("ID", "QTY") VALUES (1, 10)')
+    phoenix_jvm.execute(f'UPSERT INTO {name} ("ID", "QTY") VALUES (2, 20)')
+    topic = f"{prefix}.{db}.{table}"
+    k.create_topic(bootstrap, topic, partitions=1)
+    k.produce_sync(
+        bootstrap,
+        topic,
+        [
+            (b"1", event(db, table, "u", {"id": 1}, [1, 5, 0], {"id": 1, "qty": 11})),
+            (b"3", event(db, table, "c", {"id": 3}, [1, 6, 0], {"id": 3, "qty": 30})),
+        ],
+    )
+    assert run_pipeline(kafka, phoenix_url, prefix, tmp_path / "cp")["phoenix"] == "done"
+    live = phoenix_jvm.query(f'SELECT "ID", "QTY" FROM {name} WHERE "_CDCFLOW_DELETED" = FALSE ORDER BY "ID"')
+    assert [(int(r[0]), int(r[1])) for r in live] == [(1, 11), (2, 20), (3, 30)]
+    # the untouched row is still older than any change: a later delete of it applies
+    k.produce_sync(bootstrap, topic, [(b"2", event(db, table, "d", {"id": 2}, [1, 7, 0], None))])
+    assert run_pipeline(kafka, phoenix_url, prefix, tmp_path / "cp")["phoenix"] == "done"
+    live = phoenix_jvm.query(f'SELECT "ID" FROM {name} WHERE "_CDCFLOW_DELETED" = FALSE ORDER BY "ID"')
+    assert [int(r[0]) for r in live] == [1, 3]

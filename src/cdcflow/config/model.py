@@ -298,6 +298,12 @@ class MySqlSnapshotConfig(_Strict):
     # snapshots those tables (again) from their start, chunk by chunk like the tables above
     # (`cdcflow mysql signal snapshot db.t` inserts it). null: no signals.
     signal_table: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_$]+\.[A-Za-z0-9_$]+$")
+    # Read a table again, chunk by chunk like the tables above, after a DDL changed its rows without row events
+    # (ADD COLUMN with a default, MODIFY/CHANGE/DROP COLUMN, a new primary key, a table renamed into its name), so
+    # the sinks hold what the source holds. Sets up the watermark table at the first such DDL (the capture's
+    # user then needs CREATE, INSERT and UPDATE on it); false, or without those grants: the capture logs that
+    # the table's sinks now differ and what to do (docs/mysql.md, "Schema changes").
+    on_ddl: bool = True
 
     @model_validator(mode="after")
     def _signal_table_is_its_own(self) -> MySqlSnapshotConfig:

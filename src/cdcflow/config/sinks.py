@@ -43,6 +43,9 @@ class _Mapped(SinkOptions):
     # Targets chosen per source table: {"db.table" or "<source name>/db.table" (HBase: "namespace.table"):
     # target}: an HBase table, a Delta state path, a Phoenix "SCHEMA.TABLE"; unmapped tables get the default.
     table_map: dict[str, str] = {}
+    # A source table dropped or renamed away (MySQL): empty its target too (the source has no rows) or keep the
+    # rows it had (a history the source no longer has). Truncates, and a table refilled or rekeyed, always apply.
+    on_drop: Literal["empty", "keep"] = "empty"
 
     @field_validator("table_map")
     @classmethod

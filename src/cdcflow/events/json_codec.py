@@ -186,6 +186,8 @@ def _envelope(event: ChangeEvent, hints: ValueHints | None, after_base64: bool) 
         out["pk_change"] = event.pk_change
     if event.oversize is not None:
         out["oversize"] = event.oversize
+    if event.truncate is not None:
+        out["truncate"] = event.truncate
     if event.cells is not None:
         out["after"] = _hbase_after(event.cells, hints or _NO_HINTS, after_base64)
     return out
@@ -294,9 +296,12 @@ def _from_dict(raw: Any) -> ChangeEvent:
     oversize = raw.get("oversize")
     if oversize is not None and not isinstance(oversize, dict):
         raise MalformedEvent("oversize must be an object")
+    truncate = raw.get("truncate")
+    if truncate is not None and not isinstance(truncate, dict):
+        raise MalformedEvent("truncate must be an object")
     return ChangeEvent(
         key=key, op=Op(raw["op"]), source=source, before=raw["before"], after=after, cells=cells,
-        transaction=txn, pk_change=pk_change, oversize=oversize,
+        transaction=txn, pk_change=pk_change, oversize=oversize, truncate=truncate,
     )  # fmt: skip
 
 

@@ -47,3 +47,5 @@ class ChangeEvent:
     pk_change: dict[str, Any] | None = None
     # Set on the stand-in for a change too large for its topic (events/oversize.py)
     oversize: dict[str, Any] | None = None
+    # MySQL op t only: {"cause": truncate | drop | rename | refill | rekey | partition, "ddl": ...}
+    truncate: dict[str, Any] | None = None

@@ -67,7 +67,7 @@ from cdcflow.sources.mysql.binlog.gtid_set import GtidSet
 from cdcflow.sources.mysql.binlog.mysql_events import MySqlGtidEvent, TransactionPayloadEvent
 from cdcflow.sources.mysql.changes import TxnContext, key_columns, row_changes, row_records, truncate_change
 from cdcflow.sources.mysql.checkpoint import AckFrontier, Checkpoint, PendingTxn
-from cdcflow.sources.mysql.ddl import row_effect
+from cdcflow.sources.mysql.ddl import Emptied, Refilled, row_effects
 from cdcflow.sources.mysql.debezium_fields import field_from_information_schema
 from cdcflow.sources.mysql.debezium_records import DebeziumOutput, DebeziumRecords
 from cdcflow.sources.mysql.preflight import ServerInfo, preflight
@@ -85,7 +85,9 @@ class CaptureStats:
     events: int = 0  # change events published
     transactions: int = 0
     ddl: int = 0
-    truncates: int = 0  # TRUNCATE TABLE of captured tables, published as op t events
+    truncates: int = 0  # tables emptied by a DDL (TRUNCATE, DROP, RENAME, a new key), published as op t events
+    ddl_rereads: int = 0  # tables read again because a DDL changed their rows without row events
+    ddl_not_followed: int = 0  # such DDLs the capture could not follow (no snapshot possible): the sinks differ
     dead_letters: int = 0
     restarts: int = 0
     snapshot_rows: int = 0
@@ -145,6 +147,7 @@ class MySqlCapture:
         self.stream_open = False  # whether it is open now (metrics)
         self.last_read = 0.0  # monotonic time of the last event read (heartbeats included): liveness
         self.debezium: DebeziumRecords | None = None  # output.format: debezium (set once the server is known)
+        self._decoder: BinlogDecoder | None = None  # the open stream's
 
     # -- set-up ----------------------------------------------------------------------------------------
 
@@ -228,7 +231,8 @@ class MySqlCapture:
                 register = SchemaRegistry(self.kafka.schema_registry_url).register
             self.debezium = DebeziumRecords(
                 DebeziumOutput(self.cfg.name, connector, out.schemas, out.tombstones, out.decimal_handling,
-                               out.serialization, out.transaction_topic, identities=self._may_snapshot,
+                               out.serialization, out.transaction_topic,
+                               identities=self._may_snapshot or self.cfg.snapshot.on_ddl,
                                propagate_source_types=out.propagate_source_types),
                 register,
             )  # fmt: skip
@@ -308,11 +312,13 @@ class MySqlCapture:
         """Configured tables to snapshot, or a signal table that may ask for some."""
         return bool(self.cfg.snapshot.tables or self.cfg.snapshot.signal_table)
 
-    def _setup_snapshot(self, checkpoint: Checkpoint | None) -> None:
+    def _setup_snapshot(self, checkpoint: Checkpoint | None, keep_progress: bool = False, forced: bool = False) -> None:
         snap_cfg = self.cfg.snapshot
-        self.progress = copy.deepcopy(checkpoint.snapshot) if checkpoint else {}
+        if not keep_progress:
+            self.progress = copy.deepcopy(checkpoint.snapshot) if checkpoint else {}
         self.snapshot = None
-        if not self._may_snapshot:
+        unfinished = any(not p.get("done") for p in self.progress.values())  # a re-read after a DDL, say
+        if not (self._may_snapshot or unfinished or forced):
             return
         self.filter.always = frozenset({snap_cfg.watermark_table, *filter(None, [snap_cfg.signal_table])})
         if snap_cfg.signal_table:
@@ -344,6 +350,7 @@ class MySqlCapture:
         self.streaming.set()
         self.stream_open = True
         decoder = BinlogDecoder(collations=self.server.collations, table_filter=self.filter)
+        self._decoder = decoder
         decoder.checksum = stream.checksum
         position = TransactionState(start, frontier, mysql=self.server.mysql)
         last_flush = last_beat = time.monotonic()
@@ -487,7 +494,7 @@ class MySqlCapture:
             self._discard_group(position)
         elif role is QueryRole.DDL:
             self._publish_ddl(ev, ctx, txn)
-            self._publish_row_effect(ev, ctx, txn)
+            self._follow_ddl(ev, ctx, txn)
         elif role in (QueryRole.XA_COMMIT, QueryRole.XA_ROLLBACK):
             self._complete_xa(position, commit=role is QueryRole.XA_COMMIT)
         self._end_group(ev.header, position)
@@ -818,23 +825,35 @@ class MySqlCapture:
         self.stats.ddl += 1
         log.info("DDL at %s:%d (%s): %s", ctx.file, ev.header.start_pos, ctx.gtid, ev.query[:200])
 
-    def _publish_row_effect(self, ev: QueryEvent, ctx: TxnContext, txn: PendingTxn) -> None:
-        """A DDL that changes rows without row events (TRUNCATE TABLE) as an event in the table's topic, at its
-        place in the stream: in every partition, so a reader of any one partition sees it before the changes
-        that follow it there."""
-        effect = row_effect(ev.query, ev.db)
-        if effect is None or not self.filter(effect.db, effect.table):
-            return
-        qualified = f"{effect.db}.{effect.table}"
-        if qualified == self.cfg.snapshot.signal_table or (
-            self.snapshot is not None and self.snapshot.is_watermark_table(qualified)
-        ):
-            return
-        topic = self.topic_for(effect.db, effect.table)
+    def _follow_ddl(self, ev: QueryEvent, ctx: TxnContext, txn: PendingTxn) -> None:
+        """What a DDL did to rows without row events (ddl.py), followed at its place in the stream: an emptied
+        table gets an op t event; a refilled or rewritten table is read again (the incremental snapshot, after
+        the DDL), a refilled or rekeyed one emptied first."""
+        for effect in row_effects(ev.query, ev.db):
+            db, table = effect.table
+            qualified = f"{db}.{table}"
+            if not self.filter(db, table) or qualified in self.filter.always:
+                continue
+            if isinstance(effect, Emptied):
+                self._publish_truncate(ev, ctx, txn, db, table, effect.cause)
+            elif isinstance(effect, Refilled):
+                self._publish_truncate(ev, ctx, txn, db, table, "refill")
+                self._read_again(qualified, ctx, f"{'.'.join(effect.previous)} was renamed to it")
+            else:
+                if effect.empty_first:
+                    self._publish_truncate(ev, ctx, txn, db, table, effect.empty_first)
+                self._read_again(qualified, ctx, effect.why)
+
+    def _publish_truncate(self, ev: QueryEvent, ctx: TxnContext, txn: PendingTxn, db: str, table: str,
+                          cause: str) -> None:  # fmt: skip
+        """An op t event in the table's topic, in every partition, so a reader of any one partition sees it
+        before the changes that follow it there."""
+        topic = self.topic_for(db, table)
         self._ensure_topic(topic)
-        change = truncate_change(effect, ctx, self.cfg.name, ev.header)
+        change = truncate_change(db, table, cause, ev.query, ctx, self.cfg.name, ev.header)
         if self.debezium is not None:
-            described = self.debezium.known(qualified) or self._debezium_table_from_server(effect.db, effect.table)
+            qualified = f"{db}.{table}"
+            described = self.debezium.known(qualified) or self._debezium_table_from_server(db, table)
             key, value = self.debezium.truncate(described, topic, change)
         else:
             key, value = None, encode(change)
@@ -842,8 +861,44 @@ class MySqlCapture:
         for partition in partitions:
             self._send(topic, key, value, txn, partition)
         self.stats.truncates += 1
-        log.info("TRUNCATE of %s at %s:%d (%s): published to %d partition(s) of %s", qualified, ctx.file,
-                 ev.header.start_pos, ctx.gtid, len(partitions), topic)  # fmt: skip
+        log.info("%s of %s.%s at %s:%d (%s): every row gone; an op t event in %d partition(s) of %s", cause, db,
+                 table, ctx.file, ev.header.start_pos, ctx.gtid, len(partitions), topic)  # fmt: skip
+
+    def _read_again(self, qualified: str, ctx: TxnContext, why: str) -> None:
+        """Read a table again from its start with the incremental snapshot (positions after the DDL), so the
+        sinks get the rows the DDL changed. Without a snapshot (no watermark table can be written) the sinks
+        cannot follow: said loudly, with what to do."""
+        snapshot = self._snapshot_for_ddl()
+        if snapshot is None:
+            self.stats.ddl_not_followed += 1
+            log.error("%s (%s at %s): rows changed without row events (%s) and the table cannot be read again: "
+                      "its sinks now differ from it. Let the capture write its watermark table (%s: CREATE, "
+                      "INSERT, UPDATE), or set mysql.snapshot.on_ddl and snapshot the table by hand (cdcflow mysql "
+                      "signal snapshot %s)", qualified, ctx.gtid, ctx.file, why, self.cfg.snapshot.watermark_table,
+                      qualified)  # fmt: skip
+            return
+        snapshot.again(qualified, TableFilter(self.cfg.include, self.cfg.exclude), f"ddl {ctx.gtid or ctx.id}")
+        self.stats.ddl_rereads += 1
+        log.info("%s (%s): rows changed without row events (%s): reading the table again", qualified, ctx.gtid, why)
+
+    def _snapshot_for_ddl(self) -> Snapshotter | None:
+        """The snapshot, set up now if the config did not ask for one (mysql.snapshot.on_ddl); None when it
+        cannot be (the watermark table cannot be created or written)."""
+        if self.snapshot is not None:
+            return self.snapshot
+        if not self.cfg.snapshot.on_ddl:
+            return None
+        try:
+            self._setup_snapshot(None, keep_progress=True, forced=True)
+            assert self.snapshot is not None
+            self.snapshot.prepare(self.cfg.snapshot.tables, TableFilter(self.cfg.include, self.cfg.exclude))
+        except (CdcflowError, OSError) as exc:
+            self.snapshot = None
+            log.error("cannot set up the incremental snapshot to follow a DDL: %s", exc)
+            return None
+        if self._decoder is not None:
+            self._decoder.forget_tables()  # the watermark table's events are read from now on
+        return self.snapshot
 
     # -- events the decoder cannot read --------------------------------------------------------------------
 
@@ -913,7 +968,8 @@ def _ignore_ack(_err: object, _msg: object) -> None:
 def summary(s: CaptureStats) -> str:
     return (
         f"{s.events} events, {s.snapshot_rows} snapshot rows, {s.transactions} groups, {s.ddl} DDL "
-        f"({s.truncates} truncates), {s.rolled_back_rows} rows rolled back "
+        f"({s.truncates} tables emptied, {s.ddl_rereads} read again, {s.ddl_not_followed} not followed), "
+        f"{s.rolled_back_rows} rows rolled back "
         f"({s.rolled_back_groups} groups ended in ROLLBACK), "
         f"XA {s.xa_prepared} prepared/{s.xa_committed} committed/{s.xa_rolled_back} rolled back/{s.xa_waiting} "
         f"waiting, {s.oversize} oversize, {s.dead_letters} dead letters, {s.restarts} restarts"

@@ -21,7 +21,6 @@ from cdcflow.events.json_codec import SCHEMA_ID
 from cdcflow.events.model import ChangeEvent, Op, SourceInfo
 from cdcflow.sources.mysql.binlog.columns import TableSchema
 from cdcflow.sources.mysql.binlog.events import EventHeader, Row, RowsEvent
-from cdcflow.sources.mysql.ddl import Truncate
 
 
 @dataclass
@@ -149,13 +148,16 @@ def row_records(ev: RowsEvent, txn: TxnContext, source_name: str, key_cols: tupl
     return out
 
 
-def truncate_change(effect: Truncate, txn: TxnContext, source_name: str, header: EventHeader) -> ChangeEvent:
-    """The op t event of a TRUNCATE TABLE: its position [seq, 0, 0] is past every change of earlier groups
-    and before every change of later ones (a TRUNCATE is a group of its own)."""
+def truncate_change(db: str, table: str, cause: str, ddl: str, txn: TxnContext, source_name: str,
+                    header: EventHeader) -> ChangeEvent:  # fmt: skip
+    """The op t event of a DDL that emptied a table (`cause`: truncate, drop, rename, refill, rekey, partition):
+    its position [seq, 0, 0] is past every change of earlier groups and before every change of later ones (a DDL
+    is a group of its own)."""
     source = SourceInfo(
-        connector="mysql", name=source_name, db=effect.db, table=effect.table, ts_ms=header.timestamp * 1000,
+        connector="mysql", name=source_name, db=db, table=table, ts_ms=header.timestamp * 1000,
         pos=(txn.seq, 0, 0),
         extra={"gtid": txn.gtid, "server_id": header.server_id, "file": txn.file, "position": header.start_pos,
                "row": 0},
     )  # fmt: skip
-    return ChangeEvent(key=b"{}", op=Op.TRUNCATE, source=source, transaction={"id": txn.id, "order": 1})
+    return ChangeEvent(key=b"{}", op=Op.TRUNCATE, source=source, transaction={"id": txn.id, "order": 1},
+                       truncate={"cause": cause, "ddl": ddl[:2000]})  # fmt: skip

@@ -99,6 +99,14 @@ class Snapshotter:
             log.info("signal %s: snapshot of %d table(s): %s", signal_id, len(added), ", ".join(added))
         return added
 
+    def again(self, name: str, keep: Any, reason: str) -> list[str]:
+        """Read `name` again from its start (a DDL changed its rows): also when it is being read now, since rows
+        a chunk selected before the DDL must not be released after it (that chunk's watermarks are then ignored)."""
+        if self.chunk is not None and self.chunk.table == name:
+            self.chunk = None
+        self.plans.pop(name, None)
+        return self._plan(lambda table: table == name, keep, restart={"signal": reason})
+
     def _plan(self, wanted: Any, keep: Any, restart: dict[str, Any] | None = None) -> list[str]:
         """Plan the tables `wanted(name)` selects among the server's base tables; `restart`: start them over (with
         these fields in their progress), else tables already done are left out."""

@@ -71,6 +71,7 @@ from cdcflow.pipeline.sinks.delta.tables import commit_conflict, ensure_table, r
 from cdcflow.pipeline.sinks.delta.views import current_view, hbase_state_rows
 from cdcflow.pipeline.sinks.mysql_history import MySqlColumn, latest_table_record, mysql_columns
 from cdcflow.pipeline.sinks.naming import mapped_table
+from cdcflow.pipeline.sinks.table_events import under_policy
 
 __all__ = ["DeltaStateSink", "hbase_state_rows"]
 
@@ -162,7 +163,7 @@ class DeltaStateSink(Sink):
 
     def apply_batch(self, events: DataFrame, batch_id: int) -> None:
         spark = events.sparkSession
-        rows = change_log.changelog_rows(events, batch_id)
+        rows = change_log.changelog_rows(under_policy(events, self.opts.on_drop), batch_id)
         if not self._log_ready:
             change_log.ensure_log(spark, self.log_path, rows.schema)
             self._open_log(spark)

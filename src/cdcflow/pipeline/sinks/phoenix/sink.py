@@ -54,6 +54,7 @@ from cdcflow.pipeline.sinks.base import Sink
 from cdcflow.pipeline.sinks.mysql_history import ZERO_DATE_PATTERN, latest_table_record, mysql_columns
 from cdcflow.pipeline.sinks.phoenix import guarded
 from cdcflow.pipeline.sinks.phoenix import schema as ps
+from cdcflow.pipeline.sinks.table_events import under_policy
 from cdcflow.pipeline.writer_lease import WriterLeases
 
 log = logging.getLogger(__name__)
@@ -111,6 +112,7 @@ class PhoenixSink(Sink):
         self.create = options.create_tables
         self.history_topic = options.schema_history_topic or context.get("mysql_schema_history_topic")
         self.commit_rows = options.commit_rows
+        self.on_drop = options.on_drop
         self._conn: PhoenixConnection | None = None
         self._targets: dict[tuple[str, str, str], ps.PhoenixTable] = {}  # → the guarded table written
         self._sources: dict[str, str] = {}  # Phoenix table → the source that writes it
@@ -288,6 +290,7 @@ class PhoenixSink(Sink):
 
     def apply_batch(self, events: DataFrame, batch_id: int) -> None:
         spark = events.sparkSession
+        events = under_policy(events, self.on_drop)
         as_map = MapType(StringType(), StringType())
         values = F.from_json(F.coalesce(F.col("after"), F.col("key")), as_map)  # type: ignore[arg-type]
         if self.case == "upper":

@@ -428,6 +428,10 @@ class BinlogDecoder:
         self._remember(key, table_id, schema)
         return TableMapEvent(header, table_id, db, table, schema)
 
+    def forget_tables(self) -> None:
+        """Decode every table map again from the next one on (the table filter changed)."""
+        self._table_cache.clear()
+
     def table_of(self, data: bytes) -> str | None:
         """Best effort, for error messages: the "db.table" a TABLE_MAP or rows event is about."""
         try:
