@@ -28,6 +28,11 @@ TRUNCATES = Counter(
     "Source truncates (op t) a sink applied: every row of the table older than the truncate removed",
     ["sink", "table"],
 )
+DELTA_RESHAPES = Counter(
+    "cdcflow_pipeline_delta_reshapes_total",
+    "Typed MySQL Delta tables rewritten in a new shape (columns dropped or renamed, a type Delta cannot widen)",
+    ["sink"],
+)
 DELTA_SHAPE_CHECKS = Counter(
     "cdcflow_pipeline_delta_shape_checks_total",
     "Typed MySQL batches that did not fit the known table shape and were checked against the schema history",

@@ -71,6 +71,7 @@ from cdcflow.sources.mysql.ddl import Emptied, Refilled, row_effects
 from cdcflow.sources.mysql.debezium_fields import field_from_information_schema
 from cdcflow.sources.mysql.debezium_records import DebeziumOutput, DebeziumRecords
 from cdcflow.sources.mysql.preflight import ServerInfo, preflight
+from cdcflow.sources.mysql.selected_values import describe_table
 from cdcflow.sources.mysql.signals import LogSignal, SignalRefused, create_signal_table, parse_signal
 from cdcflow.sources.mysql.snapshot import Snapshotter
 from cdcflow.sources.mysql.transactions import QueryRole, TransactionState, history_behind, savepoint_name
@@ -357,8 +358,8 @@ class MySqlCapture:
         beat_every = self.cfg.output.heartbeat_interval_s if self.cfg.output.heartbeat_topic else None
         self._since_poll = 0
         try:
-            snapshot = self.snapshot
             while not stop.is_set():
+                snapshot = self.snapshot  # (a DDL may set one up while the stream runs)
                 if snapshot is not None:
                     snapshot.step()  # the chunk's SQL runs in a worker thread
                 raw = stream.read()
@@ -678,6 +679,7 @@ class MySqlCapture:
                 reads = snapshot.on_watermark(after or {}, ctx, ev.header.start_pos, ev.header.timestamp * 1000)
                 if reads:
                     db, table = chunk_table.split(".", 1)
+                    self._publish_shape_if_unknown(db, table, ctx, txn, ev.header)
                     topic = self.topic_for(db, table)
                     if self.debezium is not None:
                         self._ensure_topic(topic)
@@ -816,6 +818,24 @@ class MySqlCapture:
         }  # fmt: skip
         self._send(self.cfg.schema_history_topic, self.cfg.name.encode(), orjson.dumps(record), txn)
 
+    def _publish_shape_if_unknown(self, db: str, table: str, ctx: TxnContext, txn: PendingTxn,
+                                  header: EventHeader) -> None:  # fmt: skip
+        """A table the snapshot reads before any row event of its own described it (or again after a DDL): its
+        columns from information_schema into the schema history, so sinks that build typed tables know them."""
+        name = f"{db}.{table}"
+        if name in self._table_columns:
+            return
+        columns = describe_table(self.ep, db, table)
+        if not columns:
+            return
+        self._table_columns[name] = columns
+        record = {
+            "kind": "table", "source": self.cfg.name, "db": db, "table": table, "columns": columns,
+            "gtid": ctx.gtid, "file": ctx.file, "pos": [ctx.seq, ctx.event_index, 0],
+            "ts_ms": header.timestamp * 1000, "from": "information_schema",
+        }  # fmt: skip
+        self._send(self.cfg.schema_history_topic, self.cfg.name.encode(), orjson.dumps(record), txn)
+
     def _publish_ddl(self, ev: QueryEvent, ctx: TxnContext, txn: PendingTxn) -> None:
         record = {
             "kind": "ddl", "source": self.cfg.name, "db": ev.db, "ddl": ev.query, "gtid": ctx.gtid, "file": ctx.file,
@@ -878,6 +898,7 @@ class MySqlCapture:
                       qualified)  # fmt: skip
             return
         snapshot.again(qualified, TableFilter(self.cfg.include, self.cfg.exclude), f"ddl {ctx.gtid or ctx.id}")
+        self._table_columns.pop(qualified, None)  # its shape is published again before the rows read again
         self.stats.ddl_rereads += 1
         log.info("%s (%s): rows changed without row events (%s): reading the table again", qualified, ctx.gtid, why)
 

@@ -82,3 +82,59 @@ def table_columns(ep: MySqlEndpoint, db: str, table: str) -> list[tuple[str, str
         (db, table),
     )
     return [(str(n), str(d), str(c), int(f), bool(k)) for n, d, c, f, k in rows]
+
+
+_INTEGER_TYPES = {"tinyint": "TINYINT", "smallint": "SMALLINT", "mediumint": "MEDIUMINT", "int": "INT",
+                  "bigint": "BIGINT"}  # fmt: skip
+_TEXT_TYPES = frozenset({"tinytext", "text", "mediumtext", "longtext"})
+_BLOB_TYPES = frozenset({"tinyblob", "blob", "mediumblob", "longblob"})
+
+
+def described_type(data_type: str, column_type: str, fsp: int) -> tuple[str, str]:
+    """(type, sql_type) of a column as the binlog's TABLE_MAP describes it (`TableSchema.describe`), from
+    information_schema's DATA_TYPE and COLUMN_TYPE."""
+    t, full = data_type.lower(), column_type.lower()
+    unsigned = " UNSIGNED" if "unsigned" in full else ""
+    if t in _INTEGER_TYPES:
+        return _INTEGER_TYPES[t] + unsigned, _INTEGER_TYPES[t] + unsigned
+    if t in ("decimal", "numeric"):
+        args = full[full.index("(") : full.index(")") + 1].replace(" ", "") if "(" in full else "(10,0)"
+        return "DECIMAL" + unsigned, f"DECIMAL{args.upper()}" + unsigned
+    if t in ("float", "double"):
+        return t.upper() + unsigned, t.upper() + unsigned
+    if t in ("time", "datetime", "timestamp"):
+        return t.upper(), f"{t.upper()}({fsp})"
+    if t == "bit":
+        return "BIT", full.upper()
+    if t == "binary":
+        return "BINARY", full.upper()
+    if t in _TEXT_TYPES:
+        return "TEXT", "TEXT"
+    if t in _BLOB_TYPES:
+        return "BLOB", "BLOB"
+    if t == "char":
+        return "CHAR", "CHAR"
+    if t in ("varchar", "varbinary", "year", "date", "json", "enum", "set", "geometry"):
+        return t.upper(), t.upper()
+    return t.upper(), t.upper()
+
+
+def describe_table(ep: MySqlEndpoint, db: str, table: str) -> list[dict[str, object]]:
+    """A table's columns as the schema history records them (`TableSchema.describe`), from information_schema:
+    for a table the capture reads with a snapshot before (or without) a row event of its own."""
+    rows = query(
+        ep,
+        "SELECT c.COLUMN_NAME, c.DATA_TYPE, c.COLUMN_TYPE, COALESCE(c.DATETIME_PRECISION, 0), c.IS_NULLABLE = 'YES', "
+        "k.ORDINAL_POSITION FROM information_schema.COLUMNS c LEFT JOIN information_schema.KEY_COLUMN_USAGE k "
+        "ON k.TABLE_SCHEMA = c.TABLE_SCHEMA AND k.TABLE_NAME = c.TABLE_NAME AND k.COLUMN_NAME = c.COLUMN_NAME "
+        "AND k.CONSTRAINT_NAME = 'PRIMARY' WHERE c.TABLE_SCHEMA = %s AND c.TABLE_NAME = %s ORDER BY c.ORDINAL_POSITION",
+        (db, table),
+    )
+    out: list[dict[str, object]] = []
+    for name, data_type, column_type, fsp, nullable, key_position in rows:
+        type_name, sql_type = described_type(str(data_type), str(column_type), int(fsp))
+        out.append({
+            "name": str(name), "type": type_name, "sql_type": sql_type, "nullable": bool(nullable),
+            "key": key_position is not None, "key_order": int(key_position) - 1 if key_position is not None else None,
+        })  # fmt: skip
+    return out

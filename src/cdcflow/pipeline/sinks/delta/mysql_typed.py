@@ -143,9 +143,21 @@ def _zero_date(raw: str) -> str:
 
 
 def misfit_sql(raw: str, converted: str, type_name: str) -> str:
-    """True where a value is present but did not convert (zero dates excepted: null by design)."""
+    """True where a value is present but did not convert (zero dates excepted: null by design), or converted
+    with a loss: digits past a DECIMAL's scale, a time of day in a DATE, an integer whose text is not the
+    event's ('01234'). Such a value comes from a column the source has changed since the known shape (MODIFY
+    price DECIMAL(12,4), DATE to DATETIME, INT to VARCHAR): the sink then reads the schema history again."""
     zero = _zero_date(raw) if type_name in _DATES else "false"
-    return f"({raw} IS NOT NULL AND {converted} IS NULL AND NOT ({zero}))"
+    lost = "false"
+    if type_name.startswith("decimal("):
+        scale = int(type_name[8:-1].split(",")[1])
+        beyond_scale = "\\.[0-9]{" + str(scale) + "}[0-9]*[1-9]"  # a nonzero digit past the scale
+        lost = f"{raw} RLIKE {sql_string(beyond_scale)}"
+    elif type_name == "date":
+        lost = f"{raw} RLIKE {sql_string('[ T][0-9:.]*[1-9]')}"
+    elif type_name in ("tinyint", "smallint", "int", "bigint"):
+        lost = f"CAST({converted} AS STRING) != {raw}"
+    return f"({raw} IS NOT NULL AND (({converted} IS NULL AND NOT ({zero})) OR ({converted} IS NOT NULL AND {lost})))"
 
 
 def typed_columns_sql(columns: Sequence[MySqlColumn]) -> list[str]:

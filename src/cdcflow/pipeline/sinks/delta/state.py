@@ -585,11 +585,12 @@ class DeltaStateSink(Sink):
                 "for this sink, or move the table away so the typed one is built from the topics"
             )
         widen, refuse = mt.type_changes(current, schema)
-        if refuse:
-            raise TerminalError(
-                f"sink {self.name}: MySQL table {label} changed column type(s) in a way Delta cannot follow in "
-                f"place: {', '.join(refuse)}. Move {path} away; the sink rebuilds it from the topics"
-            )
+        shape_names = {f.name.lower() for f in (*schema.fields, *mt.META_FIELDS)}
+        dropped = [f.name for f in current.fields if f.name.lower() not in shape_names]
+        if refuse or dropped:
+            self._reshape(spark, path, schema, {c.split(": ", 1)[0].lower() for c in refuse}, dropped, label)
+            current = DeltaTable.forPath(spark, path).toDF().schema
+            widen = []
         have = {n.lower() for n in current.fieldNames()}
         previous = None
         for field in schema.fields:  # columns added in MySQL, placed where MySQL has them
@@ -619,6 +620,25 @@ class DeltaStateSink(Sink):
 
         return merge
 
+    def _reshape(
+        self, spark: SparkSession, path: str, schema: StructType, retyped: set[str], dropped: list[str], label: str
+    ) -> None:
+        """The source dropped or renamed columns, or changed a type in a way Delta cannot widen in place: the table
+        is rewritten in the source's shape (one overwrite; a DDL like this rewrites the MySQL table too). A retyped
+        column starts empty: the capture reads the table again after such a DDL (mysql.snapshot.on_ddl), and those
+        rows, newer than every stored one, fill it."""
+        stored = spark.read.format("delta").load(path)
+        have = {n.lower(): n for n in stored.columns}
+        columns = [
+            (F.col(mt.quoted(have[f.name.lower()])).cast(f.dataType) if f.name.lower() in have and f.name.lower()
+             not in retyped else F.lit(None).cast(f.dataType)).alias(f.name)
+            for f in schema.fields
+        ]  # fmt: skip
+        log.warning("sink %s: %s: %s dropped column(s) %s and changed %s: rewriting the table in its new shape",
+                    self.name, path, label, dropped or "none", sorted(retyped) or "no type")  # fmt: skip
+        stored.select(*columns).write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(path)
+        metrics.DELTA_RESHAPES.labels(self.name).inc()
+
     def _fitting_shape(self, batch: DataFrame, source: str, db: str, table: str) -> tuple[list[MySqlColumn], DataFrame]:
         """The table's shape that every event of the batch fits (the known one, else the schema
         history's newest), and the batch converted to it; refused naming what does not fit."""
@@ -632,6 +652,12 @@ class DeltaStateSink(Sink):
             misfits = sorted(found["misfits"] or []) if found else []
             unknown = sorted(set(found["columns"] or []) - {c.name for c in columns}) if found else []
             if not misfits and not unknown:
+                return columns, rows
+            if refresh and not misfits:
+                # Columns the source has dropped or renamed since these changes: nothing holds them now (the
+                # capture reads the table again after such a DDL, so newer rows follow).
+                log.info("sink %s: %s/%s.%s: the changes carry column(s) %s the table no longer has; left out",
+                         self.name, source, db, table, unknown)  # fmt: skip
                 return columns, rows
         why = []
         if unknown:

@@ -74,6 +74,10 @@ class PhoenixSchemaError(TerminalError):
     """The Phoenix table is missing or cannot hold the MySQL table's values."""
 
 
+class UnfitValues(PhoenixSchemaError):
+    """Values of a batch that the Phoenix table's column types cannot hold exactly (nothing was written)."""
+
+
 def _schema_clause(schema: str) -> str:
     ps.quote(schema or "x")  # rejects names that cannot be quoted
     return f"TABLE_SCHEM = '{schema.replace(chr(39), chr(39) * 2)}'" if schema else "TABLE_SCHEM IS NULL"
@@ -280,6 +284,22 @@ class PhoenixSink(Sink):
             described = self._describe(conn, actual.schema, actual.name)
             assert described is not None
             return self._widened(conn, label, expected, described)
+        keyed_alike = set(data.primary_key) == set(expected.primary_key)
+        stale = []
+        for c in data.columns:
+            wanted = expected.column(c.name)
+            if c.name not in data.primary_key and (wanted is None or not ps.holds(c.type, wanted.type)):
+                stale.append(c)
+        if self.create and problems and keyed_alike and stale and guarded.is_guarded(actual):
+            # Columns the source dropped, renamed or retyped: dropped here (a retyped one is added again with
+            # its new type). Their values come back with the rows the capture reads again after such a DDL.
+            for c in stale:
+                log.warning("dropping column %s %s of %s: the MySQL table no longer has it with that type", c.name,
+                            c.type, label)  # fmt: skip
+                conn.execute(f"ALTER TABLE {actual.qualified} DROP COLUMN IF EXISTS {ps.quote(c.name)}")
+            described = self._describe(conn, actual.schema, actual.name)
+            assert described is not None
+            return self._widened(conn, label, expected, described)
         if problems:
             raise PhoenixSchemaError(f"{label} cannot hold the MySQL rows: {'; '.join(problems)}")
         return actual
@@ -333,8 +353,16 @@ class PhoenixSink(Sink):
                     pool.submit(self._apply_table, spark, latest, targets[key], key, batch_id, truncates.get(key))
                     for key, _ in wanted
                 ]
-                for future in done:
-                    future.result()  # the first failure fails the batch (the others ran to their end)
+                unfit = []
+                for (key, _), future in zip(wanted, done, strict=True):
+                    try:
+                        future.result()  # the first failure fails the batch (the others ran to their end)
+                    except UnfitValues:
+                        unfit.append(key)
+            for key in unfit:  # the table as the schema history has it now (a MODIFY), then the rows once more
+                self._targets.pop(key, None)
+                target = self._target(spark, *key, tables[key])
+                self._apply_table(spark, latest, target, key, batch_id, truncates.get(key))
         except PhoenixError:
             self._reset()  # reconnect and re-check the tables on the retry
             raise
@@ -377,7 +405,8 @@ class PhoenixSink(Sink):
             raw = F.col("values")[c.name]
             value = _convert(raw, ps.spark_type(c.type))
             zero = raw.rlike(_ZERO_DATE) if c.type in ("DATE", "TIMESTAMP") else F.lit(False)
-            problems.append(F.when(raw.isNotNull() & value.isNull() & ~zero, F.concat(F.lit(f"{c.name}="), raw)))
+            unfit = (value.isNull() & ~zero) | (value.isNotNull() & _lossy(raw, value, ps.spark_type(c.type)))
+            problems.append(F.when(raw.isNotNull() & unfit, F.concat(F.lit(f"{c.name}="), raw)))
             if c.name not in target.primary_key:
                 value = F.when(~deleted, value)  # a tombstone holds its key and position only
             converted.append(_bindable(value, c.type).alias(c.name))
@@ -390,7 +419,7 @@ class PhoenixSink(Sink):
         bad = prepared.where(F.col("_problem") != "").select("_key", "_problem", guarded.GUARD_POS).limit(5).collect()
         if bad:
             examples = "; ".join(f"key {r['_key']} at {r[guarded.GUARD_POS]}: {r['_problem']}" for r in bad)
-            raise PhoenixSchemaError(
+            raise UnfitValues(
                 f"{db}.{table}: values that do not fit the Phoenix column types of {target.display} "
                 f"(nothing of this batch was applied; the events stay in Kafka): {examples}"
             )
@@ -417,6 +446,19 @@ def _bindable(value: Column, phoenix_type: str) -> Column:
     if phoenix_type == "TIMESTAMP":
         return F.unix_micros(value)
     return value
+
+
+def _lossy(raw: Column, value: Column, spark_type: str) -> Column:
+    """A value converted with a loss (digits past a DECIMAL's scale, a time of day in a DATE, an integer whose text
+    is not the event's): the MySQL column changed since the Phoenix table was made (MODIFY)."""
+    if spark_type.startswith("decimal("):
+        scale = int(spark_type[8:-1].split(",")[1])
+        return raw.rlike("\\.[0-9]{" + str(scale) + "}[0-9]*[1-9]")
+    if spark_type == "date":
+        return raw.rlike("[ T][0-9:.]*[1-9]")
+    if spark_type in ("tinyint", "smallint", "int", "bigint"):
+        return value.cast("string") != raw
+    return F.lit(False)
 
 
 def _convert(raw: Column, spark_type: str) -> Column:
