@@ -270,7 +270,18 @@ class DeltaStateSink(Sink):
         return {"delta.enableDeletionVectors": "true"} if self.opts.deletion_vectors else {}
 
     def _shape_doc(self, source: str, db: str, table: str) -> list[dict[str, Any]]:
-        return [vars(c) for c in self._mysql_columns(source, db, table, refresh=False)]
+        """The table's columns as the fold record keeps them; none for a table the schema history has no record of
+        (its changes so far are truncates: a table dropped or renamed away before a row event described it)."""
+        try:
+            return [vars(c) for c in self._mysql_columns(source, db, table, refresh=False)]
+        except NoTableRecord:
+            return []
+
+    def _shape_doc_refreshed(self, source: str, db: str, table: str) -> None:
+        try:
+            self._mysql_columns(source, db, table, refresh=True)
+        except NoTableRecord:
+            pass
 
     def _index_path(self) -> str:
         return f"{self.log_path.rstrip('/')}/_cdcflow_tables"
@@ -316,7 +327,7 @@ class DeltaStateSink(Sink):
         try:
             counted = pending.agg(
                 F.count("*").alias("n"), F.count_if(F.col("op") == "d").alias("d"),
-                F.max(F.when(F.col("op") == "t", F.col("pos"))).alias("t"),
+                F.max(F.when(F.col("op") == "t", F.col("pos"))).alias("t"), F.count_if(F.col("op") == "t").alias("tn"),
             ).first()  # fmt: skip
             changes, deletes = (int(counted["n"]), int(counted["d"])) if counted else (0, 0)
             truncated_at = [int(p) for p in counted["t"]] if counted and counted["t"] is not None else None
@@ -326,7 +337,8 @@ class DeltaStateSink(Sink):
                 if record.layout == "hbase":
                     self._merge_hbase_table(spark, path, cells_by_row(pending))
                 else:
-                    self._fold_mysql(spark, path, record, pending, deletes, truncated_at)
+                    rows = changes - (int(counted["tn"]) if counted else 0)
+                    self._fold_mysql(spark, path, record, pending, deletes, truncated_at, rows)
         finally:
             pending.unpersist()
         self._merged_before_record(path)
@@ -397,7 +409,7 @@ class DeltaStateSink(Sink):
 
     def _fold_mysql(
         self, spark: SparkSession, path: str, record: FoldRecord, pending: DataFrame, deletes: int,
-        truncated_at: list[int] | None,
+        truncated_at: list[int] | None, rows: int,
     ) -> None:  # fmt: skip
         """MERGE the newest change per key into the state table (deletes delete), then append the
         deletes' keys. Changes older than a recorded delete of their key, or than the table's newest
@@ -408,6 +420,10 @@ class DeltaStateSink(Sink):
         deleted_keys = deletes_path(path)
         if truncated_at is not None:
             self._truncate(spark, path, record, deleted_keys, truncated_at)
+            if record.layout == "typed":  # a truncate may come with a new key (rekey): the shape as it is now
+                self._shape_doc_refreshed(record.source, record.db, record.table)
+        if not rows:
+            return  # only truncates: nothing to merge (and perhaps no shape to merge with)
         if DeltaTable.isDeltaTable(spark, deleted_keys):
             latest = change_log.after_deletes(latest, spark.read.format("delta").load(deleted_keys))
         if deletes:
@@ -683,13 +699,17 @@ class DeltaStateSink(Sink):
         kafka = KafkaEndpoint.of(self.context["bootstrap_servers"], self.context.get("kafka_properties"))
         record = latest_table_record(kafka, self._history_topic(), source, db, table)
         if record is None:
-            raise TerminalError(
+            raise NoTableRecord(
                 f"sink {self.name}: the schema history ({self._history_topic()}) has no record of {source}/{db}.{table}"
                 " to build its typed Delta table from"
             )
         columns = mysql_columns(record["columns"])
         self._mysql_shapes[(source, db, table)] = columns
         return columns
+
+
+class NoTableRecord(TerminalError):
+    """The schema history has no record of a MySQL table a typed Delta table is to be built for."""
 
 
 def vacuum_is_safe(now_ms: int, oldest_needed_ms: int | None) -> bool:

@@ -140,6 +140,8 @@ def _mysql_view(
     truncated_at = f"coalesce((SELECT max(pos) FROM ({truncates})), array(CAST(-1 AS BIGINT)))"
     if record.layout == "json":
         names, pos, keys, rows = _JSON_COLUMNS, "pos", ["key"], newest_per_key
+    elif not record.mysql_columns:  # only truncates so far (a table dropped before a row event described it)
+        return f"SELECT NULL AS {mt.quoted(mt.DELETED)} WHERE false"
     else:
         shape = [MySqlColumn(**c) for c in record.mysql_columns]
         names = [*(c.name for c in shape), mt.DELETED, mt.OP, mt.POS, mt.SOURCE_TS]

@@ -174,11 +174,14 @@ class PhoenixSink(Sink):
             return None
         return ps.expected_table(schema, name, mysql_columns(latest["columns"]), self.case)
 
-    def _target(self, spark: SparkSession, source: str, db: str, table: str, columns: set[str]) -> ps.PhoenixTable:
+    def _target(
+        self, spark: SparkSession, source: str, db: str, table: str, columns: set[str], rekeyed: bool = False
+    ) -> ps.PhoenixTable:
         """The guarded table written for a MySQL table, checked (and created) once per process, and
-        again when events carry columns it does not have."""
+        again when events carry columns it does not have or the batch empties the table (`rekeyed`: the
+        source's primary key may have changed)."""
         cached = self._targets.get((source, db, table))
-        if cached is not None and columns <= {c.name for c in guarded.data_columns(cached)}:
+        if cached is not None and not rekeyed and columns <= {c.name for c in guarded.data_columns(cached)}:
             return cached
         conn = self._connection(spark)
         schema, name = ps.target_name(db, table, self.table_map, self.case, source)
@@ -190,7 +193,7 @@ class PhoenixSink(Sink):
                 f"compare. Map one of them elsewhere, e.g. table_map: {{'{source}/{db}.{table}': "
                 f"'{schema}_{source.upper()}.{name}'}}"
             )
-        written = self._guarded_table(conn, spark, label, source, db, table, schema, name)
+        written = self._guarded_table(conn, spark, label, source, db, table, schema, name, rekeyed)
         unknown = sorted(columns - {c.name for c in guarded.data_columns(written)})
         if unknown:
             raise PhoenixSchemaError(
@@ -203,9 +206,19 @@ class PhoenixSink(Sink):
         self._targets[(source, db, table)] = written
         return written
 
+    def _written(self, spark: SparkSession, source: str, db: str, table: str) -> bool:
+        """Whether the Phoenix table for a MySQL table exists (cdcflow's own or one the user made)."""
+        if (source, db, table) in self._targets:
+            return True
+        schema, name = ps.target_name(db, table, self.table_map, self.case, source)
+        conn = self._connection(spark)
+        return self._table_type(conn, schema, guarded.physical_name(name)) is not None or (
+            self._table_type(conn, schema, name) is not None
+        )
+
     def _guarded_table(
         self, conn: PhoenixConnection, spark: SparkSession, label: str, source: str, db: str, table: str,
-        schema: str, name: str,
+        schema: str, name: str, rekeyed: bool = False,
     ) -> ps.PhoenixTable:  # fmt: skip
         """Find (or create) the table to write: `<name>__CDCFLOW` behind the view `<name>`, or a
         table `<name>` the user made with the guard columns; refuse anything else, saying why."""
@@ -234,6 +247,27 @@ class PhoenixSink(Sink):
             conn.execute(ps.create_table_sql(own))
             actual = self._describe(conn, schema, own.name)
             assert actual is not None
+        if (
+            expected is not None
+            and own is not None
+            and rekeyed
+            and self.create
+            and kind in (None, "v")
+            and set(own.primary_key) != set(expected.primary_key)
+        ):
+            # The source's primary key changed and the batch empties the table (a rekey truncate): Phoenix cannot
+            # change a table's key, so cdcflow's own table is made again with the new one, empty.
+            log.warning("%s: the MySQL primary key is now (%s), the table's (%s): dropping and creating it again "
+                        "(the truncate in this batch empties it anyway)", label, ", ".join(expected.primary_key),
+                        ", ".join(own.primary_key))  # fmt: skip
+            if kind == "v":
+                conn.execute(f"DROP VIEW {ps.PhoenixTable(schema, name, (), ()).qualified}")
+            conn.execute(f"DROP TABLE {own.qualified}")
+            own = guarded.physical_table(expected)
+            conn.execute(ps.create_table_sql(own))
+            actual = self._describe(conn, schema, own.name)
+            assert actual is not None
+            kind = None
         if expected is not None:
             actual = self._widened(conn, label, expected, actual)
         if own is not None:
@@ -342,7 +376,9 @@ class PhoenixSink(Sink):
                     truncates[key] = max(r["t"], truncates.get(key, r["t"]))
             wanted = [(key, columns) for key, columns in sorted(tables.items()) if self._wanted(key[1], key[2])]
             # Tables are resolved (and created) one at a time, on the driver's one connection ...
-            targets = {key: self._target(spark, *key, columns) for key, columns in wanted}
+            # (a table whose events are only truncates and that was never written here has nothing to empty)
+            wanted = [(k, c) for k, c in wanted if c or k not in truncates or self._written(spark, *k)]
+            targets = {key: self._target(spark, *key, columns, key in truncates) for key, columns in wanted}
             for key, _ in wanted:  # ... truncates applied there before the rows that follow them ...
                 if key in truncates:
                     self._truncate(spark, targets[key], key, truncates[key], batch_id)
