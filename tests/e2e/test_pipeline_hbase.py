@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import json
 import random
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from cdcflow.clients import kafka as k
 from cdcflow.clients.hbase import HBaseClient
+from cdcflow.clients.hbase.admin import set_family_attributes
 from cdcflow.clients.hbase.model import ColumnFamily, Delete, Put
 from cdcflow.config import PipelineConfig, SinkConfig
 from cdcflow.pipeline.progress import read_progress
 from cdcflow.pipeline.runner import Pipeline
 from cdcflow.pipeline.sinks.delta.log import changes
-from cdcflow.verify.hbase import verify_hbase
+from cdcflow.verify.hbase import rows_of, verify_hbase
 
 from .hbase_capture import PeerSetup, scan_cells, wait_until_replicated
 from .test_hbase_capture import workload
@@ -216,3 +218,41 @@ def test_delta_changelog_holds_each_change_exactly_once(
     # a new checkpoint replays the whole topic (as after losing the checkpoint): still 100 changes
     assert Pipeline(cfg, context, tmp_path / "checkpoints-2").run(available_now=True)["delta"] == "done"
     assert changes(pipeline.spark, str(table)).count() == 100
+
+
+def test_the_copy_expires_cells_as_the_source_and_follows_a_ttl_change(
+    hbase_client: HBaseClient, peer_setup: PeerSetup, kafka: dict[str, Any], hbase: dict[str, Any], tmp_path: Path
+) -> None:
+    """Expiry writes nothing to the WAL, so no peer hears of it: the copy expires cells itself, with the source
+    family's TTL (created with it, and set again when the source's changes). A cell two hours old under a one-hour
+    TTL is hidden in both; with the source's TTL raised to three hours, a new two-hour-old cell shows in both."""
+    source = f"{peer_setup.name}_src"
+    hbase_client.create_table(source, [ColumnFamily("cf", max_versions=10, ttl_s=3600)])
+    peer_setup.add_peer(source)
+    peer_setup.start()
+    topic = f"{peer_setup.name}.default.{source}"
+    now_ms = int(time.time() * 1000)
+    for i in range(5):
+        hbase_client.mutate(source, Put(b"r%d" % i).add(b"cf", b"fresh", b"v%d" % i))
+        hbase_client.mutate(source, Put(b"r%d" % i).add(b"cf", b"old", b"o%d" % i, now_ms - 2 * 3600 * 1000))
+    wait_until_replicated(hbase_client, kafka["bootstrap_servers"], source, topic)
+    copy = f"{source}_copy"
+    sink = SinkConfig(name="hbase_copy", type="hbase", options={})
+    config = pipeline_for(peer_setup, kafka, hbase, tmp_path / "cp", sink)
+    assert Pipeline(*config).run(available_now=True) == {"hbase_copy": "done"}
+    assert hbase_client.family_attributes(copy)["cf"].get("TTL") == "3600"
+    report = verify_hbase(hbase_client, source, hbase_client, copy, max_versions=10)
+    assert report.clean and report.rows_compared == 6, report.summary() + str(report.examples)  # 5 + the sentinel
+    assert not any(q == b"old" for _row, cells in rows_of(hbase_client.scan(copy)) for _f, q, _t, _v in cells)
+
+    set_family_attributes(hbase_client, source, {"cf": {"TTL": str(3 * 3600)}})
+    hbase_client.mutate(source, Put(b"r9").add(b"cf", b"fresh", b"v9"))
+    hbase_client.mutate(source, Put(b"r9").add(b"cf", b"old", b"o9", now_ms - 2 * 3600 * 1000))  # alive under 3 h
+    wait_for_topic_rows(kafka, topic, 13)  # the 10 puts, the sentinel, r9's two
+    assert Pipeline(*config).run(available_now=True) == {"hbase_copy": "done"}
+    assert hbase_client.family_attributes(copy)["cf"].get("TTL") == str(3 * 3600)
+    report = verify_hbase(hbase_client, source, hbase_client, copy, max_versions=10)
+    assert report.clean and report.rows_compared == 7, report.summary() + str(report.examples)
+    # (the two-hour-old cells written under the one-hour TTL stay gone: HBase dropped them when the TTL change
+    # reopened the region, in the source as in the copy)
+    assert [r for r, cells in rows_of(hbase_client.scan(copy)) for _f, q, _t, _v in cells if q == b"old"] == [b"r9"]

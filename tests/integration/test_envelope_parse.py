@@ -49,7 +49,7 @@ def test_parse_names_the_problem_of_each_unusable_record_and_keeps_only_their_by
         b"not json": "not a JSON object",
         b"[1, 2]": "not a JSON object",
         json.dumps(event([1], schema="other")).encode(): f"schema is not {SCHEMA_ID}",
-        json.dumps(event([1], op="x")).encode(): "op is not one of c, u, d, r",
+        json.dumps(event([1], op="x")).encode(): "op is not one of c, u, d, r, t",
         json.dumps(event([1], source={"name": "it", "pos": [1]})).encode(): "source.connector missing",
         json.dumps(event([])).encode(): "source.pos must be a non-empty array of non-negative integers",
         json.dumps(event([3, -1])).encode(): "source.pos must be a non-empty array of non-negative integers",
@@ -66,6 +66,24 @@ def test_parse_names_the_problem_of_each_unusable_record_and_keeps_only_their_by
         assert (rows[offset]["problem"], bytes(rows[offset]["raw"])) == (problem, value)
     assert "_corrupt" not in parsed.columns
     assert events_of(parsed).count() == 1 and malformed_of(parsed).count() == len(bad)
+
+
+def test_an_oversized_delete_and_a_truncate_are_usable_events(spark: SparkSession) -> None:
+    """A delete needs its key and position only, which its oversize marker keeps: the sinks apply it (an update's
+    marker lacks the values and is dead-lettered). A truncate (op t) is an event too."""
+    marker = {"topic": "big", "id": "x1", "parts": 2, "bytes": 10, "sha256": "0", "columns": ["before.blob"]}
+    delete = json.dumps(event([1, 4], op="d", oversize=marker)).encode()
+    update = json.dumps(event([1, 5], op="u", oversize=marker)).encode()
+    truncate = json.dumps(event([1, 6], op="t", key={}, cells=None, source={
+        "connector": "mysql", "name": "it", "db": "d", "table": "t", "pos": [1, 6], "ts_ms": 4},
+        truncate={"cause": "drop", "ddl": "DROP TABLE t"})).encode()  # fmt: skip
+    parsed = parse(kafka_frame(spark, [delete, update, truncate])).collect()
+    assert [r["problem"] for r in parsed] == [
+        None,
+        "oversize change: values left out here, the whole event is in topic big under key x1",
+        None,
+    ]
+    assert parsed[2]["truncate"]["cause"] == "drop"
 
 
 def test_dedupe_collapses_repeated_changes_but_never_malformed_records(spark: SparkSession) -> None:

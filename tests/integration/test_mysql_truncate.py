@@ -1,5 +1,6 @@
 """TRUNCATE TABLE reaches the table's topic as an op t event at its place in the stream, in every partition,
-in the cdcflow and the debezium formats; a truncate of a table the capture does not include does not."""
+in the cdcflow and the debezium formats; a truncate of a table the capture does not include does not. And the
+shape of a table read before a row event described it (information_schema) is the binlog's."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ import orjson
 from cdcflow.clients.kafka.client import consume
 from cdcflow.clients.mysql import execute
 from cdcflow.events.json_codec import decode
+from cdcflow.sources.mysql.selected_values import describe_table
 from cdcflow.testing import unique_name
-from cdcflow.testing.mysql import CaptureThread, admin_endpoint, source_config
+from cdcflow.testing.mysql import WORKLOAD_TABLES, CaptureThread, admin_endpoint, source_config
 from cdcflow.verify.mysql import compare_tables, rebuild, source_rows
 
 
@@ -86,3 +88,37 @@ def test_truncate_in_the_debezium_format(mysql_server: dict[str, Any], kafka: di
     assert envelope["source"]["db"] == db and envelope["source"]["table"] == "t"
     first = orjson.loads(records[0].value or b"")["payload"]
     assert envelope["source"]["cdcflow_pos"] > first["source"]["cdcflow_pos"]
+
+
+def test_a_table_described_from_information_schema_as_the_binlog_describes_it(
+    mysql_server: dict[str, Any], kafka: dict[str, Any]
+) -> None:
+    """The snapshot describes a table no row event described yet from information_schema (describe_table); the
+    typed sinks build their tables from that record, so it must say what a TABLE_MAP says, type by type."""
+    bootstrap = kafka["bootstrap_servers"]
+    admin = admin_endpoint(mysql_server)
+    db = unique_name("describe")
+    execute(admin, f"CREATE DATABASE {db}")
+    for table, ddl in WORKLOAD_TABLES.items():
+        execute(admin, f"CREATE TABLE {db}.{table} {ddl}")
+    cfg = source_config(unique_name("describesrc"), [db])
+    capture = CaptureThread(cfg, mysql_server, bootstrap).start()
+    try:
+        execute(
+            admin,
+            f"INSERT INTO {db}.accounts (id) VALUES (1)",
+            f"INSERT INTO {db}.order_lines (order_id, line) VALUES (1, 1)",
+            f"INSERT INTO {db}.audit (id) VALUES (1)",
+            f"INSERT INTO {db}.xa_ledger (id) VALUES (1)",
+        )
+        records = consume(bootstrap, cfg.schema_history_topic, expected=4 + len(WORKLOAD_TABLES), timeout_s=60)
+    finally:
+        capture.stop()
+    from_binlog = {
+        doc["table"]: doc["columns"]
+        for doc in (orjson.loads(r.value or b"") for r in records)
+        if doc.get("kind") == "table" and doc["db"] == db
+    }
+    assert set(from_binlog) == set(WORKLOAD_TABLES)
+    for table, columns in from_binlog.items():
+        assert describe_table(admin, db, table) == columns, table

@@ -62,6 +62,9 @@ class HBaseSinkOptions(_Mapped):
     # Column families a table created by the sink gets besides the ones its events carry.
     create_families: tuple[str, ...] = ()
     create_max_versions: int = Field(default=1, ge=1)  # VERSIONS of the families it creates
+    # The target's families get their source family's TTL (at creation, and again within a minute of a change),
+    # so cells expire in the copy as in the source (expiry writes nothing to the WAL a peer could ship).
+    follow_ttl: bool = True
 
 
 class DeltaStateOptions(_Mapped):

@@ -8,8 +8,9 @@ whose encoded event is larger than the limit is published as
 - a marker in the table's topic: the same key, op, source and position, with the largest values
   replaced until it fits (row-image values by null, HBase cell values by empty bytes), and
   `oversize` naming them ("after.blob", "cells.3") and where the whole event is.
-The pipeline dead-letters markers (it cannot apply a change it does not have); `reassemble` gives
-the original bytes back. Pure functions: no I/O.
+The pipeline applies a delete's marker (a delete needs only its key and position) and dead-letters the
+others (it cannot apply a change it does not have); `reassemble` gives the original bytes back. Pure
+functions: no I/O.
 """
 
 from __future__ import annotations

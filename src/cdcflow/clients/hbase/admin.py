@@ -128,6 +128,12 @@ def list_peers(client: NativeHBaseClient) -> list[PeerInfo]:
 
 def set_replication_scope(client: NativeHBaseClient, table: str, families: Sequence[str], scope: int = 1) -> None:
     """Set REPLICATION_SCOPE on existing column families (ModifyTable keeps every other attribute)."""
+    set_family_attributes(client, table, {f: {"REPLICATION_SCOPE": str(scope)} for f in families})
+
+
+def set_family_attributes(client: NativeHBaseClient, table: str, changes: Mapping[str, Mapping[str, str]]) -> None:
+    """Set attributes of existing column families ({family: {"TTL": "3600"}}); ModifyTable keeps every other one."""
+    families = set(changes)
     name = TableName.parse(table)
     res = client.master_call(
         "GetTableDescriptors",
@@ -142,11 +148,13 @@ def set_replication_scope(client: NativeHBaseClient, table: str, families: Seque
     if missing:
         raise ConfigError(f"table {table} has no column families {missing}; it has {sorted(known)}")
     for cf in schema.column_families:
-        if cf.name.decode() in families:
-            attrs = [a for a in cf.attributes if a.first != b"REPLICATION_SCOPE"]
+        wanted = changes.get(cf.name.decode())
+        if wanted:
+            attrs = [a for a in cf.attributes if a.first.decode() not in wanted]
             del cf.attributes[:]
             cf.attributes.extend(attrs)
-            cf.attributes.add(first=b"REPLICATION_SCOPE", second=str(scope).encode())
+            for key, value in wanted.items():
+                cf.attributes.add(first=key.encode(), second=value.encode())
     nonce = client.nonce()
     req = master_pb2.ModifyTableRequest(
         table_name=_table_pb(name),
@@ -155,7 +163,7 @@ def set_replication_scope(client: NativeHBaseClient, table: str, families: Seque
         nonce=nonce["nonce"],
     )
     mod = client.master_call("ModifyTable", req, master_pb2.ModifyTableResponse)
-    client.wait_procedure(mod.proc_id, f"set REPLICATION_SCOPE on {table}")
+    client.wait_procedure(mod.proc_id, f"set {sorted({k for c in changes.values() for k in c})} on {table}")
 
 
 @dataclass(frozen=True)

@@ -36,9 +36,13 @@ class ColumnFamily:
     name: str
     max_versions: int = 1
     replication_scope: int = 1
+    ttl_s: int | None = None  # TTL: cells older than this many seconds expire (None: never)
 
     def attributes(self) -> dict[str, str]:
-        return {"VERSIONS": str(self.max_versions), "REPLICATION_SCOPE": str(self.replication_scope)}
+        attrs = {"VERSIONS": str(self.max_versions), "REPLICATION_SCOPE": str(self.replication_scope)}
+        if self.ttl_s is not None:
+            attrs["TTL"] = str(self.ttl_s)
+        return attrs
 
 
 @dataclass(frozen=True)

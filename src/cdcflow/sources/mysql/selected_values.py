@@ -114,7 +114,9 @@ def described_type(data_type: str, column_type: str, fsp: int) -> tuple[str, str
         return "BLOB", "BLOB"
     if t == "char":
         return "CHAR", "CHAR"
-    if t in ("varchar", "varbinary", "year", "date", "json", "enum", "set", "geometry"):
+    if t == "year":  # TABLE_MAP's signedness bits count YEAR as a number, and an unsigned one
+        return "YEAR UNSIGNED", "YEAR UNSIGNED"
+    if t in ("varchar", "varbinary", "date", "json", "enum", "set", "geometry"):
         return t.upper(), t.upper()
     return t.upper(), t.upper()
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import itertools
 import logging
+import time
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
@@ -20,7 +21,8 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from cdcflow.clients.hbase import connect
+from cdcflow.clients.hbase import NativeHBaseClient, connect
+from cdcflow.clients.hbase.admin import set_family_attributes
 from cdcflow.clients.hbase.model import ColumnFamily, Mutation
 from cdcflow.config.sinks import HBaseSinkOptions, SinkOptions
 from cdcflow.errors import CdcflowError
@@ -51,6 +53,7 @@ class HBaseSink(Sink):
         self.opts = options
         self.zk_quorum = options.zk_quorum or context["zk_quorum"]
         self._existing: set[str] = set()  # target tables known to exist
+        self._ttl_checked: dict[str, float] = {}  # target → monotonic time its TTLs were last compared
 
     def apply_batch(self, events: DataFrame, batch_id: int) -> None:
         hb = events.where(F.col("source.connector") == "hbase")
@@ -67,6 +70,8 @@ class HBaseSink(Sink):
         hb = hb.withColumn("_target", target_of[F.concat("source.name", F.lit("/"), "source.db", F.lit("."),
                                                           "source.table")])  # fmt: skip
         refused = self._ensure_targets(wanted)
+        if self.opts.follow_ttl:
+            self._follow_ttls({t: v[0] for t, v in wanted.items() if t not in refused})
         if refused:
             isolated = hb.where(F.col("_target").isin(list(refused)))
             reason = F.concat(F.lit("hbase sink "), F.lit(self.name), F.lit(": target table "), F.col("_target"),
@@ -123,14 +128,17 @@ class HBaseSink(Sink):
         return refused
 
     def _families(self, source: str, seen: set[str]) -> list[ColumnFamily]:
-        """The source table's families with their VERSIONS when the source cluster answers, plus the
-        families the events carry and `create_families`; replication scope 0 (not captured again)."""
+        """The source table's families with their VERSIONS (and TTL, with follow_ttl) when the source cluster
+        answers, plus the families the events carry and `create_families`; replication scope 0 (not captured
+        again)."""
         versions: dict[str, int] = {}
+        ttls: dict[str, int | None] = {}
         try:
             src = connect(str(self.context["zk_quorum"]), op_timeout_s=10.0)
             try:
                 for fam, attrs in src.family_attributes(source).items():
                     versions[fam] = int(attrs.get("VERSIONS", self.opts.create_max_versions))
+                    ttls[fam] = family_ttl(attrs) if self.opts.follow_ttl else None
             finally:
                 src.close()
         except (CdcflowError, OSError, ValueError) as exc:
@@ -138,8 +146,54 @@ class HBaseSink(Sink):
                      self.name, source, exc)  # fmt: skip
         names = set(versions) | _family_names(seen)
         names |= set(self.opts.create_families)
-        return [ColumnFamily(n, versions.get(n, self.opts.create_max_versions), replication_scope=0)
-                for n in sorted(names)]  # fmt: skip
+        return [ColumnFamily(n, versions.get(n, self.opts.create_max_versions), replication_scope=0,
+                             ttl_s=ttls.get(n)) for n in sorted(names)]  # fmt: skip
+
+    def _follow_ttls(self, targets: dict[str, str]) -> None:
+        """Each target's families get their source family's TTL (cells expire in the copy as in the source),
+        compared at most once a minute per table. A source that cannot be read is tried again later."""
+        now = time.monotonic()
+        due = {t: s for t, s in targets.items() if now - self._ttl_checked.get(t, -TTL_CHECK_S) >= TTL_CHECK_S}
+        if not due:
+            return
+        try:
+            src = NativeHBaseClient(str(self.context["zk_quorum"]), op_timeout_s=10.0)
+            same = self.zk_quorum == self.context["zk_quorum"]
+            dst = src if same else NativeHBaseClient(self.zk_quorum, op_timeout_s=10.0)
+        except (CdcflowError, OSError) as exc:
+            log.info("sink %s: TTLs not compared now (%s)", self.name, exc)
+            return
+        try:
+            for target, source in sorted(due.items()):
+                try:
+                    wanted = {f: family_ttl(a) for f, a in src.family_attributes(source).items()}
+                    have = {f: family_ttl(a) for f, a in dst.family_attributes(target).items()}
+                    changes = {f: {"TTL": str(ttl if ttl is not None else FOREVER)} for f, ttl in wanted.items()
+                               if f in have and have[f] != ttl}  # fmt: skip
+                    if changes:
+                        log.info("sink %s: %s: TTL of %s set as in %s", self.name, target,
+                                 ", ".join(f"{f}={c['TTL']}" for f, c in sorted(changes.items())), source)  # fmt: skip
+                        set_family_attributes(dst, target, changes)
+                    self._ttl_checked[target] = now
+                except (CdcflowError, OSError, ValueError) as exc:
+                    log.info("sink %s: %s: TTL not compared now (%s)", self.name, target, exc)
+        finally:
+            if dst is not src:
+                dst.close()
+            src.close()
+
+
+FOREVER = 2147483647  # HBase's TTL for "never expires" (HConstants.FOREVER)
+TTL_CHECK_S = 60.0
+
+
+def family_ttl(attrs: Mapping[str, str]) -> int | None:
+    """A column family's TTL in seconds from its descriptor attributes (None: cells never expire)."""
+    raw = attrs.get("TTL")
+    if raw is None or raw.strip().upper() == "FOREVER":
+        return None
+    ttl = int(raw.split()[0])
+    return None if ttl >= FOREVER else ttl
 
 
 def _family_names(encoded: Iterable[str]) -> set[str]:

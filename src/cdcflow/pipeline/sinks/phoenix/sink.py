@@ -74,7 +74,7 @@ class PhoenixSchemaError(TerminalError):
     """The Phoenix table is missing or cannot hold the MySQL table's values."""
 
 
-class UnfitValues(PhoenixSchemaError):
+class UnfitValuesError(PhoenixSchemaError):
     """Values of a batch that the Phoenix table's column types cannot hold exactly (nothing was written)."""
 
 
@@ -393,7 +393,7 @@ class PhoenixSink(Sink):
                 for (key, _), future in zip(wanted, done, strict=True):
                     try:
                         future.result()  # the first failure fails the batch (the others ran to their end)
-                    except UnfitValues:
+                    except UnfitValuesError:
                         unfit.append(key)
             for key in unfit:  # the table as the schema history has it now (a MODIFY), then the rows once more
                 self._targets.pop(key, None)
@@ -455,7 +455,7 @@ class PhoenixSink(Sink):
         bad = prepared.where(F.col("_problem") != "").select("_key", "_problem", guarded.GUARD_POS).limit(5).collect()
         if bad:
             examples = "; ".join(f"key {r['_key']} at {r[guarded.GUARD_POS]}: {r['_problem']}" for r in bad)
-            raise UnfitValues(
+            raise UnfitValuesError(
                 f"{db}.{table}: values that do not fit the Phoenix column types of {target.display} "
                 f"(nothing of this batch was applied; the events stay in Kafka): {examples}"
             )
