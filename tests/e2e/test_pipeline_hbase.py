@@ -17,7 +17,8 @@ from cdcflow.config import PipelineConfig, SinkConfig
 from cdcflow.pipeline.progress import read_progress
 from cdcflow.pipeline.runner import Pipeline
 from cdcflow.pipeline.sinks.delta.log import changes
-from cdcflow.verify.hbase import rows_of, verify_hbase
+from cdcflow.pipeline.sinks.delta.views import hbase_state_rows
+from cdcflow.verify.hbase import compare_rows, rows_of, verify_hbase
 
 from .hbase_capture import PeerSetup, scan_cells, wait_until_replicated
 from .test_hbase_capture import workload
@@ -224,8 +225,9 @@ def test_the_copy_expires_cells_as_the_source_and_follows_a_ttl_change(
     hbase_client: HBaseClient, peer_setup: PeerSetup, kafka: dict[str, Any], hbase: dict[str, Any], tmp_path: Path
 ) -> None:
     """Expiry writes nothing to the WAL, so no peer hears of it: the copy expires cells itself, with the source
-    family's TTL (created with it, and set again when the source's changes). A cell two hours old under a one-hour
-    TTL is hidden in both; with the source's TTL raised to three hours, a new two-hour-old cell shows in both."""
+    family's TTL (created with it, and set again when the source's changes), and the Delta current view hides
+    them by that TTL. A cell two hours old under a one-hour TTL is hidden in all three; with the source's TTL
+    raised to three hours, a new two-hour-old cell shows in all three."""
     source = f"{peer_setup.name}_src"
     hbase_client.create_table(source, [ColumnFamily("cf", max_versions=10, ttl_s=3600)])
     peer_setup.add_peer(source)
@@ -238,19 +240,31 @@ def test_the_copy_expires_cells_as_the_source_and_follows_a_ttl_change(
     wait_until_replicated(hbase_client, kafka["bootstrap_servers"], source, topic)
     copy = f"{source}_copy"
     sink = SinkConfig(name="hbase_copy", type="hbase", options={})
-    config = pipeline_for(peer_setup, kafka, hbase, tmp_path / "cp", sink)
-    assert Pipeline(*config).run(available_now=True) == {"hbase_copy": "done"}
+    lake = SinkConfig(name="lake", type="delta", options={"path": str(tmp_path / "lake"), "kept_versions": 10,
+                                                          "register_in_catalog": False})  # fmt: skip
+    config = pipeline_for(peer_setup, kafka, hbase, tmp_path / "cp", sink, lake)
+    pipeline = Pipeline(*config)
+    assert pipeline.run(available_now=True) == {"hbase_copy": "done", "lake": "done"}
     assert hbase_client.family_attributes(copy)["cf"].get("TTL") == "3600"
     report = verify_hbase(hbase_client, source, hbase_client, copy, max_versions=10)
     assert report.clean and report.rows_compared == 6, report.summary() + str(report.examples)  # 5 + the sentinel
+    assert pipeline.spark is not None
+    state = str(tmp_path / "lake" / peer_setup.name / "default" / source)
+    # the Delta state keeps the expired cells; its current view hides them as HBase does
+    report = compare_rows(rows_of(hbase_client.scan(source, max_versions=10)),
+                          hbase_state_rows(pipeline.spark, state, max_versions=10))  # fmt: skip
+    assert report.clean and report.rows_compared == 6, report.summary() + str(report.examples)
     assert not any(q == b"old" for _row, cells in rows_of(hbase_client.scan(copy)) for _f, q, _t, _v in cells)
 
     set_family_attributes(hbase_client, source, {"cf": {"TTL": str(3 * 3600)}})
     hbase_client.mutate(source, Put(b"r9").add(b"cf", b"fresh", b"v9"))
     hbase_client.mutate(source, Put(b"r9").add(b"cf", b"old", b"o9", now_ms - 2 * 3600 * 1000))  # alive under 3 h
     wait_for_topic_rows(kafka, topic, 13)  # the 10 puts, the sentinel, r9's two
-    assert Pipeline(*config).run(available_now=True) == {"hbase_copy": "done"}
+    assert Pipeline(*config).run(available_now=True) == {"hbase_copy": "done", "lake": "done"}
     assert hbase_client.family_attributes(copy)["cf"].get("TTL") == str(3 * 3600)
+    report = compare_rows(rows_of(hbase_client.scan(source, max_versions=10)),
+                          hbase_state_rows(pipeline.spark, state, max_versions=10))  # fmt: skip
+    assert report.clean and report.rows_compared == 7, report.summary() + str(report.examples)
     report = verify_hbase(hbase_client, source, hbase_client, copy, max_versions=10)
     assert report.clean and report.rows_compared == 7, report.summary() + str(report.examples)
     # (the two-hour-old cells written under the one-hour TTL stay gone: HBase dropped them when the TTL change

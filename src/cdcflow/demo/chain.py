@@ -196,9 +196,11 @@ def run_chain(
         )
     if mysql_writer is not None:
         db = mysql_writer.workload.db
+        tables = " ".join(f"{db}.{t}" for t in WORKLOAD_TABLES)
         print(
-            f"\nwrote {mysql_writer.workload.transactions} MariaDB demo transactions. Compare MariaDB and Phoenix:\n"
-            + f"  .venv/bin/cdcflow verify mysql-phoenix {' '.join(f'{db}.{t}' for t in WORKLOAD_TABLES)}"
+            f"\nwrote {mysql_writer.workload.transactions} MariaDB demo transactions. Compare MariaDB with Phoenix "
+            f"and Delta:\n  .venv/bin/cdcflow verify mysql-phoenix {tables}\n"
+            f"  .venv/bin/cdcflow verify mysql-delta --sink delta {tables}"
         )
 
 

@@ -126,6 +126,18 @@ def list_peers(client: NativeHBaseClient) -> list[PeerInfo]:
     return out
 
 
+FOREVER = 2147483647  # HBase's TTL for "never expires" (HConstants.FOREVER)
+
+
+def family_ttl(attrs: Mapping[str, str]) -> int | None:
+    """A column family's TTL in seconds from its descriptor attributes (None: cells never expire)."""
+    raw = attrs.get("TTL")
+    if raw is None or raw.strip().upper() == "FOREVER":
+        return None
+    ttl = int(raw.split()[0])
+    return None if ttl >= FOREVER else ttl
+
+
 def set_replication_scope(client: NativeHBaseClient, table: str, families: Sequence[str], scope: int = 1) -> None:
     """Set REPLICATION_SCOPE on existing column families (ModifyTable keeps every other attribute)."""
     set_family_attributes(client, table, {f: {"REPLICATION_SCOPE": str(scope)} for f in families})

@@ -37,6 +37,8 @@ class FoldRecord:
     kept_versions: int = 1  # HBase: unmasked versions kept per column
     typed_columns: dict[str, str] = field(default_factory=dict)  # HBase: decoded copies of visible values
     mysql_columns: list[dict[str, Any]] = field(default_factory=list)  # typed MySQL: the known shape
+    # HBase: the source families' TTLs in seconds (families without one left out); views hide older cells
+    family_ttls: dict[str, int] = field(default_factory=dict)
     folded_at_ms: int | None = None
     fold_ms: int | None = None  # how long the last fold took
     folded_rows: int | None = None  # changes read by the last fold

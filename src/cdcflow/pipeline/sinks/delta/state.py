@@ -43,9 +43,11 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, BooleanType, LongType, StringType, StructField, StructType
 
+from cdcflow.clients.hbase import NativeHBaseClient
+from cdcflow.clients.hbase.admin import family_ttl
 from cdcflow.clients.kafka.client import KafkaEndpoint
 from cdcflow.config.sinks import DeltaStateOptions, SinkOptions
-from cdcflow.errors import ConfigError, RetryableError, TerminalError
+from cdcflow.errors import CdcflowError, ConfigError, RetryableError, TerminalError
 from cdcflow.pipeline import metrics
 from cdcflow.pipeline.sinks.base import Sink
 from cdcflow.pipeline.sinks.delta import catalog
@@ -237,6 +239,7 @@ class DeltaStateSink(Sink):
                 log=self.log_path, source=source, db=db, table=table, layout=layout,
                 kept_versions=self.opts.kept_versions, typed_columns=dict(self.opts.typed_columns),
                 mysql_columns=self._shape_doc(source, db, table) if layout == "typed" else [],
+                family_ttls=(self._family_ttls(db, table) or {}) if layout == "hbase" else {},
             )  # fmt: skip
             write_record(spark, path, record)
             self._write_table_index(spark, path)
@@ -276,6 +279,23 @@ class DeltaStateSink(Sink):
             return [vars(c) for c in self._mysql_columns(source, db, table, refresh=False)]
         except NoTableRecord:
             return []
+
+    def _family_ttls(self, db: str, table: str) -> dict[str, int] | None:
+        """The source HBase table's families that have a TTL (seconds); None when the source cannot be read now."""
+        zk = self.context.get("zk_quorum")
+        if not zk or zk == "unused":
+            return None
+        name = table if db == "default" else f"{db}:{table}"
+        try:
+            client = NativeHBaseClient(str(zk), op_timeout_s=10.0)
+            try:
+                ttls = {fam: family_ttl(attrs) for fam, attrs in client.family_attributes(name).items()}
+            finally:
+                client.close()
+        except (CdcflowError, OSError, ValueError) as exc:
+            log.info("sink %s: the TTLs of HBase table %s cannot be read now (%s)", self.name, name, exc)
+            return None
+        return {fam: ttl for fam, ttl in ttls.items() if ttl is not None}
 
     def _shape_doc_refreshed(self, source: str, db: str, table: str) -> None:
         try:
@@ -347,6 +367,10 @@ class DeltaStateSink(Sink):
         done = record.folded(version, int(time.time() * 1000), took_ms, changes)
         if shape:
             done = dataclasses.replace(done, mysql_columns=shape)
+        if record.layout == "hbase":  # a TTL changed at the source shows in the views from this fold on
+            ttls = self._family_ttls(record.db, record.table)
+            if ttls is not None:
+                done = dataclasses.replace(done, family_ttls=ttls)
         write_record(spark, path, done)
         with self._records_lock:
             self._records[path] = done

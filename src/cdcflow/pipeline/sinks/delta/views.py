@@ -35,6 +35,7 @@ from cdcflow.pipeline.sinks.delta.hbase_state import (
 )
 from cdcflow.pipeline.sinks.delta.log import WHOLE_TABLE
 from cdcflow.pipeline.sinks.delta.records import FoldRecord, deletes_path, read_record
+from cdcflow.pipeline.sinks.delta.state_sql import visible_cells_sql
 from cdcflow.pipeline.sinks.mysql_history import MySqlColumn
 
 _JSON_COLUMNS = ["key", "after", "deleted", "op", "pos", "source_ts_ms"]
@@ -117,7 +118,24 @@ def _hbase_view(state_path: str, state: StructType | None, record: FoldRecord, i
     )
     changed = _steps(joined, [*merge_steps(record.kept_versions, record.typed_columns), [columns]])
     untouched = f"SELECT {columns} FROM ({stored}) s LEFT ANTI JOIN ({grouped}) g ON s.row_key = g.row_key"
-    return _without_deleted(f"{untouched} UNION ALL {changed}", ["exists"], include_deleted)
+    rows = _unexpired(f"{untouched} UNION ALL {changed}", record, columns)
+    return _without_deleted(rows, ["exists"], include_deleted)
+
+
+def _unexpired(rows: str, record: FoldRecord, columns: str) -> str:
+    """HBase rows without the cells past their family's TTL at the time of the query, as HBase shows them
+    (expiry writes nothing to the WAL, so no change ever says a cell is gone)."""
+    if not record.family_ttls:
+        return rows
+    cases = " ".join(
+        f"WHEN X'{family.encode().hex()}' THEN c.ts < unix_millis(current_timestamp()) - {int(ttl) * 1000}"
+        for family, ttl in sorted(record.family_ttls.items())
+    )
+    live = f"SELECT row_key, filter(puts, c -> NOT (CASE c.family {cases} ELSE false END)) AS puts, tombstones, " \
+           f"source_ts_ms FROM ({rows})"  # fmt: skip
+    visible = ["row_key", "size(puts) > 0 AS `exists`", f"{visible_cells_sql('puts')} AS cells", "puts",
+               "tombstones", "source_ts_ms"]  # fmt: skip
+    return _steps(live, [visible, merge_steps(record.kept_versions, record.typed_columns)[-1], [columns]])
 
 
 def _mysql_view(

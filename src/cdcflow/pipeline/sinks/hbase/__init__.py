@@ -22,7 +22,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from cdcflow.clients.hbase import NativeHBaseClient, connect
-from cdcflow.clients.hbase.admin import set_family_attributes
+from cdcflow.clients.hbase.admin import FOREVER, family_ttl, set_family_attributes
 from cdcflow.clients.hbase.model import ColumnFamily, Mutation
 from cdcflow.config.sinks import HBaseSinkOptions, SinkOptions
 from cdcflow.errors import CdcflowError
@@ -183,17 +183,7 @@ class HBaseSink(Sink):
             src.close()
 
 
-FOREVER = 2147483647  # HBase's TTL for "never expires" (HConstants.FOREVER)
 TTL_CHECK_S = 60.0
-
-
-def family_ttl(attrs: Mapping[str, str]) -> int | None:
-    """A column family's TTL in seconds from its descriptor attributes (None: cells never expire)."""
-    raw = attrs.get("TTL")
-    if raw is None or raw.strip().upper() == "FOREVER":
-        return None
-    ttl = int(raw.split()[0])
-    return None if ttl >= FOREVER else ttl
 
 
 def _family_names(encoded: Iterable[str]) -> set[str]:
