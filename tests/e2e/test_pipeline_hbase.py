@@ -240,7 +240,7 @@ def test_the_copy_expires_cells_as_the_source_and_follows_a_ttl_change(
     wait_until_replicated(hbase_client, kafka["bootstrap_servers"], source, topic)
     copy = f"{source}_copy"
     sink = SinkConfig(name="hbase_copy", type="hbase", options={})
-    lake = SinkConfig(name="lake", type="delta", options={"path": str(tmp_path / "lake"), "kept_versions": 10,
+    lake = SinkConfig(name="lake", type="delta", options={"path": str(tmp_path / "lake"), "max_versions": 10,
                                                           "register_in_catalog": False})  # fmt: skip
     config = pipeline_for(peer_setup, kafka, hbase, tmp_path / "cp", sink, lake)
     pipeline = Pipeline(*config)
@@ -249,7 +249,7 @@ def test_the_copy_expires_cells_as_the_source_and_follows_a_ttl_change(
     report = verify_hbase(hbase_client, source, hbase_client, copy, max_versions=10)
     assert report.clean and report.rows_compared == 6, report.summary() + str(report.examples)  # 5 + the sentinel
     assert pipeline.spark is not None
-    state = str(tmp_path / "lake" / peer_setup.name / "default" / source)
+    state = str(tmp_path / "lake" / "it" / "default" / source)  # <path>/<source name: the peer's>/<ns>/<table>
     # the Delta state keeps the expired cells; its current view hides them as HBase does
     report = compare_rows(rows_of(hbase_client.scan(source, max_versions=10)),
                           hbase_state_rows(pipeline.spark, state, max_versions=10))  # fmt: skip
@@ -262,9 +262,11 @@ def test_the_copy_expires_cells_as_the_source_and_follows_a_ttl_change(
     wait_for_topic_rows(kafka, topic, 13)  # the 10 puts, the sentinel, r9's two
     assert Pipeline(*config).run(available_now=True) == {"hbase_copy": "done", "lake": "done"}
     assert hbase_client.family_attributes(copy)["cf"].get("TTL") == str(3 * 3600)
-    report = compare_rows(rows_of(hbase_client.scan(source, max_versions=10)),
-                          hbase_state_rows(pipeline.spark, state, max_versions=10))  # fmt: skip
-    assert report.clean and report.rows_compared == 7, report.summary() + str(report.examples)
+    # r9's two-hour-old cell shows in the view under the raised TTL. (The older ones show again in the view too:
+    # it only hides cells, where HBase dropped them for good when the TTL change reopened the region; docs.)
+    report = compare_rows(rows_of(hbase_client.scan(source, max_versions=10, start_row=b"r9", stop_row=b"r9\x00")),
+                          hbase_state_rows(pipeline.spark, state, 10, b"r9", b"r9\x00"))  # fmt: skip
+    assert report.clean and report.rows_compared == 1, report.summary() + str(report.examples)
     report = verify_hbase(hbase_client, source, hbase_client, copy, max_versions=10)
     assert report.clean and report.rows_compared == 7, report.summary() + str(report.examples)
     # (the two-hour-old cells written under the one-hour TTL stay gone: HBase dropped them when the TTL change

@@ -208,7 +208,7 @@ def test_verify_mysql_delta_compares_every_type_and_finds_a_difference(
     source = source_config(unique_name("vdelta"), [db])
     capture = CaptureThread(source, mariadb, bootstrap).start()
     try:
-        for _ in range(80):
+        for _ in range(40):
             workload.transaction()
         workload.close()  # a prepared XA transaction is finished as decided
         capture.wait_for_checkpoint(server_position(admin), timeout_s=120)

@@ -199,7 +199,9 @@ def test_the_debezium_format_equals_debeziums_events_but_for_documented_differen
             "PRIMARY KEY (order_id, line))", f"CREATE TABLE {db}.nokey (a INT, b VARCHAR(5))")  # fmt: skip
     prefix = unique_name("dbz")
     debezium = DebeziumConnect(tmp_path / "connect", bootstrap, mariadb, db, prefix)
-    cfg = source_config(unique_name("cfdbz"), [db], output={
+    # (snapshot.on_ddl off: after the ALTER ... DEFAULT 9 below cdcflow reads the table again, which Debezium does
+    # not do; a documented difference, docs/debezium.md)
+    cfg = source_config(unique_name("cfdbz"), [db], snapshot={"on_ddl": False}, output={
         "format": "debezium", "schemas": True, "transaction_topic": f"{prefix}-cf-transactions"})  # fmt: skip
     capture = CaptureThread(cfg, mariadb, bootstrap).start()
     try:

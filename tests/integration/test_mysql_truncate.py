@@ -4,11 +4,12 @@ shape of a table read before a row event described it (information_schema) is th
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import orjson
 
-from cdcflow.clients.kafka.client import consume
+from cdcflow.clients.kafka.client import consume, read_to_end
 from cdcflow.clients.mysql import execute
 from cdcflow.events.json_codec import decode
 from cdcflow.sources.mysql.selected_values import describe_table
@@ -111,14 +112,15 @@ def test_a_table_described_from_information_schema_as_the_binlog_describes_it(
             f"INSERT INTO {db}.audit (id) VALUES (1)",
             f"INSERT INTO {db}.xa_ledger (id) VALUES (1)",
         )
-        records = consume(bootstrap, cfg.schema_history_topic, expected=4 + len(WORKLOAD_TABLES), timeout_s=60)
+        from_binlog: dict[str, Any] = {}
+        deadline = time.monotonic() + 60
+        while len(from_binlog) < len(WORKLOAD_TABLES) and time.monotonic() < deadline:
+            records = read_to_end(bootstrap, cfg.schema_history_topic)
+            docs = [orjson.loads(r.value or b"") for r in records]
+            from_binlog = {d["table"]: d["columns"] for d in docs if d.get("kind") == "table" and d["db"] == db}
+            time.sleep(0.5)
     finally:
         capture.stop()
-    from_binlog = {
-        doc["table"]: doc["columns"]
-        for doc in (orjson.loads(r.value or b"") for r in records)
-        if doc.get("kind") == "table" and doc["db"] == db
-    }
     assert set(from_binlog) == set(WORKLOAD_TABLES)
     for table, columns in from_binlog.items():
         assert describe_table(admin, db, table) == columns, table

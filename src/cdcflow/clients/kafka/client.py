@@ -167,6 +167,24 @@ def consume(
     return out
 
 
+def partition_count(bootstrap: KafkaTarget, topic: str, timeout_s: float = 30.0) -> int:
+    """How many partitions `topic` has, from the cluster's metadata (asked again until a topic created a moment
+    ago shows them, or `timeout_s` passed: ServiceUnavailable)."""
+    deadline = time.monotonic() + timeout_s
+    last: object = "no metadata"
+    while True:
+        try:
+            meta = _admin(bootstrap).list_topics(topic=topic, timeout=min(10.0, timeout_s)).topics.get(topic)
+            if meta is not None and meta.error is None and meta.partitions:
+                return len(meta.partitions)
+            last = meta.error if meta is not None else "topic not in metadata"
+        except KafkaException as exc:
+            last = exc
+        if time.monotonic() > deadline:
+            raise ServiceUnavailable(f"Kafka at {bootstrap}: the partitions of {topic} are not known ({last})")
+        time.sleep(0.2)
+
+
 def end_offsets(bootstrap: KafkaTarget, topic: str, timeout_s: float = 10.0) -> dict[int, int]:
     """Partition → high watermark (the offset the next record will get); {} if the topic is absent."""
     consumer = Consumer(client_config(bootstrap, {"group.id": f"cdcflow-offsets-{time.time_ns()}"}))

@@ -29,8 +29,8 @@ from cdcflow.clients.kafka import (
     KafkaEndpoint,
     create_store_topic,
     create_topic,
-    end_offsets,
     iter_to_end,
+    partition_count,
     read_latest,
     topic_config,
 )
@@ -877,12 +877,12 @@ class MySqlCapture:
             key, value = self.debezium.truncate(described, topic, change)
         else:
             key, value = None, encode(change)
-        partitions = sorted(end_offsets(self.bootstrap, topic)) or [0]
-        for partition in partitions:
+        partitions = partition_count(self.bootstrap, topic)  # (a failure resumes from the last checkpoint)
+        for partition in range(partitions):
             self._send(topic, key, value, txn, partition)
         self.stats.truncates += 1
         log.info("%s of %s.%s at %s:%d (%s): every row gone; an op t event in %d partition(s) of %s", cause, db,
-                 table, ctx.file, ev.header.start_pos, ctx.gtid, len(partitions), topic)  # fmt: skip
+                 table, ctx.file, ev.header.start_pos, ctx.gtid, partitions, topic)  # fmt: skip
 
     def _read_again(self, qualified: str, ctx: TxnContext, why: str) -> None:
         """Read a table again from its start with the incremental snapshot (positions after the DDL), so the
