@@ -28,7 +28,7 @@ from typing import Any
 import orjson
 
 from cdcflow.clients.mysql import MySqlEndpoint, connect, execute, query
-from cdcflow.errors import TerminalError
+from cdcflow.errors import CdcflowError, ServiceUnavailable, TerminalError
 from cdcflow.events.model import ChangeEvent, Op, SourceInfo
 from cdcflow.patterns import matches_any
 from cdcflow.sources.mysql.changes import TxnContext
@@ -151,7 +151,10 @@ class Snapshotter:
         if chunk is not None:
             if chunk.error is not None:
                 self.chunk = None
-                raise chunk.error
+                if isinstance(chunk.error, CdcflowError):
+                    raise chunk.error
+                # (a lost connection, a lock wait: the capture resumes from its checkpoint and reads again)
+                raise ServiceUnavailable(f"snapshot of {chunk.table}: {chunk.error}") from chunk.error
             return
         if not self.plans:
             return
@@ -167,10 +170,21 @@ class Snapshotter:
     def _select_chunk(self, chunk: Chunk, plan: TablePlan, last_key: list[Any] | None) -> None:
         """The worker: low watermark, SELECT, rows handed to `chunk`, then the high watermark."""
         try:
+            # The table as it is now: a DDL the capture has not read yet may have changed it since it was planned.
+            columns = table_columns(self.ep, plan.db, plan.table)
+            key = [c[0] for c in columns if c[4]]
+            if columns and key != plan.key:
+                last_key = None  # another key: its last value means nothing now; read the table from its start
+            plan.columns, plan.key = columns, key
             conn = connect(self.ep)
             try:
                 with conn.cursor() as cur:
                     self._mark(cur, chunk.low)
+                    if not columns or not key:  # dropped (or its key dropped) since: nothing (more) to read
+                        chunk.rows, chunk.last_key = {}, None
+                        chunk.selected.set()
+                        self._mark(cur, chunk.high)
+                        return
                     cur.execute("SET time_zone = '+00:00'")
                     select = ", ".join(
                         f"CAST(`{n}` AS DOUBLE)" if d == "float" else f"`{n}`" for n, d, *_ in plan.columns
