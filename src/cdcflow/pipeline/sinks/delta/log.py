@@ -163,18 +163,17 @@ def newest_row_changes(changes: DataFrame) -> DataFrame:
     return newest_per_key(rows, ["key"])
 
 
-def after_deletes(latest: DataFrame, deleted_keys: DataFrame) -> DataFrame:
-    """The newest changes per key less those older than their key's recorded delete or the table's
-    newest recorded truncate (a replayed change must not bring a deleted row back). Strictly older: the
-    delete itself, folded again after a kill, still applies."""
-    gone = deleted_keys.select(F.col("key").alias("_gone_key"), F.col("pos").alias("_gone_pos"))
-    kept = latest.join(gone, (F.col("key") == F.col("_gone_key")) & (F.col("_gone_pos") > F.col("pos")), "left_anti")
-    truncated = deleted_keys.where(F.col("key") == WHOLE_TABLE).agg(F.max("pos").alias("_truncated_at"))
-    return (
-        kept.crossJoin(truncated)
-        .where(F.col("_truncated_at").isNull() | (F.col("pos") > F.col("_truncated_at")))
-        .drop("_truncated_at")
-    )
+def after_deletes(latest: DataFrame, deleted_keys: DataFrame | None, truncated_at: list[int] | None) -> DataFrame:
+    """The newest changes per key less those older than their key's recorded delete or than the table's
+    newest truncate (a replayed change must not bring a deleted row back). Strictly older: the delete
+    itself, folded again after a kill, still applies."""
+    if deleted_keys is not None:
+        gone = deleted_keys.select(F.col("key").alias("_gone_key"), F.col("pos").alias("_gone_pos"))
+        on = (F.col("key") == F.col("_gone_key")) & (F.col("_gone_pos") > F.col("pos"))
+        latest = latest.join(gone, on, "left_anti")
+    if truncated_at is not None:
+        latest = latest.where(F.col("pos") > F.array(*(F.lit(p).cast("bigint") for p in truncated_at)))
+    return latest
 
 
 def changes(spark: SparkSession, path: str) -> DataFrame:

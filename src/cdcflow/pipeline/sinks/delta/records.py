@@ -39,6 +39,8 @@ class FoldRecord:
     mysql_columns: list[dict[str, Any]] = field(default_factory=list)  # typed MySQL: the known shape
     # HBase: the source families' TTLs in seconds (families without one left out); views hide older cells
     family_ttls: dict[str, int] = field(default_factory=dict)
+    # MySQL: the position of the newest truncate folded (older changes are gone; also in the deletes table)
+    truncated_at: list[int] | None = None
     folded_at_ms: int | None = None
     fold_ms: int | None = None  # how long the last fold took
     folded_rows: int | None = None  # changes read by the last fold

@@ -336,6 +336,7 @@ class DeltaStateSink(Sink):
         if record is None:
             return 0
         started = time.perf_counter()
+        folded_truncate: list[int] | None = None
         version = change_log.latest_version(spark, self.log_path)
         if record.folded_version >= version:
             if path not in self._named:  # folded by an earlier process that ended before naming it
@@ -351,6 +352,7 @@ class DeltaStateSink(Sink):
             ).first()  # fmt: skip
             changes, deletes = (int(counted["n"]), int(counted["d"])) if counted else (0, 0)
             truncated_at = [int(p) for p in counted["t"]] if counted and counted["t"] is not None else None
+            folded_truncate = truncated_at
             if changes:
                 log.info("sink %s: %s: folding %d changes (log versions %d to %d)", self.name, path, changes,
                          record.folded_version + 1, version)  # fmt: skip
@@ -367,6 +369,8 @@ class DeltaStateSink(Sink):
         done = record.folded(version, int(time.time() * 1000), took_ms, changes)
         if shape:
             done = dataclasses.replace(done, mysql_columns=shape)
+        if folded_truncate is not None and (record.truncated_at is None or folded_truncate > record.truncated_at):
+            done = dataclasses.replace(done, truncated_at=folded_truncate)
         if record.layout == "hbase":  # a TTL changed at the source shows in the views from this fold on
             ttls = self._family_ttls(record.db, record.table)
             if ttls is not None:
@@ -448,8 +452,10 @@ class DeltaStateSink(Sink):
                 self._shape_doc_refreshed(record.source, record.db, record.table)
         if not rows:
             return  # only truncates: nothing to merge (and perhaps no shape to merge with)
-        if DeltaTable.isDeltaTable(spark, deleted_keys):
-            latest = change_log.after_deletes(latest, spark.read.format("delta").load(deleted_keys))
+        cut = max((t for t in (record.truncated_at, truncated_at) if t is not None), default=None)
+        stored = spark.read.format("delta").load(deleted_keys) if DeltaTable.isDeltaTable(spark, deleted_keys) else None
+        if stored is not None or cut is not None:
+            latest = change_log.after_deletes(latest, stored, cut)
         if deletes:
             latest = latest.persist()
         try:
