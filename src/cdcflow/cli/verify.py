@@ -192,6 +192,17 @@ def verify_hbase_delta_cmd(
         spark.stop()
 
 
+def _db_tables(tables: tuple[str, ...]) -> list[tuple[str, str, str]]:
+    """(DB.TABLE, DB, TABLE) of each argument; a usage error for one without a database."""
+    names = []
+    for table in tables:
+        db, dot, name = table.partition(".")
+        if not dot:
+            raise click.UsageError(f"{table!r}: each TABLE must be DB.TABLE")
+        names.append((table, db, name))
+    return names
+
+
 @verify.command("mysql-phoenix")
 @config_option
 @click.argument("tables", metavar="DB.TABLE...", nargs=-1, required=True)
@@ -214,12 +225,7 @@ def verify_mysql_phoenix_cmd(
 
     cfg = wiring.load(config_path)
     _check_schedule(every, grace)
-    names = []
-    for table in tables:
-        db, dot, name = table.partition(".")
-        if not dot:
-            raise click.UsageError(f"{table!r}: each TABLE must be DB.TABLE")
-        names.append((table, db, name))
+    names = _db_tables(tables)
     sink = next((s for s in cfg.pipeline.sinks if s.type == "phoenix"), None)
     options = dict(sink.options) if sink else {}
     url = url or options.get("url") or Stack(cfg.stack.resolved_home()).endpoints("phoenix")["jdbc_url"]
@@ -263,12 +269,7 @@ def verify_mysql_delta_cmd(
 
     cfg = wiring.load(config_path)
     _check_schedule(every, grace)
-    names = []
-    for table in tables:
-        db, dot, name = table.partition(".")
-        if not dot:
-            raise click.UsageError(f"{table!r}: each TABLE must be DB.TABLE")
-        names.append((table, db, name))
+    names = _db_tables(tables)
     if state_path is not None and len(names) != 1:
         raise click.UsageError("--path reads one state table: name one DB.TABLE")
     paths: dict[str, str] = {}
