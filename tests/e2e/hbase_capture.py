@@ -17,7 +17,7 @@ import yaml
 
 from cdcflow.clients.hbase import HBaseClient
 from cdcflow.clients.hbase.model import Put
-from cdcflow.clients.kafka import KafkaRecord, TopicReader, consume, end_offsets
+from cdcflow.clients.kafka import KafkaRecord, TopicReader, read_at
 from cdcflow.events.json_codec import decode
 from cdcflow.events.oversize import reassemble
 from cdcflow.pipeline.sinks.hbase.mutations import event_mutations
@@ -175,10 +175,10 @@ class Rebuilder:
         return len(batch)
 
     def reassemble(self, info: dict[str, Any]) -> bytes:
-        topic = info["topic"]
-        records = consume(self.bootstrap, topic, expected=sum(end_offsets(self.bootstrap, topic).values()))
-        parts = {json.loads(r.value or b"{}")["part"]: r.value or b"" for r in records if r.key == info["id"].encode()}
-        assert len(parts) == info["parts"], f"marker {info['id']} seen with {len(parts)} of {info['parts']} parts"
+        """The whole change, from the parts at the offsets its marker names."""
+        found = read_at(self.bootstrap, info["topic"], info["partition"], info["offsets"])
+        parts = {json.loads(v or b"{}")["part"]: v or b"" for v in found.values()}
+        assert len(parts) == info["parts"], f"marker {info['id']} located {len(parts)} of {info['parts']} parts"
         return reassemble(parts.values())
 
     def until_equal(self, source: str, timeout_s: float = 180) -> set[CellTuple]:

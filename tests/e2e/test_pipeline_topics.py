@@ -44,7 +44,7 @@ def test_a_sink_reads_only_its_own_topics_and_dead_letters_cover_all(kafka: dict
         mysql_event("own", "t", 9).replace(b'"after": {"id": 9}', b'"after": {"id": 9, "blob": "' + b"x" * 5000 + b'"}')
     )
     _parts, marker = oversize.split(big, encode(big), f"{prefix}-oversize", limit=2000)
-    own.append((b"big", marker))  # an oversized change's marker: the sink must not apply it
+    own.append((b"big", marker))  # a marker that does not locate its parts: the sink cannot apply it
     k.produce_sync(bootstrap, own_topic, own)
 
     cfg = PipelineConfig(
@@ -73,7 +73,8 @@ def test_a_sink_reads_only_its_own_topics_and_dead_letters_cover_all(kafka: dict
         (main_topic, "default_topics", "not a JSON object"),
         (own_topic, "own_topics", "not a JSON object"),
         (own_topic, "own_topics", f"oversize change: values left out here, the whole event is in topic "
-                                  f"{prefix}-oversize under key db1/own.t/1.109.0/c"),
+                                  f"{prefix}-oversize under key db1/own.t/1.109.0/c (the marker does not say at "
+                                  "which offsets)"),
     ]  # fmt: skip
     assert sum(k.end_offsets(bootstrap, f"{prefix}-dead").values()) == 3  # no copies from the other sinks
     assert base64.b64decode(min(letters, key=lambda d: d["topic"])["raw_base64"]) == b"[1, 2]"

@@ -13,7 +13,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from cdcflow.events.heartbeats import heartbeat_record
 from cdcflow.events.json_codec import SCHEMA_ID
-from cdcflow.pipeline.envelope import dedupe, events_of, heartbeat_ts, malformed_of, parse
+from cdcflow.pipeline.envelope import OVERSIZE, dedupe, events_of, heartbeat_ts, malformed_of, parse
 from cdcflow.pipeline.session import build_session
 
 KAFKA = "key binary, value binary, topic string, partition int, offset long"
@@ -55,7 +55,8 @@ def test_parse_names_the_problem_of_each_unusable_record_and_keeps_only_their_by
         json.dumps(event([3, -1])).encode(): "source.pos must be a non-empty array of non-negative integers",
         json.dumps(event([1], cells=None)).encode(): "hbase event without cells",
         json.dumps(event([1], oversize={"topic": "big", "id": "x1"})).encode():
-            "oversize change: values left out here, the whole event is in topic big under key x1",
+            "oversize change: values left out here, the whole event is in topic big under key x1 (the marker "
+            "does not say at which offsets)",
     }  # fmt: skip
     parsed = parse(kafka_frame(spark, [good, *bad]))
     rows = {r["offset"]: r for r in parsed.collect()}
@@ -69,21 +70,29 @@ def test_parse_names_the_problem_of_each_unusable_record_and_keeps_only_their_by
 
 
 def test_an_oversized_delete_and_a_truncate_are_usable_events(spark: SparkSession) -> None:
-    """A delete needs its key and position only, which its oversize marker keeps: the sinks apply it (an update's
-    marker lacks the values and is dead-lettered). A truncate (op t) is an event too."""
+    """A delete needs its key and position only, which its oversize marker keeps: the sinks apply it. An update's
+    marker lacks the values: put back together from the parts it locates (OVERSIZE: neither an event nor a
+    dead letter), or dead-lettered when it does not say where they are. A truncate (op t) is an event too."""
     marker = {"topic": "big", "id": "x1", "parts": 2, "bytes": 10, "sha256": "0", "columns": ["before.blob"]}
+    located = {**marker, "partition": 0, "offsets": [7, 8]}
     delete = json.dumps(event([1, 4], op="d", oversize=marker)).encode()
     update = json.dumps(event([1, 5], op="u", oversize=marker)).encode()
+    update_located = json.dumps(event([1, 5], op="u", oversize=located)).encode()
     truncate = json.dumps(event([1, 6], op="t", key={}, cells=None, source={
         "connector": "mysql", "name": "it", "db": "d", "table": "t", "pos": [1, 6], "ts_ms": 4},
         truncate={"cause": "drop", "ddl": "DROP TABLE t"})).encode()  # fmt: skip
-    parsed = parse(kafka_frame(spark, [delete, update, truncate])).collect()
+    frame = parse(kafka_frame(spark, [delete, update, truncate, update_located]))
+    parsed = frame.collect()
     assert [r["problem"] for r in parsed] == [
         None,
-        "oversize change: values left out here, the whole event is in topic big under key x1",
+        "oversize change: values left out here, the whole event is in topic big under key x1 (the marker does not "
+        "say at which offsets)",
         None,
+        OVERSIZE,
     ]
     assert parsed[2]["truncate"]["cause"] == "drop"
+    assert parsed[3]["oversize"]["offsets"] == [7, 8] and bytes(parsed[3]["raw"]) == update_located
+    assert events_of(frame).count() == 2 and malformed_of(frame).count() == 1
 
 
 def test_dedupe_collapses_repeated_changes_but_never_malformed_records(spark: SparkSession) -> None:

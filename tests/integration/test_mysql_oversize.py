@@ -51,5 +51,7 @@ def test_a_20_mb_row_is_published_as_marker_and_parts_and_capture_goes_on(
     assert info["columns"] == ["after.body"] and info["topic"] == cfg.oversize_topic
     parts = consume(bootstrap, cfg.oversize_topic, expected=sum(end_offsets(bootstrap, cfg.oversize_topic).values()))
     assert len(parts) == info["parts"] and {p.key for p in parts} == {info["id"].encode()}
+    # the marker says where its parts are (the pipeline reads them there)
+    assert [(info["partition"], o) for o in info["offsets"]] == sorted((p.partition, p.offset) for p in parts)
     full = orjson.loads(reassemble(p.value or b"" for p in parts))
     assert base64.b64decode(full["after"]["body"]) == payload and full["source"]["pos"] == marker["source"]["pos"]

@@ -15,14 +15,20 @@ from cdcflow.clients.kafka.producer import AsyncProducer, DeliveryFailed, OutRec
 class FakeMessage:
     """What librdkafka hands a delivery callback: the record's topic and value."""
 
-    def __init__(self, topic: str, value: bytes) -> None:
-        self._topic, self._value = topic, value
+    def __init__(self, topic: str, value: bytes, offset: int = 0) -> None:
+        self._topic, self._value, self._offset = topic, value, offset
 
     def topic(self) -> str:
         return self._topic
 
     def value(self) -> bytes:
         return self._value
+
+    def partition(self) -> int:
+        return 3
+
+    def offset(self) -> int:
+        return self._offset
 
 
 class FakeProducer:
@@ -39,7 +45,7 @@ class FakeProducer:
     ) -> None:  # confluent-kafka's order
         assert on_delivery is not None
         self.sent.append(value)
-        self.pending.append((on_delivery, FakeMessage(topic, value)))
+        self.pending.append((on_delivery, FakeMessage(topic, value, 100 + len(self.sent))))
 
     def poll(self, timeout: float) -> int:
         callbacks, self.pending = self.pending, []
@@ -253,3 +259,15 @@ def test_a_delivery_error_names_the_topic_and_size_of_the_record() -> None:
         assert (failed.value.topic, failed.value.size, failed.value.too_large) == ("events", 5, True)
     finally:
         producer.close(timeout_s=1)
+
+
+def test_send_all_locates_the_records_it_sent_when_asked() -> None:
+    """Oversize parts: the marker made after them names their partition and offsets."""
+    fake = FakeProducer()
+    producer = AsyncProducer(ProducerSettings("unused:9092"), factory=lambda _config: fake)
+    try:
+        parts = [OutRecord("parts", b"id", b"p%d" % i) for i in range(3)]
+        assert asyncio.run(producer.send_all(parts, locate=True)) == [(3, 101), (3, 102), (3, 103)]
+        assert asyncio.run(producer.send_all([OutRecord("t", b"k", b"v")])) == []
+    finally:
+        producer.close()

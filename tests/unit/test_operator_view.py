@@ -109,7 +109,8 @@ def test_the_status_names_what_needs_attention() -> None:
     down = _history("http://gone/metrics", (now - 60, 'cdcflow_pipeline_rows_total{sink="old"} 3\n'))
     down.error = "Connection refused"  # answered a minute ago, not now: its last values, marked stale
     status = build_status(
-        now, [peer, mysql, pipeline, down], {"delta": {"state": "failing", "error": "IOException: disk full"}},
+        now, [peer, mysql, pipeline, down], {"delta": {"state": "failing", "error": "IOException: disk full"},
+                                             "copy": {"state": "applying", "unapplied": {"shop.items": 2}}},
         PeerState("cdcflow", True, True, [], wals_queued=12),
         {"hbase t -> t_copy": {"confirmed": 0, "outstanding": 2, "rows_compared": 500, "examples": ["different: r"]}},
         [], stalled_after_s=120,
@@ -118,7 +119,8 @@ def test_the_status_names_what_needs_attention() -> None:
     assert "cannot read metrics at http://gone/metrics: Connection refused" in warnings
     assert "HBase peer cdcflow is ENABLED but no cdcflow instance is serving it" in warnings and "12 queued" in warnings
     assert "sink delta is FAILING: IOException: disk full" in warnings
-    assert "sink copy" not in warnings
+    assert "sink copy: 2 change(s) of shop.items could not be applied (oversize changes whose parts" in warnings
+    assert "sink copy is FAILING" not in warnings
     assert "verify hbase t -> t_copy: 2 confirmed difference(s)" in warnings
     assert "MySQL source m looks stalled: nothing read for 900 s" in warnings
     hbase = next(c for c in status["captures"] if c["kind"] == "hbase")

@@ -7,9 +7,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cdcflow.errors import TerminalError
 from cdcflow.events.json_codec import decode, encode
 from cdcflow.events.model import ChangeEvent, Op, SourceInfo
-from cdcflow.events.oversize import reassemble, split
+from cdcflow.events.oversize import cut, marker, reassemble, split
 
 pytestmark = pytest.mark.unit
 
@@ -75,3 +76,19 @@ def test_an_hbase_change_leaves_out_its_largest_cell_values() -> None:
     assert back.oversize is not None and back.oversize["columns"] == ["cells.0"]
     assert back.cells is not None and [c.value for c in back.cells] == [b"", small, b""]
     assert [(c.qualifier, c.type) for c in back.cells] == [(c.qualifier, c.type) for c in cells]
+
+
+def test_parts_fit_their_topic_and_the_marker_says_where_they_are() -> None:
+    event = change({"id": 7, "blob": "z" * 900_000})
+    encoded = encode(event)
+    parts = cut(event, encoded, "parts", part_limit=300_000)
+    n = len(parts.parts)
+    assert n == -(-len(encoded) // ((300_000 - 1024) * 3 // 4)) and all(len(p) <= 300_000 for p in parts.parts)
+    assert reassemble(parts.parts) == encoded
+    body = orjson.loads(marker(event, parts, 10_000, [(2, 40 + i) for i in range(n)]))
+    assert (body["oversize"]["partition"], body["oversize"]["offsets"]) == (2, list(range(40, 40 + n)))
+    assert "offsets" not in orjson.loads(marker(event, parts, 10_000, None))["oversize"]
+    with pytest.raises(ValueError, match="one partition"):
+        marker(event, parts, 10_000, [(2, 40), (3, 41), *((2, 42 + i) for i in range(n - 2))])
+    with pytest.raises(TerminalError, match="too few"):
+        cut(event, encoded, "parts", part_limit=2_000)

@@ -77,6 +77,8 @@ def test_status_line() -> None:
     )
     failing = format_progress("copy", {"state": "failing", "failures": 2, "error": "boom"}, 0)
     assert "FAILING (2x" in failing and "boom" in failing
+    lost = format_progress("copy", {**doc, "unapplied": {"shop.items": 2}}, 4000).splitlines()
+    assert lost[1].strip() == "shop.items: 2 change(s) NOT APPLIED (oversize, parts gone: in the dead-letter topic)"
 
 
 def test_a_checkpoint_is_not_continued_under_another_topic_pattern(tmp_path: Path) -> None:

@@ -148,7 +148,12 @@ def format_progress(name: str, doc: dict[str, Any], now_ms: int) -> str:
         f"batch {doc.get('batch_duration_ms') or doc.get('duration_ms') or '-'} ms, lag {lag}, "
         f"behind {behind if behind is not None else '-'}"
     )
-    return "\n".join([line, *(format_fold(path, t, now_ms) for path, t in sorted((doc.get("tables") or {}).items()))])
+    unapplied = [
+        f"{'':16}{table}: {n} change(s) NOT APPLIED (oversize, parts gone: in the dead-letter topic)"
+        for table, n in sorted((doc.get("unapplied") or {}).items())
+    ]
+    folds = (format_fold(path, t, now_ms) for path, t in sorted((doc.get("tables") or {}).items()))
+    return "\n".join([line, *unapplied, *folds])
 
 
 def format_fold(path: str, table: dict[str, Any], now_ms: int) -> str:

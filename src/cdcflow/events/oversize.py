@@ -7,10 +7,12 @@ whose encoded event is larger than the limit is published as
   the same Kafka key (`id`) so they stay in order in one partition; and
 - a marker in the table's topic: the same key, op, source and position, with the largest values
   replaced until it fits (row-image values by null, HBase cell values by empty bytes), and
-  `oversize` naming them ("after.blob", "cells.3") and where the whole event is.
-The pipeline applies a delete's marker (a delete needs only its key and position) and dead-letters the
-others (it cannot apply a change it does not have); `reassemble` gives the original bytes back. Pure
-functions: no I/O.
+  `oversize` naming them ("after.blob", "cells.3") and where the whole event is: the parts' topic,
+  partition and offsets. The captures publish the parts first and make the marker once Kafka has
+  acknowledged them, so a reader that sees a marker finds every part at the offsets it names.
+The pipeline applies a delete's marker as it is (a delete needs only its key and position) and puts
+the others back together from their parts (pipeline/oversize.py); `reassemble` gives the original
+bytes back. Pure functions: no I/O.
 """
 
 from __future__ import annotations
@@ -18,8 +20,8 @@ from __future__ import annotations
 import base64
 import dataclasses
 import hashlib
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -35,14 +37,25 @@ def oversize_id(event: ChangeEvent) -> str:
     return f"{s.name}/{s.db}.{s.table}/{'.'.join(map(str, s.pos))}/{event.op.value}"
 
 
-def split(
-    event: ChangeEvent, encoded: bytes, parts_topic: str, limit: int, encoder: Callable[[ChangeEvent], bytes] = encode
-) -> tuple[list[bytes], bytes]:
-    """(part records for `parts_topic`, the marker's encoded bytes for the table's topic).
-    `encoder` must be the one that made `encoded` (the marker is encoded the same way)."""
+class Cut(NamedTuple):
+    """An event cut into part records, and what its marker says of them (before their offsets are known)."""
+
+    parts: list[bytes]
+    info: dict[str, Any]
+
+
+def cut(event: ChangeEvent, encoded: bytes, parts_topic: str, part_limit: int | None = None) -> Cut:
+    """The part records of `encoded` (the event's encoded bytes) for `parts_topic`, each at most
+    `part_limit` bytes (the topic's record limit) when given."""
     ident = oversize_id(event)
     digest = hashlib.sha256(encoded).hexdigest()
-    chunks = [encoded[i : i + PART_DATA_BYTES] for i in range(0, len(encoded), PART_DATA_BYTES)]
+    size = PART_DATA_BYTES
+    if part_limit is not None:  # base64 makes 4 bytes of 3; the record's other fields take under 1 KiB
+        size = min(size, (part_limit - 1024) * 3 // 4)
+        if size < 1024:
+            raise TerminalError(f"the oversize topic {parts_topic} takes records of {part_limit} bytes: too few "
+                                "for parts; raise its max.message.bytes")  # fmt: skip
+    chunks = [encoded[i : i + size] for i in range(0, len(encoded), size)]
     parts = [
         orjson.dumps(
             {
@@ -57,7 +70,35 @@ def split(
         for i, chunk in enumerate(chunks)
     ]
     info = {"id": ident, "topic": parts_topic, "parts": len(chunks), "bytes": len(encoded), "sha256": digest}
-    return parts, _marker(event, info, limit, encoder)
+    return Cut(parts, info)
+
+
+def marker(
+    event: ChangeEvent,
+    cut_: Cut,
+    limit: int,
+    located: Sequence[tuple[int, int]] | None,
+    encoder: Callable[[ChangeEvent], bytes] = encode,
+) -> bytes:
+    """The marker's encoded bytes for the table's topic. `located`: (partition, offset) of each part
+    as Kafka acknowledged it (None: unknown, and the pipeline cannot put the change back together).
+    `encoder` must be the one that made the event's bytes (the marker is encoded the same way)."""
+    info = dict(cut_.info)
+    if located is not None:
+        if len(located) != len(cut_.parts) or len({p for p, _ in located}) != 1:
+            raise ValueError(f"{info['id']}: {len(cut_.parts)} parts, located at {list(located)[:5]}: "
+                             "expected one partition and an offset per part")  # fmt: skip
+        info["partition"] = located[0][0]
+        info["offsets"] = [offset for _, offset in located]
+    return _marker(event, info, limit, encoder)
+
+
+def split(
+    event: ChangeEvent, encoded: bytes, parts_topic: str, limit: int, encoder: Callable[[ChangeEvent], bytes] = encode
+) -> tuple[list[bytes], bytes]:
+    """(part records, a marker that does not say where they are): for tools that place the parts themselves."""
+    parts = cut(event, encoded, parts_topic)
+    return parts.parts, marker(event, parts, limit, None, encoder)
 
 
 def _marker(event: ChangeEvent, info: dict[str, Any], limit: int, encoder: Callable[[ChangeEvent], bytes]) -> bytes:

@@ -54,6 +54,9 @@ ENVELOPE = envelope_schema()
 TRANSCODE_ERROR = "_transcode_error"
 # A record another reader already made into ENVELOPE's struct (debezium_avro.py): parsed as it is, not from JSON.
 PREPARSED = "_envelope"
+# The `problem` of a marker whose parts hold the whole change (events/oversize.py): not applied as it is,
+# not a dead letter; put back together after the sink's pass (pipeline/oversize.py).
+OVERSIZE = "oversize"
 # The `problem` of a heartbeat record (events/heartbeats.py): neither an event nor a dead letter; its source.ts_ms
 # counts towards the sink's progress (runner.py).
 HEARTBEAT = "heartbeat"
@@ -77,13 +80,20 @@ def _problem(e: Column) -> Column:
             F.lit("source.pos must be a non-empty array of non-negative integers"),
         )
         .when((e["source"]["connector"] == "hbase") & e["cells"].isNull(), F.lit("hbase event without cells"))
+        # A delete's marker keeps all it needs (key, position): applied as it is. The others are put back
+        # together from their parts (pipeline/oversize.py) when the marker says where they are.
         .when(
-            e["oversize"].isNotNull() & (e["op"] != "d"),  # a delete's marker keeps all it needs: key, position
+            e["oversize"].isNotNull() & (e["op"] != "d") & (F.size(e["oversize"]["offsets"]) > 0),
+            F.lit(OVERSIZE),
+        )
+        .when(
+            e["oversize"].isNotNull() & (e["op"] != "d"),
             F.concat(
                 F.lit("oversize change: values left out here, the whole event is in topic "),
                 F.coalesce(e["oversize"]["topic"], F.lit("?")),
                 F.lit(" under key "),
                 F.coalesce(e["oversize"]["id"], F.lit("?")),
+                F.lit(" (the marker does not say at which offsets)"),
             ),
         )
     )
@@ -137,12 +147,12 @@ def events_of(parsed: DataFrame) -> DataFrame:
 
 
 def is_malformed(problem: Column) -> Column:
-    return problem.isNotNull() & (problem != F.lit(HEARTBEAT))
+    return problem.isNotNull() & ~problem.isin(HEARTBEAT, OVERSIZE)
 
 
 def malformed_of(parsed: DataFrame) -> DataFrame:
-    """The records of a parsed batch that are not usable events (with raw bytes and problem); heartbeats are
-    neither."""
+    """The records of a parsed batch that are not usable events (with raw bytes and problem); heartbeats and
+    oversize markers with their parts' offsets are neither."""
     return parsed.where(is_malformed(F.col("problem")))
 
 

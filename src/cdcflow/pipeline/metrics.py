@@ -28,6 +28,16 @@ TRUNCATES = Counter(
     "Source truncates (op t) a sink applied: every row of the table older than the truncate removed",
     ["sink", "table"],
 )
+OVERSIZE_APPLIED = Counter(
+    "cdcflow_pipeline_oversize_applied_total",
+    "Changes too large for one Kafka record, put back together from their parts and applied",
+    ["sink"],
+)
+UNAPPLIED = Counter(
+    "cdcflow_pipeline_unapplied_total",
+    "Changes a sink could not apply (an oversize change whose parts are gone): dead-lettered, never applied",
+    ["sink", "table"],
+)
 DELTA_RESHAPES = Counter(
     "cdcflow_pipeline_delta_reshapes_total",
     "Typed MySQL Delta tables rewritten in a new shape (columns dropped or renamed, a type Delta cannot widen)",

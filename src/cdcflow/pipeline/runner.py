@@ -26,11 +26,11 @@ from pyspark.sql.streaming.query import StreamingQuery
 from cdcflow.clients.kafka.java import java_client_options
 from cdcflow.config import PipelineConfig
 from cdcflow.errors import ConfigError
-from cdcflow.pipeline import metrics
+from cdcflow.pipeline import metrics, oversize
 from cdcflow.pipeline.batch_ranges import records_per_topic
 from cdcflow.pipeline.dead_letters import write_dead_letters
 from cdcflow.pipeline.debezium_input import transcoded
-from cdcflow.pipeline.envelope import dedupe, events_of, heartbeat_ts, is_malformed, malformed_of, parse
+from cdcflow.pipeline.envelope import OVERSIZE, dedupe, events_of, heartbeat_ts, is_malformed, malformed_of, parse
 from cdcflow.pipeline.offsets import checkpoint_lock
 from cdcflow.pipeline.progress import PROGRESS_FILE, write_progress
 from cdcflow.pipeline.session import build_session
@@ -176,6 +176,7 @@ class Pipeline:
                 F.count(F.when(is_malformed(F.col("problem")) & owned, 1)).alias("dead"),
                 F.max(F.when(F.col("problem").isNull(), F.col("source.ts_ms"))).alias("max_ts"),
                 heartbeat_ts().alias("heartbeat_ts"),
+                F.count(F.when(F.col("problem") == F.lit(OVERSIZE), 1)).alias("oversize"),
             )
 
             def dead_letter(batch: DataFrame, dead: int) -> None:
@@ -229,6 +230,17 @@ class Pipeline:
                     batch.unpersist()
             rows = int(stats["rows"]) if stats else 0
             max_ts = stats["max_ts"] if stats else None
+            oversized: dict[str, Any] = {}
+            if stats and stats["oversize"]:
+                # The batch's oversize markers: a second pass of the sink with their whole changes.
+                applied, dead_markers, unapplied = self._apply_oversize(r, prepared(df), owned, batch_id)
+                rows += applied
+                dead += dead_markers
+                tables = dict(r.doc.get("unapplied") or {})
+                for table, n in unapplied.items():
+                    tables[table] = int(tables.get(table, 0)) + n
+                oversized = {"oversize_applied": int(r.doc.get("oversize_applied", 0)) + applied,
+                             "unapplied": tables}  # fmt: skip
             if stats and stats["heartbeat_ts"]:
                 # Two entries at most: the earlier ones merged under their newest batch (counted no sooner
                 # than that one would be), and this batch's.
@@ -243,7 +255,7 @@ class Pipeline:
                 last_source_ts_ms=_newest(max_ts, r.doc.get("last_source_ts_ms")), lag_ms=lag_ms,
                 heartbeats_pending=r.heartbeats,
                 total_rows=int(r.doc.get("total_rows", 0)) + rows,
-                dead_letters=int(r.doc.get("dead_letters", 0)) + dead, **sink.status(),
+                dead_letters=int(r.doc.get("dead_letters", 0)) + dead, **oversized, **sink.status(),
             )  # fmt: skip
             metrics.ROWS.labels(r.name).inc(rows)
             metrics.DEAD_LETTERS.labels(r.name).inc(dead)
@@ -257,6 +269,34 @@ class Pipeline:
                      r.doc["duration_ms"], lag_ms)  # fmt: skip
 
         return apply
+
+    def _apply_oversize(
+        self, r: _Runner, parsed: DataFrame, owned: Column, batch_id: int
+    ) -> tuple[int, int, dict[str, int]]:
+        """Put the batch's oversize markers back together and have the sink apply them: (changes applied,
+        markers this sink dead-lettered, db.table -> changes that stay unapplied)."""
+        spark = parsed.sparkSession
+        started = time.perf_counter()
+        whole, unapplied = oversize.put_together(oversize.markers(parsed, owned), self.context)
+        if whole:
+            events = parse(oversize.as_kafka_rows(spark, whole))
+            if r.sink.wants_deduplicated_events:
+                events = dedupe(events)
+            r.sink.apply_reassembled(events_of(events), batch_id)
+            metrics.OVERSIZE_APPLIED.labels(r.name).inc(len(whole))
+        tables: dict[str, int] = {}
+        for u in unapplied:
+            log.error("sink %s: batch %d: %s (marker at %s partition %d offset %d%s)", r.name, batch_id, u.reason,
+                      u.topic, u.partition, u.offset, ", dead-lettered" if u.owned else "")  # fmt: skip
+            tables[u.table] = tables.get(u.table, 0) + 1
+            metrics.UNAPPLIED.labels(r.name, u.table).inc()
+        owned_letters = oversize.dead_letter_rows(spark, unapplied)
+        dead = sum(1 for u in unapplied if u.owned)
+        if dead:
+            write_dead_letters(owned_letters, F.col("raw"), F.col("problem"), batch_id, self.context, r.name)
+        log.info("sink %s: batch %d: %d oversize change(s) put together and applied, %d not, in %.2f s", r.name,
+                 batch_id, len(whole), len(unapplied), time.perf_counter() - started)  # fmt: skip
+        return len(whole), dead, tables
 
     def _heartbeats_only(self, batch: DataFrame) -> bool:
         """Whether a batch holds records of the sources' heartbeat topics only (or none at all)."""

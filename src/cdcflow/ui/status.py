@@ -262,6 +262,9 @@ def build_status(
         if entry.get("batch_s") is None and doc.get("duration_ms") is not None:
             entry["batch_s"] = doc["duration_ms"] / 1000
         entry["tables"] = fold_rows(name, doc.get("tables") or {}, now, warnings)
+        for table, n in sorted((doc.get("unapplied") or {}).items()):
+            warnings.append(f"sink {name}: {n} change(s) of {table} could not be applied (oversize changes whose "
+                            "parts are gone from Kafka): they are in the dead-letter topic")  # fmt: skip
     for name, entry in sinks.items():
         if entry.get("failing"):
             warnings.append(f"sink {name} is FAILING" + (f": {entry['error']}" if entry.get("error") else ""))

@@ -273,6 +273,48 @@ def iter_to_end(
         consumer.close()
 
 
+def read_at(
+    bootstrap: KafkaTarget, topic: str, partition: int, offsets: list[int], timeout_s: float = 60.0
+) -> dict[int, bytes | None]:
+    """The values at `offsets` of one partition, those Kafka still has (retention may have removed some:
+    they are missing from the answer). ServiceUnavailable when Kafka does not answer in `timeout_s`."""
+    settings: ClientSettings = {"group.id": f"cdcflow-read-at-{time.time_ns()}", "enable.auto.commit": False,
+                                "fetch.message.max.bytes": 32 * 1024 * 1024}  # fmt: skip
+    consumer = Consumer(client_config(bootstrap, settings))
+    try:
+        try:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout_s)
+        except KafkaException as exc:
+            raise ServiceUnavailable(f"read {topic} partition {partition}: {exc}") from exc
+        wanted = {o for o in offsets if low <= o < high}
+        found: dict[int, bytes | None] = {}
+        if not wanted:
+            return found
+        last = max(wanted)
+        consumer.assign([TopicPartition(topic, partition, min(wanted))])
+        deadline = time.monotonic() + timeout_s
+        while len(found) < len(wanted):
+            if time.monotonic() > deadline:
+                raise ServiceUnavailable(f"reading offsets {min(wanted)}..{last} of {topic} partition {partition} "
+                                         f"took more than {timeout_s:.0f} s")  # fmt: skip
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            err = msg.error()
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:
+                    break  # nothing more to come: the rest is gone
+                raise ServiceUnavailable(f"read {topic} partition {partition}: {err.str()}")
+            offset = msg.offset() or 0
+            if offset in wanted:
+                found[offset] = msg.value()
+            if offset >= last:
+                break
+        return found
+    finally:
+        consumer.close()
+
+
 class TopicReader:
     """Reads topics from the beginning, incrementally: each `poll` returns what arrived since."""
 

@@ -45,6 +45,9 @@ class ProducerSettings:
     # A record that Kafka has not acknowledged by then fails; HBase then resends the call.
     delivery_timeout_ms: int = 60_000
     max_message_bytes: int = 16 * 1024 * 1024
+    # A batch of records to one partition is checked against the topic's max.message.bytes as a whole: kept
+    # at most the smallest record limit of the topics written, so records that fit one by one fit together.
+    batch_bytes: int = 1_000_000
     # Passed to librdkafka as they are: security.protocol, sasl.*, ssl.*, client.id, ...
     extra: dict[str, str] = field(default_factory=dict)
 
@@ -57,6 +60,7 @@ class ProducerSettings:
             "linger.ms": self.linger_ms,
             "delivery.timeout.ms": self.delivery_timeout_ms,
             "message.max.bytes": self.max_message_bytes,
+            "batch.size": self.batch_bytes,
             "queue.buffering.max.kbytes": 1024 * 1024,
             # While a broker is down, retry connections at most every 5 s (and log that often).
             "reconnect.backoff.max.ms": 5000,
@@ -167,7 +171,9 @@ class AsyncProducer:
         if left:
             log.warning("%d records still unresolved 5 s after a purge", left)
 
-    async def send_all(self, records: Sequence[OutRecord]) -> None:
+    async def send_all(self, records: Sequence[OutRecord], *, locate: bool = False) -> list[tuple[int, int]]:
+        """Send `records` and wait until every one is acknowledged (raising the first failure). With
+        `locate`, return where Kafka stored them: (partition, offset) of each, in offset order."""
         if self.fatal:
             async with self._lock():
                 if self.fatal:  # not already replaced by the call that held the lock
@@ -176,8 +182,8 @@ class AsyncProducer:
             log.error("the Kafka poll thread had stopped; starting it again")
             self._poller = self._start_poller()
         if not records:
-            return
-        acks = _Acknowledgements(self, asyncio.get_running_loop(), len(records))
+            return []
+        acks = _Acknowledgements(self, asyncio.get_running_loop(), len(records), locate)
         on_delivery = acks.on_delivery
         produce = self._producer.produce
         refused: DeliveryFailed | None = None
@@ -207,6 +213,7 @@ class AsyncProducer:
             raise refused
         if acks.error is not None:
             raise acks.error
+        return sorted(acks.located or ())
 
     def close(self, timeout_s: float = 30.0) -> int:
         """Flush and stop; returns how many records were still unacknowledged."""
@@ -222,9 +229,9 @@ class _Acknowledgements:
     as the delivery callback and one wake-up per call: a future, a closure and a cross-thread
     wake-up per record cost more than the record's own produce."""
 
-    __slots__ = ("_lock", "_loop", "_owner", "_pending", "all_resolved", "error")
+    __slots__ = ("_lock", "_loop", "_owner", "_pending", "all_resolved", "error", "located")
 
-    def __init__(self, owner: AsyncProducer, loop: asyncio.AbstractEventLoop, count: int) -> None:
+    def __init__(self, owner: AsyncProducer, loop: asyncio.AbstractEventLoop, count: int, locate: bool = False) -> None:
         self._owner = owner
         self._loop = loop
         self._pending = count
@@ -232,11 +239,14 @@ class _Acknowledgements:
         self._lock = threading.Lock()
         self.error: Exception | None = None
         self.all_resolved: asyncio.Future[None] = loop.create_future()
+        self.located: list[tuple[int, int]] | None = [] if locate else None
 
     def on_delivery(self, err: KafkaError | None, msg: Message) -> None:
         if err is not None:
             self._failed(err, msg)
         with self._lock:
+            if self.located is not None and err is None:
+                self.located.append((msg.partition() or 0, msg.offset() or 0))
             self._pending -= 1
             last = self._pending == 0
         if last:
@@ -311,6 +321,28 @@ class SyncProducer:
                     return
                 except BufferError:
                     continue
+
+    def send_located(self, topic: str, key: bytes, values: Sequence[bytes], timeout_s: float = 60.0) -> list[
+            tuple[int, int]]:  # fmt: skip
+        """Send `values` under one key and wait for their acknowledgements (and those of everything queued
+        before them): (partition, offset) of each, in offset order. Raises DeliveryFailed (retryable) unless
+        Kafka acknowledged every one."""
+        located: list[tuple[int, int]] = []
+        failed: list[str] = []
+
+        def on_delivery(err: KafkaError | None, msg: Message) -> None:
+            if err is not None:
+                failed.append(err.str())
+            else:
+                located.append((msg.partition() or 0, msg.offset() or 0))
+
+        for value in values:
+            self.send(topic, key, value, on_delivery)
+        left = self.flush(timeout_s)
+        if failed or left or len(located) != len(values):
+            raise DeliveryFailed(f"{len(values)} records to {topic}: {len(located)} acknowledged, {left} "
+                                 f"still queued after {timeout_s:.0f} s, errors: {failed[:3]}", topic)  # fmt: skip
+        return sorted(located)
 
     def poll(self, timeout_s: float = 0.0) -> None:
         self._producer.poll(timeout_s)

@@ -42,6 +42,14 @@ class Sink(ABC):
     @abstractmethod
     def apply_batch(self, events: DataFrame, batch_id: int) -> None: ...
 
+    def apply_reassembled(self, events: DataFrame, batch_id: int) -> None:
+        """Apply the oversize changes of batch `batch_id`, put back together from their parts after
+        `apply_batch` applied the rest (pipeline/oversize.py). Idempotent like `apply_batch`, and apart
+        from it: a sink whose `apply_batch` is idempotent per batch id (a Delta commit's transaction id)
+        keeps this pass under an id of its own. Default: `apply_batch` again, for sinks whose writes are
+        decided by each change's position, not by the batch."""
+        self.apply_batch(events, batch_id)
+
     def open(self, spark: SparkSession) -> None:  # noqa: B027 - optional: most sinks start from nothing
         """Pick up work an earlier process left unfinished (a merge-on-read sink's unfolded changes);
         the pipeline calls it once, before the sink's query starts, so it happens with no new batch."""

@@ -24,7 +24,13 @@ class ParquetChangelogSink(Sink):
     reads_events_once = True  # one write
 
     def apply_batch(self, events: DataFrame, batch_id: int) -> None:
+        self._write(events, batch_id, self.query_id or "unknown")
+
+    def apply_reassembled(self, events: DataFrame, batch_id: int) -> None:
+        # Beside the batch's folder, not in it: a replay of the batch's first pass replaces that folder.
+        self._write(events, batch_id, f"{self.query_id or 'unknown'}-reassembled")
+
+    def _write(self, events: DataFrame, batch_id: int, query: str) -> None:
         assert isinstance(self.options, ParquetOptions)
-        query = self.query_id or "unknown"
         path = f"{self.options.path.rstrip('/')}/query={query}/batch_id={batch_id}"
         events.write.mode("overwrite").parquet(path)

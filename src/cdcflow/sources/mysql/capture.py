@@ -39,11 +39,11 @@ from cdcflow.clients.mysql import BinlogStream, MySqlEndpoint, StreamStart, quer
 from cdcflow.clients.registry import SchemaRegistry
 from cdcflow.config import KafkaConfig, MySqlSourceConfig
 from cdcflow.errors import CdcflowError, ConfigError, RetryableError, ServiceUnavailable, TerminalError
+from cdcflow.events import oversize
 from cdcflow.events.debezium.envelope import DebeziumTable
 from cdcflow.events.heartbeats import heartbeat_record
 from cdcflow.events.json_codec import encode
 from cdcflow.events.model import ChangeEvent
-from cdcflow.events.oversize import split as split_oversize
 from cdcflow.events.topics import change_topic
 from cdcflow.patterns import NameFilter
 from cdcflow.sources.mysql.binlog.errors import BinlogDecodeError
@@ -130,6 +130,7 @@ class MySqlCapture:
         settings = ProducerSettings(
             bootstrap, kafka.compression, kafka.linger_ms, kafka.delivery_timeout_ms,
             max_message_bytes=max(16 * 2**20, cfg.max_record_bytes + 2**20),
+            batch_bytes=min(1_000_000, cfg.max_record_bytes),
             extra={"queue.buffering.max.kbytes": str(cfg.max_inflight_mb * 1024), **kafka.properties},
         )  # fmt: skip
         self.producer = producer_factory(settings)
@@ -177,15 +178,15 @@ class MySqlCapture:
         if self.cfg.oversize == "stop":
             raise TerminalError(f"the change of {where} is {len(value)} bytes, over the {limit} bytes topic {topic} "
                                 "takes, and mysql.oversize is 'stop'")  # fmt: skip
-        parts, marker = split_oversize(change, value, self.cfg.oversize_topic, limit)
-        self._ensure_topic(self.cfg.oversize_topic)
-        part_key = orjson.loads(parts[0])["id"].encode()
+        cut = oversize.cut(change, value, self.cfg.oversize_topic, self._ensure_topic(self.cfg.oversize_topic))
+        # The parts are acknowledged before the marker is made: it says where they are. Parts of a change
+        # read again after a restart are sent again; the earlier ones stay unreferenced.
+        located = self.producer.send_located(self.cfg.oversize_topic, cut.info["id"].encode(), cut.parts)
         self.stats.oversize += 1
         log.warning("the change of %s is %d bytes, over the %d bytes topic %s takes: published as a marker there "
-                    "and %d parts in %s", where, len(value), limit, topic, len(parts),
-                    self.cfg.oversize_topic)  # fmt: skip
-        return [*(HeldRecord(self.cfg.oversize_topic, part_key, p) for p in parts),
-                HeldRecord(topic, change.key, marker, table)]  # fmt: skip
+                    "and %d parts in %s partition %d", where, len(value), limit, topic, len(cut.parts),
+                    self.cfg.oversize_topic, located[0][0])  # fmt: skip
+        return [HeldRecord(topic, change.key, oversize.marker(change, cut, limit, located), table)]
 
     def load_checkpoint(self) -> Checkpoint | None:
         raw = read_latest(self.bootstrap, self.cfg.offsets_topic, self.cfg.name.encode())

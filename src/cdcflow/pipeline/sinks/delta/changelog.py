@@ -30,8 +30,15 @@ class DeltaChangelogSink(Sink):
         return self.options.path
 
     def apply_batch(self, events: DataFrame, batch_id: int) -> None:
+        self._append(events, batch_id, f"cdcflow-{self.name}-{self.query_id}")
+
+    def apply_reassembled(self, events: DataFrame, batch_id: int) -> None:
+        # A commit of its own: the batch's transaction id is taken by the batch's first pass.
+        self._append(events, batch_id, f"cdcflow-{self.name}-{self.query_id}-reassembled")
+
+    def _append(self, events: DataFrame, batch_id: int, app_id: str) -> None:
         rows = changelog_rows(events, batch_id)
         if not self._ready:
             ensure_log(events.sparkSession, self._path(), rows.schema)
             self._ready = True
-        append(rows, self._path(), f"cdcflow-{self.name}-{self.query_id}", batch_id)
+        append(rows, self._path(), app_id, batch_id)

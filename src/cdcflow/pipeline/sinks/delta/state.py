@@ -164,12 +164,18 @@ class DeltaStateSink(Sink):
     wants_deduplicated_events = False
 
     def apply_batch(self, events: DataFrame, batch_id: int) -> None:
+        self._log_batch(events, batch_id, f"cdcflow-{self.name}-{self.query_id}")
+
+    def apply_reassembled(self, events: DataFrame, batch_id: int) -> None:
+        # A commit of its own: the batch's transaction id is taken by the batch's first pass.
+        self._log_batch(events, batch_id, f"cdcflow-{self.name}-{self.query_id}-reassembled")
+
+    def _log_batch(self, events: DataFrame, batch_id: int, app_id: str) -> None:
         spark = events.sparkSession
         rows = change_log.changelog_rows(under_policy(events, self.opts.on_drop), batch_id)
         if not self._log_ready:
             change_log.ensure_log(spark, self.log_path, rows.schema)
             self._open_log(spark)
-        app_id = f"cdcflow-{self.name}-{self.query_id}"
         started = time.perf_counter()
         change_log.append(rows, self.log_path, app_id, batch_id)
         committed = change_log.committed_tables(spark, self.log_path, app_id, batch_id, self._log_version)

@@ -10,15 +10,13 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-import orjson
-
 from cdcflow.clients.kafka import KafkaTarget, create_topic, topic_config
 from cdcflow.clients.kafka.producer import AsyncProducer, DeliveryFailed, OutRecord
 from cdcflow.errors import TerminalError
+from cdcflow.events import oversize
 from cdcflow.events.cells import Cell
 from cdcflow.events.json_codec import ValueHints, encode
 from cdcflow.events.model import ChangeEvent
-from cdcflow.events.oversize import split as split_oversize
 from cdcflow.protocols.hbase.wal import WalEntry, decode_replicate_call
 from cdcflow.sources.hbase import native_records
 from cdcflow.sources.hbase.changes import row_changes
@@ -74,6 +72,17 @@ class OversizePolicy:
     action: Literal["split", "refuse"] = "split"
     topic: str = "cdcflow-hbase-oversize"
     after_base64: bool = False
+
+
+@dataclass(frozen=True)
+class _Oversized:
+    """A record too large for its topic: its parts, and what its marker needs once they are in Kafka."""
+
+    index: int  # in the call's records
+    event: ChangeEvent
+    cut: oversize.Cut
+    limit: int
+    encoder: Callable[[ChangeEvent], bytes]
 
 
 class TopicLimits:
@@ -199,17 +208,16 @@ class ReplicationHandler:
                 out.large[len(out.records)] = (event, route.hints)
             out.records.append(OutRecord(route.topic, event.key, value))
 
-    def fit(self, decoded: DecodedCall, stats: CallStats) -> tuple[list[OutRecord], list[OutRecord]]:
-        """(parts, records): records too large for their topic become a marker + parts (or refuse the call).
-        Pure once every topic's limit is known."""
+    def fit(self, decoded: DecodedCall, stats: CallStats) -> tuple[list[_Oversized], list[OutRecord]]:
+        """(oversized, records): records too large for their topic are cut into parts, their marker made once
+        the parts are in Kafka (or the call is refused). Pure once every topic's limit is known."""
         if not decoded.large:
             return [], decoded.records
-        records: list[OutRecord] = []
-        all_parts: list[OutRecord] = []
+        records = list(decoded.records)
+        oversized: list[_Oversized] = []
         for i, rec in enumerate(decoded.records):
             limit = self.topics.limit(rec.topic)
             if rec.value is None or len(rec.value) <= limit:
-                records.append(rec)
                 continue
             event, hints = decoded.large[i]
             where = (f"{event.source.db}:{event.source.table} row {event.key[:100]!r} "
@@ -217,16 +225,13 @@ class ReplicationHandler:
             if self.oversize.action == "refuse":
                 raise OversizeRefused(f"the change of {where} is {len(rec.value)} bytes, over the {limit} bytes "
                                       f"topic {rec.topic} takes, and hbase.oversize is 'refuse'")  # fmt: skip
-            encoder = self._encoder(hints)
-            parts, marker = split_oversize(event, rec.value, self.oversize.topic, limit, encoder)
-            part_key = orjson.loads(parts[0])["id"].encode()
-            all_parts += [OutRecord(self.oversize.topic, part_key, p) for p in parts]
-            records.append(OutRecord(rec.topic, rec.key, marker))
+            cut = oversize.cut(event, rec.value, self.oversize.topic, self.topics.limit(self.oversize.topic))
+            oversized.append(_Oversized(i, event, cut, limit, self._encoder(hints)))
             stats.oversize += 1
             log.warning("the change of %s is %d bytes, over the %d bytes topic %s takes: published as a marker "
-                        "there and %d parts in %s", where, len(rec.value), limit, rec.topic, len(parts),
+                        "there and %d parts in %s", where, len(rec.value), limit, rec.topic, len(cut.parts),
                         self.oversize.topic)  # fmt: skip
-        return all_parts, records
+        return oversized, records
 
     def _encoder(self, hints: ValueHints) -> Callable[[ChangeEvent], bytes]:
         def encode_like_the_event(event: ChangeEvent) -> bytes:
@@ -241,10 +246,17 @@ class ReplicationHandler:
             new.add(self.oversize.topic)
         for topic in sorted(new):
             await asyncio.to_thread(self.topics.ensure, topic)
-        parts, records = self.fit(decoded, stats)
+        oversized, records = self.fit(decoded, stats)
         try:
-            if parts:  # acknowledged first: a consumer that sees a marker finds every part of it in Kafka
-                await self.producer.send_all(parts)
+            for big in oversized:  # parts acknowledged first: the marker says where they are
+                key = big.cut.info["id"].encode()
+                located = await self.producer.send_all(
+                    [OutRecord(self.oversize.topic, key, p) for p in big.cut.parts], locate=True
+                )
+                rec = records[big.index]
+                records[big.index] = OutRecord(
+                    rec.topic, rec.key, oversize.marker(big.event, big.cut, big.limit, located, big.encoder)
+                )
             await self.producer.send_all(records)
         except DeliveryFailed as exc:
             if exc.too_large:  # the topic takes less than it said: split at the size it refused next time

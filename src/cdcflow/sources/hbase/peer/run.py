@@ -42,7 +42,8 @@ def producer_settings(cfg: HBaseSourceConfig, kafka: KafkaConfig, bootstrap_serv
     """The HBase capture's producer (the peer's and the backfill's): room for its largest records."""
     return ProducerSettings(
         bootstrap_servers, kafka.compression, kafka.linger_ms, kafka.delivery_timeout_ms,
-        max_message_bytes=max(16 * 2**20, cfg.max_record_bytes + 2**20), extra=dict(kafka.properties),
+        max_message_bytes=max(16 * 2**20, cfg.max_record_bytes + 2**20),
+        batch_bytes=min(1_000_000, cfg.max_record_bytes), extra=dict(kafka.properties),
     )  # fmt: skip
 
 
