@@ -272,3 +272,67 @@ def test_the_copy_expires_cells_as_the_source_and_follows_a_ttl_change(
     # (the two-hour-old cells written under the one-hour TTL stay gone: HBase dropped them when the TTL change
     # reopened the region, in the source as in the copy)
     assert [r for r, cells in rows_of(hbase_client.scan(copy)) for _f, q, _t, _v in cells if q == b"old"] == [b"r9"]
+
+
+def test_a_truncated_source_table_empties_the_copy_and_the_delta_state(
+    hbase_client: HBaseClient, peer_setup: PeerSetup, kafka: dict[str, Any], hbase: dict[str, Any], tmp_path: Path
+) -> None:
+    """HBase writes nothing to the WAL for a truncate: the peer notices it in hbase:meta (every region new, and
+    no cell older than them left at the source) and publishes an op t event. A split also makes every region
+    new but keeps the cells: nothing is published. The copy and the Delta state lose the rows written before
+    the truncate, keep those written after, and a change from before it delivered again later stays out."""
+    bootstrap = kafka["bootstrap_servers"]
+    peer_setup.write_config(table_watch_s=1)
+    source = f"{peer_setup.name}_src"
+    hbase_client.create_table(source, [ColumnFamily("cf", max_versions=10)])
+    peer_setup.add_peer(source)
+    peer_setup.start()
+    topic = f"{peer_setup.name}.default.{source}"
+    for row in (b"a", b"b", b"n", b"z"):
+        hbase_client.mutate(source, Put(row).add(b"cf", b"q", b"old-" + row))
+    wait_until_replicated(hbase_client, bootstrap, source, topic)
+    before = [r for r in k.consume(bootstrap, topic, expected=5, timeout_s=60) if r.key in (b"a", b"b", b"n", b"z")]
+    assert len(before) == 4
+
+    def published(text: str, timeout_s: float = 60) -> None:
+        deadline = time.monotonic() + timeout_s
+        while text not in peer_setup.full_logs():
+            assert time.monotonic() < deadline, f"the peer never logged {text!r}:\n{peer_setup.logs()}"
+            time.sleep(0.5)
+
+    hbase_client.split_region(source, b"m")  # every region new, the cells kept: not a truncate
+    published("every region is new (split or merged) and still holds older cells: not emptied")
+    hbase_client.truncate_table(source, preserve_splits=True)
+    published("truncated or deleted and created again: every cell older than")
+    for row in (b"b", b"c"):
+        hbase_client.mutate(source, Put(row).add(b"cf", b"q", b"new-" + row))
+    wait_until_replicated(hbase_client, bootstrap, source, topic, [b"", b"m"])
+    events = [json.loads(r.value or b"{}") for r in k.read_to_end(bootstrap, topic)]
+    truncates = [e for e in events if e["op"] == "t"]
+    assert len(truncates) == k.partition_count(bootstrap, topic) and truncates[0]["truncate"]["cause"] == "truncate"
+
+    sinks = (
+        SinkConfig(name="hbase_copy", type="hbase", options={}),
+        SinkConfig(name="lake", type="delta", options={"path": str(tmp_path / "lake"), "max_versions": 10,
+                                                       "register_in_catalog": False}),
+    )  # fmt: skip
+    config = pipeline_for(peer_setup, kafka, hbase, tmp_path / "cp", *sinks)
+    state = str(tmp_path / "lake" / "it" / "default" / source)
+
+    def check() -> None:
+        pipeline = Pipeline(*config)
+        assert pipeline.run(available_now=True) == {"hbase_copy": "done", "lake": "done"}
+        expected = {b"b": b"new-b", b"c": b"new-c"}
+        source_rows = {r: {q: v for _f, q, _t, v in cells} for r, cells in rows_of(hbase_client.scan(source))}
+        assert {r: c[b"q"] for r, c in source_rows.items() if b"q" in c} == expected
+        report = verify_hbase(hbase_client, source, hbase_client, f"{source}_copy", max_versions=10)
+        assert report.clean and report.rows_compared == 4, report.summary() + str(report.examples)  # + 2 sentinels
+        assert pipeline.spark is not None
+        report = compare_rows(rows_of(hbase_client.scan(source, max_versions=10)),
+                              hbase_state_rows(pipeline.spark, state, max_versions=10))  # fmt: skip
+        assert report.clean and report.rows_compared == 4, report.summary() + str(report.examples)
+
+    check()
+    # At-least-once: the changes from before the truncate arrive again, after it.
+    k.produce_sync(bootstrap, topic, [(r.key, r.value) for r in before])
+    check()

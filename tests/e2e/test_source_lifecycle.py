@@ -4,6 +4,7 @@ arrives again later (at-least-once delivery) does not bring a row back."""
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import subprocess
@@ -413,3 +414,67 @@ def test_drops_renames_swaps_and_new_keys_are_followed(
         assert report.clean and report.rows_compared > 0, f"phoenix {table}: {report.summary()} {report.examples}"
     for gone in ("GONE", "_ORDERS_GHO"):
         assert phoenix_jvm.query(f'SELECT COUNT(*) FROM "{db.upper()}"."{gone}"')[0][0] == 0
+
+
+def _hbase_event(op: str, row: bytes, pos: list[int], cells: list[tuple[int, bytes]], before_ts: int | None = None
+                 ) -> bytes:  # fmt: skip
+    def b64(data: bytes) -> str:
+        return base64.b64encode(data).decode()
+
+    event: dict[str, Any] = {
+        "schema": SCHEMA_ID, "op": op, "key": {"row": b64(row)},
+        "source": {"connector": "hbase", "name": "hb", "db": "default", "table": "items", "ts_ms": pos[0],
+                   "snapshot": False, "pos": pos, "region": "" if op == "t" else "r1", "cluster_id": "c1"},
+        "cells": [{"family": b64(b"cf"), "qualifier": b64(b"q"), "ts": ts, "type": "Put", "value": b64(value)}
+                  for ts, value in cells],
+        "ts_ms": pos[0],
+    }  # fmt: skip
+    if before_ts is not None:
+        event["truncate"] = {"cause": "truncate", "before_ts": before_ts}
+    return json.dumps(event).encode()
+
+
+def test_an_hbase_truncate_not_folded_yet_is_applied_by_the_view(
+    kafka: dict[str, Any], hbase: dict[str, Any], tmp_path: Path
+) -> None:
+    """The HBase peer's op t event (every cell older than before_ts gone): the current view applies it while it
+    is still in the change log, the fold then rewrites the state table, and a cell older than it that is logged
+    afterwards stays out of both."""
+    spark = build_session("cdcflow-test")
+    path = str(tmp_path / "items")
+    options = DeltaStateOptions(table_map={"hb/default.items": path}, log_path=str(tmp_path / "log"),
+                                fold_rows=1_000_000, fold_interval_s=3600, max_versions=3)  # fmt: skip
+    context = {"bootstrap_servers": kafka["bootstrap_servers"], "zk_quorum": hbase["zk_quorum"]}
+    sink = DeltaStateSink("hbase-lifecycle", options, context)
+    sink.query_id = "q"
+
+    def rows(frame: DataFrame) -> dict[bytes, bytes]:
+        return {bytes(r["row_key"]): bytes(r["cells"]["cf:q"]["value"]) for r in frame.collect() if r["exists"]}
+
+    def state() -> DataFrame:
+        return spark.read.format("delta").load(path)
+
+    try:
+        sink.apply_batch(_frame(spark, [_hbase_event("u", b"a", [10, 0], [(1000, b"a1")]),
+                                        _hbase_event("u", b"b", [11, 0], [(1000, b"b1")])]), 0)  # fmt: skip
+        sink.flush(spark)
+        assert rows(current_view(spark, path)) == {b"a": b"a1", b"b": b"b1"}
+        later = [
+            _hbase_event("t", b"", [2000, 0], [], before_ts=2000),
+            _hbase_event("u", b"c", [12, 0], [(2500, b"c1")]),
+            _hbase_event("u", b"a", [13, 0], [(2600, b"a2")]),
+        ]
+        sink.apply_batch(_frame(spark, later), 1)
+        assert rows(state()) == {b"a": b"a1", b"b": b"b1"}  # not folded yet
+        assert rows(current_view(spark, path)) == {b"a": b"a2", b"c": b"c1"}
+        sink.flush(spark)
+        assert rows(state()) == {b"a": b"a2", b"c": b"c1"} == rows(current_view(spark, path))
+        late = [_hbase_event("u", b"d", [9, 0], [(1500, b"d0")]), _hbase_event("u", b"c", [9, 1], [(1400, b"c0")])]
+        sink.apply_batch(_frame(spark, late), 2)  # written before the truncate, delivered after it
+        assert rows(current_view(spark, path)) == {b"a": b"a2", b"c": b"c1"}
+        sink.flush(spark)
+        assert rows(state()) == {b"a": b"a2", b"c": b"c1"} == rows(current_view(spark, path))
+        stored = {bytes(r["row_key"]): [p["ts"] for p in r["puts"]] for r in state().collect()}
+        assert stored == {b"a": [2600], b"c": [2500]}  # the older versions are gone from the state, not only hidden
+    finally:
+        sink.close()

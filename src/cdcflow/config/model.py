@@ -225,6 +225,9 @@ class HBaseSourceConfig(_Strict):
     # `after` repeats Put values without a decoding hint as base64 (as `cells` has them): doubles records.
     after_base64: bool = False
     topic_partitions: int = Field(default=-1, ge=-1)  # topics the peer creates; -1: the broker's default
+    # How often hbase:meta is read for tables truncated, or deleted and created again (HBase writes nothing to
+    # the WAL for them): each is published as an op t event (docs/hbase-capture.md). 0: never.
+    table_watch_s: float = Field(default=30.0, ge=0)
     peer: PeerConfig = PeerConfig()
     backfill: HBaseBackfillConfig = HBaseBackfillConfig()
     output: HBaseOutputConfig = HBaseOutputConfig()

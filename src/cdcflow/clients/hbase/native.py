@@ -304,6 +304,34 @@ class NativeHBaseClient:
         self.wait_procedure(res2.proc_id, f"delete table {name}")
         self._regions.pop(name, None)
 
+    def truncate_table(self, table: str, preserve_splits: bool = True) -> None:
+        """Empty a table as HBase's `truncate` does (disabled first): new regions, nothing written to the WAL."""
+        name = TableName.parse(table)
+        self.disable_table(table)
+        res = self.master_call(
+            "truncateTable",
+            master_pb2.TruncateTableRequest(tableName=_table_pb(name), preserveSplits=preserve_splits, **self.nonce()),
+            master_pb2.TruncateTableResponse,
+        )
+        self.wait_procedure(res.proc_id, f"truncate table {name}")
+        self._regions.pop(name, None)
+
+    def split_region(self, table: str, split_row: bytes) -> None:
+        """Split the region of `table` holding `split_row` at that row (two daughter regions, new region ids)."""
+        name = TableName.parse(table)
+        self._regions.pop(name, None)
+        region = self._locate(name, split_row)
+        info = hbase_types_pb2.RegionInfo(region_id=int(region.name.split(b",")[-1].split(b".")[0]),
+                                          table_name=_table_pb(name), start_key=region.start_key,
+                                          end_key=region.end_key)  # fmt: skip
+        res = self.master_call(
+            "SplitRegion",
+            master_pb2.SplitTableRegionRequest(region_info=info, split_row=split_row, **self.nonce()),
+            master_pb2.SplitTableRegionResponse,
+        )
+        self.wait_procedure(res.proc_id, f"split {name} at {split_row!r}")
+        self._regions.pop(name, None)
+
     def family_attributes(self, table: str) -> dict[str, dict[str, str]]:
         """Column families of `table` with their attributes (REPLICATION_SCOPE, VERSIONS, ...)."""
         req = master_pb2.GetTableDescriptorsRequest(table_names=[_table_pb(TableName.parse(table))])
@@ -402,6 +430,45 @@ class NativeHBaseClient:
         regions.sort(key=lambda r: r.start_key)
         self._regions[table] = regions
         return regions
+
+    def region_ids(self) -> dict[str, frozenset[int]]:
+        """Every user table's online regions, from one scan of hbase:meta: {"ns:table": {region id, ...}}.
+        A region id is the time (ms) the master made the region: a table created or truncated gets new ones."""
+
+        def once() -> dict[str, frozenset[int]]:
+            meta = self._server_from_znode("meta-region-server", hbase_types_pb2.MetaRegionServer).server
+            found: dict[str, set[int]] = {}
+            for result in self._scan_region(meta.host_name, meta.port, META_REGION_NAME,
+                                            client_pb2.Scan(caching=1000)):  # fmt: skip
+                info_bytes = next((c.value for c in result.cell if (c.family, c.qualifier) == (b"info", b"regioninfo")),
+                                  None)  # fmt: skip
+                if info_bytes is None:
+                    continue
+                info = parse_message(hbase_types_pb2.RegionInfo, znode.protobuf_payload(info_bytes))
+                namespace = info.table_name.namespace.decode()
+                if info.offline or info.split or info.replica_id != 0 or namespace == "hbase":
+                    continue
+                found.setdefault(f"{namespace}:{info.table_name.qualifier.decode()}", set()).add(info.region_id)
+            return {table: frozenset(ids) for table, ids in found.items()}
+
+        return self._retrying("scan hbase:meta", once)
+
+    def holds_cells_before(self, table: str, ts: int) -> bool:
+        """Whether `table` shows any cell older than `ts` (ms): a scan of each region for one row with a cell in
+        the time range [0, ts) (HBase skips the files whose time range lies past it)."""
+        name = TableName.parse(table)
+
+        def once() -> bool:
+            self._regions.pop(name, None)
+            for loc in self._locate_all(name):
+                scan = client_pb2.Scan(time_range=hbase_types_pb2.TimeRange(**{"from": 0, "to": ts}), caching=1,
+                                       start_row=loc.start_key, stop_row=loc.end_key)  # fmt: skip
+                for result in self._scan_region(loc.host, loc.port, loc.name, scan):
+                    if result.cell:
+                        return True
+            return False
+
+        return self._retrying(f"look for cells of {name} older than {ts}", once)
 
     def regions(self, table: str) -> list[RegionLocation]:
         """The table's regions in key order (fresh from hbase:meta)."""

@@ -41,6 +41,8 @@ class FoldRecord:
     family_ttls: dict[str, int] = field(default_factory=dict)
     # MySQL: the position of the newest truncate folded (older changes are gone; also in the deletes table)
     truncated_at: list[int] | None = None
+    # HBase: the newest truncate folded: every cell older than this (ms) is gone, and stays out when it comes late
+    emptied_before_ts: int | None = None
     folded_at_ms: int | None = None
     fold_ms: int | None = None  # how long the last fold took
     folded_rows: int | None = None  # changes read by the last fold

@@ -70,7 +70,7 @@ from cdcflow.pipeline.sinks.delta.records import (
     write_text,
 )
 from cdcflow.pipeline.sinks.delta.tables import commit_conflict, ensure_table, refuse_old_layout
-from cdcflow.pipeline.sinks.delta.views import current_view, hbase_state_rows
+from cdcflow.pipeline.sinks.delta.views import current_view, emptied_rows_sql, hbase_state_rows
 from cdcflow.pipeline.sinks.mysql_history import MySqlColumn, latest_table_record, mysql_columns
 from cdcflow.pipeline.sinks.naming import mapped_table
 from cdcflow.pipeline.sinks.table_events import under_policy
@@ -363,7 +363,13 @@ class DeltaStateSink(Sink):
                 log.info("sink %s: %s: folding %d changes (log versions %d to %d)", self.name, path, changes,
                          record.folded_version + 1, version)  # fmt: skip
                 if record.layout == "hbase":
-                    self._merge_hbase_table(spark, path, cells_by_row(pending))
+                    emptied = max(record.emptied_before_ts or -1, truncated_at[0] if truncated_at else -1)
+                    cells = pending
+                    if emptied >= 0:  # cells older than the table's truncate are gone at the source
+                        cells = pending.withColumn("cells", F.filter("cells", lambda c: c["ts"] >= emptied))
+                    self._merge_hbase_table(spark, path, cells_by_row(cells))
+                    if truncated_at and truncated_at[0] > (record.emptied_before_ts or -1):
+                        self._empty_hbase_before(spark, path, truncated_at[0])
                 else:
                     rows = changes - (int(counted["tn"]) if counted else 0)
                     self._fold_mysql(spark, path, record, pending, deletes, truncated_at, rows)
@@ -375,7 +381,10 @@ class DeltaStateSink(Sink):
         done = record.folded(version, int(time.time() * 1000), took_ms, changes)
         if shape:
             done = dataclasses.replace(done, mysql_columns=shape)
-        if folded_truncate is not None and (record.truncated_at is None or folded_truncate > record.truncated_at):
+        if record.layout == "hbase":
+            if folded_truncate is not None and folded_truncate[0] > (record.emptied_before_ts or -1):
+                done = dataclasses.replace(done, emptied_before_ts=folded_truncate[0])
+        elif folded_truncate is not None and (record.truncated_at is None or folded_truncate > record.truncated_at):
             done = dataclasses.replace(done, truncated_at=folded_truncate)
         if record.layout == "hbase":  # a TTL changed at the source shows in the views from this fold on
             ttls = self._family_ttls(record.db, record.table)
@@ -503,6 +512,19 @@ class DeltaStateSink(Sink):
         rows.write.format("delta").mode("append").save(path)
 
     # --- HBase: per cell -------------------------------------------------------------------
+    def _empty_hbase_before(self, spark: SparkSession, path: str, before_ts: int) -> None:
+        """The source table was truncated at `before_ts`: the state table rewritten without the cells older than
+        it (a row left with none is gone). Recorded in the fold record afterwards, so a kill in between redoes
+        it; the current view applies it meanwhile."""
+        if not DeltaTable.isDeltaTable(spark, path):
+            return
+        started = time.perf_counter()
+        rows = spark.sql(emptied_rows_sql(path, before_ts, self.opts.kept_versions, self.opts.typed_columns))
+        rows.write.format("delta").mode("overwrite").save(path)
+        metrics.TRUNCATES.labels(self.name, path).inc()
+        log.info("sink %s: %s: source truncated at %d: cells older than it removed in %.1f s", self.name, path,
+                 before_ts, time.perf_counter() - started)  # fmt: skip
+
     def _merge_hbase_table(self, spark: SparkSession, path: str, batch: DataFrame) -> None:
         """Read the stored state of the batch's rows, merge in Spark SQL (`state_sql`), and MERGE
         back the rows that changed, each guarded by the state it was merged from: a row another

@@ -123,19 +123,40 @@ def _hbase_view(state_path: str, state: StructType | None, record: FoldRecord, i
 
 
 def _unexpired(rows: str, record: FoldRecord, columns: str) -> str:
-    """HBase rows without the cells past their family's TTL at the time of the query, as HBase shows them
-    (expiry writes nothing to the WAL, so no change ever says a cell is gone)."""
-    if not record.family_ttls:
-        return rows
-    cases = " ".join(
+    """HBase rows without the cells HBase no longer shows, neither of which any change says: the cells past
+    their family's TTL at the time of the query (expiry writes nothing to the WAL), and those older than the
+    table's newest truncate (folded, or still in the log: the peer's op t events)."""
+    expired = " ".join(
         f"WHEN X'{family.encode().hex()}' THEN c.ts < unix_millis(current_timestamp()) - {int(ttl) * 1000}"
         for family, ttl in sorted(record.family_ttls.items())
     )
-    live = f"SELECT row_key, filter(puts, c -> NOT (CASE c.family {cases} ELSE false END)) AS puts, tombstones, " \
+    truncates = f"SELECT max(pos[0]) FROM ({_pending_sql(record)}) WHERE op = 't'"
+    floor = f"greatest({int(record.emptied_before_ts or -1)}, coalesce(({truncates}), -1)) AS _emptied_before"
+    hidden = "c.ts < _emptied_before" + (f" OR (CASE c.family {expired} ELSE false END)" if expired else "")
+    with_floor = f"SELECT r.*, f._emptied_before FROM ({rows}) r CROSS JOIN (SELECT {floor}) f"
+    return hiding(with_floor, hidden, record.kept_versions, record.typed_columns, columns)
+
+
+def hiding(rows: str, hidden: str, kept_versions: int, typed_columns: dict[str, str], columns: str,
+           tombstones: str = "tombstones") -> str:  # fmt: skip
+    """HBase state rows (a query) without the put versions `hidden` (a predicate on cell `c`) names, their
+    visible cells and typed columns computed again."""
+    live = f"SELECT row_key, filter(puts, c -> NOT ({hidden})) AS puts, {tombstones} AS tombstones, " \
            f"source_ts_ms FROM ({rows})"  # fmt: skip
     visible = ["row_key", "size(puts) > 0 AS `exists`", f"{visible_cells_sql('puts')} AS cells", "puts",
                "tombstones", "source_ts_ms"]  # fmt: skip
-    return _steps(live, [visible, merge_steps(record.kept_versions, record.typed_columns)[-1], [columns]])
+    return _steps(live, [visible, merge_steps(kept_versions, typed_columns)[-1], [columns]])
+
+
+def emptied_rows_sql(state_path: str, before_ts: int, kept_versions: int, typed_columns: dict[str, str]) -> str:
+    """A state table as it is once every cell older than `before_ts` is gone (puts and delete markers; a row
+    left with neither is gone too): what a fold writes for the source's truncate."""
+    schema = hbase_state_schema(typed_columns)
+    columns = ", ".join(mt.quoted(f.name) for f in schema.fields)
+    older = f"c.ts < {int(before_ts)}"
+    rows = hiding(f"SELECT {columns} FROM {delta_path(state_path)}", older, kept_versions, typed_columns, columns,
+                  f"filter(tombstones, c -> NOT ({older}))")  # fmt: skip
+    return f"SELECT * FROM ({rows}) WHERE size(puts) > 0 OR size(tombstones) > 0"
 
 
 def _mysql_view(

@@ -6,15 +6,22 @@ A table that appears at the source while the pipeline runs must not stop the cop
 a missing target table is created (the source table's families and their settings when the
 source cluster can be read, else the families the events carry; replication scope 0, so the copy
 is not captured again), or, with `create_tables: false`, its events go to the dead-letter topic
-with the reason while the other tables keep flowing."""
+with the reason while the other tables keep flowing.
+
+A source table truncated, or deleted and created again (an op t event with `truncate.before_ts`, from the
+peer's look at hbase:meta) is followed by cell timestamp, not by arrival: every row of the copy gets a
+DeleteFamily marker just below that time, and the sink remembers it (a file in its checkpoint folder), so a
+change older than it that arrives later (replication behind, a replay) is not written either."""
 
 from __future__ import annotations
 
 import base64
 import itertools
+import json
 import logging
 import time
 from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -23,15 +30,17 @@ from pyspark.sql import functions as F
 
 from cdcflow.clients.hbase import NativeHBaseClient, connect
 from cdcflow.clients.hbase.admin import FOREVER, family_ttl, set_family_attributes
-from cdcflow.clients.hbase.model import ColumnFamily, Mutation
+from cdcflow.clients.hbase.model import ColumnFamily, Delete, Mutation
 from cdcflow.config.sinks import HBaseSinkOptions, SinkOptions
 from cdcflow.errors import CdcflowError
 from cdcflow.events.cells import Cell, CellType
 from cdcflow.events.json_codec import cell_from_json
+from cdcflow.pipeline import metrics
 from cdcflow.pipeline.dead_letters import write_dead_letters
 from cdcflow.pipeline.sinks.base import Sink
 from cdcflow.pipeline.sinks.hbase.mutations import cell_mutations
 from cdcflow.pipeline.sinks.naming import mapped_table
+from cdcflow.pipeline.sinks.table_events import under_policy
 
 log = logging.getLogger(__name__)
 
@@ -54,18 +63,29 @@ class HBaseSink(Sink):
         self.zk_quorum = options.zk_quorum or context["zk_quorum"]
         self._existing: set[str] = set()  # target tables known to exist
         self._ttl_checked: dict[str, float] = {}  # target → monotonic time its TTLs were last compared
+        self._floors: dict[str, int] | None = None  # target → every source cell older than this is gone
 
     def apply_batch(self, events: DataFrame, batch_id: int) -> None:
-        hb = events.where(F.col("source.connector") == "hbase")
-        seen = hb.select("source.name", "source.db", "source.table", F.explode("cells.family").alias("f")).distinct()
+        hb = under_policy(events.where(F.col("source.connector") == "hbase"), self.opts.on_drop)
+        # One small job: the tables the batch touches, their families, and the truncates among its events.
+        seen = hb.select(
+            "source.name", "source.db", "source.table", F.explode_outer("cells.family").alias("f"),
+            F.when(F.col("op") == "t", F.col("truncate.before_ts")).alias("t"),
+        ).distinct()  # fmt: skip
         wanted: dict[str, tuple[str, set[str]]] = {}
         names: dict[str, str] = {}  # "source/db.table" → target
+        truncated: dict[str, int] = {}  # target → the newest truncate of this batch
         for r in seen.collect():
             target = target_table(self.opts, r["name"], r["db"], r["table"])
             names[f"{r['name']}/{r['db']}.{r['table']}"] = target
-            wanted.setdefault(target, (source_table(r["db"], r["table"]), set()))[1].add(r["f"])
+            families = wanted.setdefault(target, (source_table(r["db"], r["table"]), set()))[1]
+            if r["f"] is not None:
+                families.add(r["f"])
+            if r["t"] is not None:
+                truncated[target] = max(truncated.get(target, 0), int(r["t"]))
         if not names:
             return
+        floors = self._raise_floors(truncated)
         target_of = F.create_map(*[F.lit(x) for kv in names.items() for x in kv])
         hb = hb.withColumn("_target", target_of[F.concat("source.name", F.lit("/"), "source.db", F.lit("."),
                                                           "source.table")])  # fmt: skip
@@ -81,12 +101,17 @@ class HBaseSink(Sink):
             log.warning("sink %s: events for missing table(s) %s went to the dead-letter topic %s", self.name,
                         ", ".join(sorted(refused)), self.context.get("dead_letter_topic"))  # fmt: skip
             hb = hb.where(~F.col("_target").isin(list(refused)))
-        rows = hb.select(
+        cells = F.col("cells")
+        if floors:  # changes older than their table's truncate are gone at the source: not written
+            floor_of = F.create_map(*[F.lit(x) for kv in floors.items() for x in kv])
+            floor = F.coalesce(floor_of[F.col("_target")], F.lit(-1).cast("long"))
+            cells = F.filter("cells", lambda c: c["ts"] >= floor)
+        rows = hb.where(F.col("op") != "t").select(
             F.unbase64(F.get_json_object("key", "$.row")).alias("row"),
             F.col("_target").alias("target"),
             F.col("source.region").alias("region"),
             F.col("source.pos").alias("pos"),
-            "cells",
+            cells.alias("cells"),
         )
         zk = self.zk_quorum
         # Rows reach the executors' Python as Arrow batches (mapInArrow): about 3x cheaper than
@@ -101,6 +126,54 @@ class HBaseSink(Sink):
             .first()
         )
         log.debug("sink %s: batch %d: %s mutations written", self.name, batch_id, written[0] if written else 0)
+        for target, before_ts in sorted(truncated.items()):
+            if target not in refused:
+                self._empty_before(target, before_ts)
+                metrics.TRUNCATES.labels(self.name, target).inc()
+
+    def _floors_path(self) -> Path:
+        return Path(str(self.context["checkpoint_root"])) / self.name / "hbase-truncates.json"
+
+    def _raise_floors(self, truncated: Mapping[str, int]) -> dict[str, int]:
+        """Every target's newest truncate, this batch's included, kept in the checkpoint folder before anything
+        of the batch is written (a replay of the batch finds it there, or in the batch again)."""
+        if self._floors is None:
+            path = self._floors_path()
+            self._floors = {str(k): int(v) for k, v in json.loads(path.read_text()).items()} if path.exists() else {}
+        raised = {t: ts for t, ts in truncated.items() if ts > self._floors.get(t, -1)}
+        if raised:
+            self._floors.update(raised)
+            path = self._floors_path()
+            path.parent.mkdir(parents=True, exist_ok=True)
+            scratch = path.with_suffix(".tmp")
+            scratch.write_text(json.dumps(self._floors, sort_keys=True))
+            scratch.replace(path)
+        return dict(self._floors)
+
+    def _empty_before(self, target: str, before_ts: int) -> None:
+        """A DeleteFamily marker at `before_ts - 1` in every family of every row of `target`: what the source
+        lost in its truncate is masked in the copy, what it got since is not."""
+        client = connect(self.zk_quorum)
+        started, marked = time.perf_counter(), 0
+        try:
+            families = [f.encode() for f in client.family_attributes(target)]
+            batch: list[Mutation] = []
+            for cells in client.scan_rows(target):
+                if any(c.timestamp < before_ts for c in cells):
+                    delete = Delete(cells[0].row)
+                    for family in families:
+                        delete.family(family, before_ts - 1)
+                    batch.append(delete.mutation)
+                if len(batch) >= BATCH_MUTATIONS:
+                    client.mutate_batch(target, batch)
+                    marked, batch = marked + len(batch), []
+            if batch:
+                client.mutate_batch(target, batch)
+                marked += len(batch)
+        finally:
+            client.close()
+        log.info("sink %s: %s: source truncated at %d: %d row(s) emptied of older cells in %.1f s", self.name,
+                 target, before_ts, marked, time.perf_counter() - started)  # fmt: skip
 
     def _ensure_targets(self, wanted: dict[str, tuple[str, set[str]]]) -> set[str]:
         """Create the missing target tables (or, when creating is off, return them)."""

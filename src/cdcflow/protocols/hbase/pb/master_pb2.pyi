@@ -75,6 +75,42 @@ class DeleteTableResponse(_message.Message):
     proc_id: int
     def __init__(self, proc_id: _Optional[int] = ...) -> None: ...
 
+class TruncateTableRequest(_message.Message):
+    __slots__ = ("tableName", "preserveSplits", "nonce_group", "nonce")
+    TABLENAME_FIELD_NUMBER: _ClassVar[int]
+    PRESERVESPLITS_FIELD_NUMBER: _ClassVar[int]
+    NONCE_GROUP_FIELD_NUMBER: _ClassVar[int]
+    NONCE_FIELD_NUMBER: _ClassVar[int]
+    tableName: _hbase_types_pb2.TableName
+    preserveSplits: bool
+    nonce_group: int
+    nonce: int
+    def __init__(self, tableName: _Optional[_Union[_hbase_types_pb2.TableName, _Mapping]] = ..., preserveSplits: _Optional[bool] = ..., nonce_group: _Optional[int] = ..., nonce: _Optional[int] = ...) -> None: ...
+
+class TruncateTableResponse(_message.Message):
+    __slots__ = ("proc_id",)
+    PROC_ID_FIELD_NUMBER: _ClassVar[int]
+    proc_id: int
+    def __init__(self, proc_id: _Optional[int] = ...) -> None: ...
+
+class SplitTableRegionRequest(_message.Message):
+    __slots__ = ("region_info", "split_row", "nonce_group", "nonce")
+    REGION_INFO_FIELD_NUMBER: _ClassVar[int]
+    SPLIT_ROW_FIELD_NUMBER: _ClassVar[int]
+    NONCE_GROUP_FIELD_NUMBER: _ClassVar[int]
+    NONCE_FIELD_NUMBER: _ClassVar[int]
+    region_info: _hbase_types_pb2.RegionInfo
+    split_row: bytes
+    nonce_group: int
+    nonce: int
+    def __init__(self, region_info: _Optional[_Union[_hbase_types_pb2.RegionInfo, _Mapping]] = ..., split_row: _Optional[bytes] = ..., nonce_group: _Optional[int] = ..., nonce: _Optional[int] = ...) -> None: ...
+
+class SplitTableRegionResponse(_message.Message):
+    __slots__ = ("proc_id",)
+    PROC_ID_FIELD_NUMBER: _ClassVar[int]
+    proc_id: int
+    def __init__(self, proc_id: _Optional[int] = ...) -> None: ...
+
 class DisableTableRequest(_message.Message):
     __slots__ = ("table_name", "nonce_group", "nonce")
     TABLE_NAME_FIELD_NUMBER: _ClassVar[int]

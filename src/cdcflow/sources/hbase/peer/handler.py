@@ -63,7 +63,7 @@ class DecodedCall:
     def footprint(self) -> int:
         """Bytes this call holds in memory while it waits for Kafka: each record's key and value twice (ours,
         and the producer's copy until it is acknowledged), and the objects around them."""
-        return sum(2 * (len(r.value or b"") + len(r.key)) + 200 for r in self.records)
+        return sum(2 * (len(r.value or b"") + len(r.key or b"")) + 200 for r in self.records)
 
 
 @dataclass(frozen=True)

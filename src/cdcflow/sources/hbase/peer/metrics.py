@@ -34,6 +34,11 @@ REGISTERED = Gauge("cdcflow_hbase_registered", "1 while this instance's rs znode
 REGISTRATIONS = Counter(
     "cdcflow_hbase_registrations_total", "rs znode creations (the first, then after a ZooKeeper session expiry)"
 )
+TABLES_EMPTIED = Counter(
+    "cdcflow_hbase_tables_emptied_total",
+    "Source tables found truncated or deleted (hbase:meta), published as op t events",
+    ["cause"],
+)
 OVERSIZE = Counter("cdcflow_hbase_oversize_total", "Changes too large for their topic, published as marker + parts")
 INSTANCES = Gauge("cdcflow_hbase_instances", "Peer instances registered in ZooKeeper (this one included), every 2 s")
 ACKED_WAL_TIME = Gauge(

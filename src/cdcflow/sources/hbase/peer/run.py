@@ -12,20 +12,23 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from cdcflow.clients.hbase import connect
-from cdcflow.clients.kafka import KafkaEndpoint
-from cdcflow.clients.kafka.producer import AsyncProducer, ProducerSettings
+from cdcflow.clients.hbase import NativeHBaseClient, connect
+from cdcflow.clients.kafka import KafkaEndpoint, list_topics, partition_count
+from cdcflow.clients.kafka.producer import AsyncProducer, OutRecord, ProducerSettings
 from cdcflow.clients.registry import SchemaRegistry
 from cdcflow.config import HBaseSourceConfig, KafkaConfig
 from cdcflow.config.model import PeerTlsConfig
 from cdcflow.errors import ConfigError
+from cdcflow.events.json_codec import encode
 from cdcflow.logs import RateLimited
 from cdcflow.metrics import add_probe, serve_metrics
 from cdcflow.protocols.hbase.cluster_calls import PeerCluster
 from cdcflow.sources.hbase import native_records
+from cdcflow.sources.hbase.peer import metrics
 from cdcflow.sources.hbase.peer.handler import OversizePolicy, ReplicationHandler, TopicLimits
 from cdcflow.sources.hbase.peer.registry import PeerRegistry
 from cdcflow.sources.hbase.peer.server import ACCEPT_BACKLOG, Admission, PeerServer
+from cdcflow.sources.hbase.peer.table_watch import Emptied, truncate_event, watch_tables
 from cdcflow.sources.hbase.routing import Router
 from cdcflow.sources.hbase.upsert import ClientRowReader, UpsertHandler
 
@@ -96,6 +99,21 @@ async def run_peer(
     beat["serving"] = True
     background = [asyncio.create_task(_log_progress()), asyncio.create_task(_keep_registered(registry)),
                   asyncio.create_task(_heartbeat(beat))]  # fmt: skip
+    if cfg.table_watch_s and cfg.output.format == "cdcflow":
+        publish = _truncate_publisher(cfg, KafkaEndpoint.of(ep.bootstrap_servers, kafka.properties), producer, topics,
+                                      str(cluster))  # fmt: skip
+        background.append(
+            asyncio.create_task(
+                watch_tables(
+                    cfg.table_watch_s,
+                    lambda: NativeHBaseClient(ep.source_zk_quorum, cfg.znode_parent, op_timeout_s=30.0),
+                    publish,
+                )
+            )
+        )
+    elif cfg.table_watch_s:
+        log.info("hbase.output.format is %s: tables truncated or deleted at the source are not published (the "
+                 "cdcflow format carries them)", cfg.output.format)  # fmt: skip
     try:
         await stop.wait()
     finally:
@@ -110,6 +128,29 @@ async def run_peer(
         if left:
             log.error("%d records unacknowledged at shutdown; their calls were answered with errors", left)
         log.info("stopped")
+
+
+def _truncate_publisher(
+    cfg: HBaseSourceConfig, kafka: KafkaEndpoint, producer: AsyncProducer, topics: TopicLimits, cluster_id: str
+) -> Callable[[Emptied], Awaitable[None]]:
+    """Publish an emptied table's op t event to every partition of its topic: only tables whose topic exists (a
+    table this peer never had a change of is not replicated here, or its sinks have nothing of it)."""
+    router = Router(cfg.routes, cfg.topic_prefix)
+
+    async def publish(emptied: Emptied) -> None:
+        route = router.route(emptied.table)
+        if route is None or route.topic not in await asyncio.to_thread(list_topics, kafka):
+            return
+        event = truncate_event(cfg.name, cluster_id, emptied)
+        value = encode(event)
+        partitions = await asyncio.to_thread(partition_count, kafka, route.topic)
+        await producer.send_all([OutRecord(route.topic, None, value, p) for p in range(partitions)])
+        metrics.TABLES_EMPTIED.labels(emptied.cause).inc()
+        log.info("HBase table %s %s: every cell older than %d is gone; an op t event in %d partition(s) of %s",
+                 emptied.table, "deleted" if emptied.cause == "drop" else "truncated or deleted and created again",
+                 emptied.before_ts, partitions, route.topic)  # fmt: skip
+
+    return publish
 
 
 LOOP_STALL_S = 15.0  # the event loop has not run a 1-second tick for this long: the peer is stuck
@@ -138,8 +179,6 @@ def _handler(
     """The call handler of hbase.output.format: the cells of each change, or each changed row read back."""
     router = Router(cfg.routes, cfg.topic_prefix)
     out = cfg.output
-    from cdcflow.sources.hbase.peer import metrics
-
     metrics.OUTPUT_INFO.labels(out.format, out.serialization).set(1)
     if out.format == "cdcflow":
         return ReplicationHandler(producer, router, cfg.name, skip_before, topics=topics, oversize=oversize)
@@ -218,8 +257,6 @@ def _cached_view(registry: PeerRegistry, fresh_s: float = 2.0) -> Callable[[], A
 
 async def _keep_registered(registry: PeerRegistry, every_s: float = 2.0) -> None:
     """Backstop to the new-session callback: whatever removed our znode, put it back within seconds."""
-    from cdcflow.sources.hbase.peer import metrics
-
     while True:
         await asyncio.sleep(every_s)
         await asyncio.to_thread(registry.ensure_registered)
@@ -231,8 +268,6 @@ async def _keep_registered(registry: PeerRegistry, every_s: float = 2.0) -> None
 
 async def _log_progress(every_s: float = 30.0) -> None:
     """One INFO line per interval with new traffic, so a running peer shows it is working."""
-    from cdcflow.sources.hbase.peer import metrics
-
     last = (0.0, 0.0, 0.0)
     while True:
         await asyncio.sleep(every_s)
