@@ -14,6 +14,7 @@ from cdcflow.clients.hbase import HBaseClient
 from cdcflow.clients.hbase.admin import set_family_attributes
 from cdcflow.clients.hbase.model import ColumnFamily, Delete, Put
 from cdcflow.config import PipelineConfig, SinkConfig
+from cdcflow.pipeline import metrics
 from cdcflow.pipeline.progress import read_progress
 from cdcflow.pipeline.runner import Pipeline
 from cdcflow.pipeline.sinks.delta.log import changes
@@ -336,3 +337,42 @@ def test_a_truncated_source_table_empties_the_copy_and_the_delta_state(
     # At-least-once: the changes from before the truncate arrive again, after it.
     k.produce_sync(bootstrap, topic, [(r.key, r.value) for r in before])
     check()
+
+
+def test_an_oversized_hbase_change_is_put_back_together_by_every_sink(
+    hbase_client: HBaseClient, peer_setup: PeerSetup, kafka: dict[str, Any], hbase: dict[str, Any], tmp_path: Path
+) -> None:
+    """A cell larger than the topic's records: the peer publishes a marker and its parts, the pipeline reads the
+    parts at the offsets the marker names, and the copy and the Delta state get the whole cell."""
+    bootstrap = kafka["bootstrap_servers"]
+    peer_setup.write_config(max_record_bytes=256 * 1024, oversize_topic=f"{peer_setup.name}-oversize")
+    source = f"{peer_setup.name}_src"
+    hbase_client.create_table(source, [ColumnFamily("cf", max_versions=10)])
+    peer_setup.add_peer(source)
+    peer_setup.start()
+    topic = f"{peer_setup.name}.default.{source}"
+    big = random.Random(5).randbytes(600_000)
+    hbase_client.mutate(source, Put(b"big").add(b"cf", b"blob", big).add(b"cf", b"small", b"s"))
+    hbase_client.mutate(source, Put(b"other").add(b"cf", b"q", b"v"))
+    wait_until_replicated(hbase_client, bootstrap, source, topic)
+    markers = [json.loads(r.value or b"{}") for r in k.read_to_end(bootstrap, topic)]
+    assert [m["oversize"]["offsets"] != [] for m in markers if m.get("oversize")] == [True]
+
+    sinks = (
+        SinkConfig(name="hbase_copy", type="hbase", options={}),
+        SinkConfig(name="lake", type="delta", options={"path": str(tmp_path / "lake"), "register_in_catalog": False}),
+    )
+    before = {s.name: metrics.OVERSIZE_APPLIED.labels(s.name)._value.get() for s in sinks}
+    pipeline = Pipeline(*pipeline_for(peer_setup, kafka, hbase, tmp_path / "cp", *sinks))
+    assert pipeline.run(available_now=True) == {"hbase_copy": "done", "lake": "done"}
+    assert {s.name: metrics.OVERSIZE_APPLIED.labels(s.name)._value.get() - before[s.name] for s in sinks} == {
+        "hbase_copy": 1,
+        "lake": 1,
+    }
+    report = verify_hbase(hbase_client, source, hbase_client, f"{source}_copy", max_versions=10)
+    assert report.clean and report.rows_compared == 3, report.summary() + str(report.examples)  # + the sentinel
+    assert pipeline.spark is not None
+    state = str(tmp_path / "lake" / "it" / "default" / source)
+    report = compare_rows(rows_of(hbase_client.scan(source, max_versions=10)),
+                          hbase_state_rows(pipeline.spark, state, max_versions=10))  # fmt: skip
+    assert report.clean and report.rows_compared == 3, report.summary() + str(report.examples)

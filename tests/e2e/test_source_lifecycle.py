@@ -41,7 +41,8 @@ from cdcflow.testing.mysql import (
     server_position,
     source_config,
 )
-from cdcflow.verify.delta import verify_mysql_delta
+from cdcflow.verify.continuous import TableCheck
+from cdcflow.verify.delta import MySqlDeltaWindows, verify_mysql_delta
 from cdcflow.verify.mysql import compare_tables, rebuild, source_rows
 from cdcflow.verify.phoenix import verify_mysql_phoenix
 
@@ -256,9 +257,26 @@ def test_verify_mysql_delta_compares_every_type_and_finds_a_difference(
     execute(
         admin, f"UPDATE {db}.accounts SET balance = balance + 1, seen = '2001-02-03 04:05:06.7' WHERE id = {some_id}"
     )
-    report = verify_mysql_delta(admin, db, "accounts", spark, str(typed / source.name / db / "accounts"))
+    accounts = str(typed / source.name / db / "accounts")
+    report = verify_mysql_delta(admin, db, "accounts", spark, accounts)
     assert report.different == 1 and report.missing == report.extra == 0, report.summary()
     assert "balance" in report.examples[0] and "seen" in report.examples[0], report.examples
+
+    # --sample: rolling windows of 7 keys cover the table in turn, each finding what is in its range: the
+    # changed row, and a row deleted behind the capture's back (only the sink has it), the table's last one.
+    (last_id, count) = query(admin, f"SELECT MAX(id), COUNT(*) FROM {db}.accounts")[0]
+    execute(admin, f"DELETE FROM {db}.accounts WHERE id = {last_id}")
+    windows = MySqlDeltaWindows(admin, db, "accounts", spark, accounts, (), sample=7)
+    check = TableCheck(f"mysql-delta {db}.accounts", windows.look, windows)
+    rounds = [check.round(grace_s=0) for _ in range(-(-count // 7) + 1)]
+    assert rounds[-1].range_start == "(start)" and rounds[-2].range_end == "(end)"  # wrapped around once
+    one_pass = rounds[:-1]
+    assert sum(r.rows_compared for r in one_pass) == count  # every row once (the deleted one from the sink)
+    assert sum(r.different for r in one_pass) == 1 and sum(r.extra for r in one_pass) == 1
+    assert sum(r.missing for r in one_pass) == 0
+    assert rounds[0].different == 1 and rounds[-2].extra == 1, [r.summary() for r in rounds]
+    assert one_pass[-1].outstanding == 2  # both, though each round looked at its window only
+    assert rounds[-1].outstanding == 2 and rounds[-1].rows_compared == 7
 
 
 def _caught_up(capture: CaptureThread, admin: Any, timeout_s: float = 180) -> None:

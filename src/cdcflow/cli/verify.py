@@ -248,24 +248,27 @@ def verify_mysql_phoenix_cmd(
               help="The delta sink whose tables to read (default: the config's only one).")  # fmt: skip
 @click.option("--path", "state_path", default=None,
               help="Read this state table instead of the sink's (one DB.TABLE only).")  # fmt: skip
+@_sample_option
 @_schedule_options
 def verify_mysql_delta_cmd(
     config_path: Path | None,
     tables: tuple[str, ...],
     sink_name: str | None,
     state_path: str | None,
+    sample: int | None,
     every: str | None,
     grace: str | None,
     metrics_port: int | None,
 ) -> None:
     """Compare each MySQL table DB.TABLE with its Delta current view (the sink's state plus the changes it has
-    not folded yet: as of its last applied batch), whole tables, one line per table. Exit 1 if any has a
-    confirmed difference; --every and --grace as for `verify hbase`."""
+    not folded yet: as of its last applied batch), one line per table: whole tables, or with --sample N the
+    next N keys each round (in the table's key order). Exit 1 if any has a confirmed difference; --every and
+    --grace as for `verify hbase`."""
     from cdcflow.pipeline.session import build_session
     from cdcflow.pipeline.sinks.delta.state import DeltaStateSink
     from cdcflow.pipeline.sinks.registry import make_sink
     from cdcflow.verify.continuous import TableCheck
-    from cdcflow.verify.delta import mysql_delta_rows
+    from cdcflow.verify.delta import MySqlDeltaWindows, mysql_delta_rows
 
     cfg = wiring.load(config_path)
     _check_schedule(every, grace)
@@ -288,12 +291,15 @@ def verify_mysql_delta_cmd(
     spark = build_session("cdcflow-verify", cfg.pipeline.master, conf=cfg.pipeline.spark_conf)
     spark.sparkContext.setLogLevel("ERROR")
 
-    def look(table: str, db: str, name: str) -> Any:
+    def check(table: str, db: str, name: str) -> TableCheck:
         keys = tuple(cfg.mysql.key_columns.get(table, ()))
-        return lambda: mysql_delta_rows(ep, db, name, spark, paths[table], keys)
+        if sample is not None:
+            windows = MySqlDeltaWindows(ep, db, name, spark, paths[table], keys, sample)
+            return TableCheck(f"mysql-delta {table}", windows.look, windows)
+        return TableCheck(f"mysql-delta {table}", lambda: mysql_delta_rows(ep, db, name, spark, paths[table], keys))
 
     try:
-        checks = [TableCheck(f"mysql-delta {table}", look(table, db, name)) for table, db, name in names]
+        checks = [check(table, db, name) for table, db, name in names]
         _run_rounds(cfg, checks, every, grace, metrics_port)
     finally:
         spark.stop()

@@ -28,24 +28,51 @@ def key_json(row: Mapping[str, Any], key_cols: Iterable[str]) -> str:
 
 def source_rows(ep: MySqlEndpoint, db: str, table: str, key_cols: tuple[str, ...] = ()) -> dict[str, Row]:
     """`SELECT *` of one table, rendered like change events, by key JSON."""
+    return source_window(ep, db, table, key_cols)[0]
+
+
+def source_window(
+    ep: MySqlEndpoint, db: str, table: str, key_cols: tuple[str, ...] = (), after: tuple[Any, ...] | None = None,
+    limit: int | None = None, upto: tuple[Any, ...] | None = None,
+) -> tuple[dict[str, Row], list[tuple[Any, ...]]]:  # fmt: skip
+    """The table's rows rendered like change events, by key JSON, and their key values as the server holds
+    them. With `limit` or `upto`, in the server's key order: the rows whose key comes after `after` (None: from
+    the start), the first `limit` of them, up to `upto` (one window of a sampled verify round)."""
     cols = table_columns(ep, db, table)
     if not cols:
         raise ValueError(f"table {db}.{table} does not exist")
     keys = key_cols or tuple(n for n, *_, pk in cols if pk) or tuple(c[0] for c in cols)
+    names = [n for n, *_ in cols]
+    key_at = [names.index(k) for k in keys]
     conn = connect(ep)
     out: dict[str, Row] = {}
+    raw_keys: list[tuple[Any, ...]] = []
     try:
         with conn.cursor() as cur:
             cur.execute("SET time_zone = '+00:00'")
             # FLOAT: the server prints 6 significant digits; read the exact float32 instead
             select = ", ".join(f"CAST(`{n}` AS DOUBLE)" if d == "float" else f"`{n}`" for n, d, *_ in cols)
-            cur.execute(f"SELECT {select} FROM `{db}`.`{table}`")
+            sql, params = f"SELECT {select} FROM `{db}`.`{table}`", ()
+            if limit is not None or upto is not None or after is not None:
+                key_list = ", ".join(f"`{k}`" for k in keys)
+                marks = ", ".join(["%s"] * len(keys))
+                where = []
+                if after is not None:
+                    where.append(f"({key_list}) > ({marks})")
+                    params += tuple(after)
+                if upto is not None:
+                    where.append(f"({key_list}) <= ({marks})")
+                    params += tuple(upto)
+                sql += (" WHERE " + " AND ".join(where) if where else "") + f" ORDER BY {key_list}"
+                sql += f" LIMIT {int(limit)}" if limit is not None else ""
+            cur.execute(sql, params)
             for raw in cur.fetchall():
                 row = {n: render_selected(d, c, f, v) for (n, d, c, f, _), v in zip(cols, raw, strict=True)}
                 out[key_json(row, keys)] = row
+                raw_keys.append(tuple(raw[i] for i in key_at))
     finally:
         conn.close()
-    return out
+    return out, raw_keys
 
 
 def rebuild(records: Iterable[bytes]) -> tuple[dict[tuple[str, str], dict[str, Row]], int]:

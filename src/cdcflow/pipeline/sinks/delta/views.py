@@ -16,13 +16,15 @@ makes the view apply some changes a second time, which also leaves the same resu
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from delta.tables import DeltaTable
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructType
+from pyspark.sql.types import DataType, StructType
 
 from cdcflow.events.cells import RowCells
 from cdcflow.pipeline.sinks.delta import mysql_typed as mt
@@ -216,17 +218,46 @@ def _verify_selection(name: str, data_type: str) -> str:
 
 
 def mysql_view_rows(
-    spark: SparkSession, state_path: str, columns: Sequence[tuple[str, str]]
+    spark: SparkSession, state_path: str, columns: Sequence[tuple[str, str]], key_range: KeyRange | None = None
 ) -> tuple[bool, Iterator[dict[str, Any]]]:
     """The rows of a MySQL state table's current view as `cdcflow.verify.delta` compares them, and whether the
     table is typed. Typed: {column: value} for the `columns` (name, MySQL data type) the table has, dates as
-    epoch days, TIMESTAMP as epoch microseconds, DATETIME as text. The JSON layout: {"after": the row's image}."""
+    epoch days, TIMESTAMP as epoch microseconds, DATETIME as text. The JSON layout: {"after": the row's image}.
+    `key_range` (typed tables): only the rows whose key is after `low` and up to `high`, in key order."""
     view = current_view(spark, state_path)
     if mt.POS not in view.columns:
         return False, (r.asDict() for r in view.select("after").toLocalIterator())
+    if key_range is not None and all(k in view.columns for k in key_range.keys):
+        types = {f.name: f.dataType for f in view.schema.fields}
+        typed_keys = [(F.col(mt.quoted(k)), types[k]) for k in key_range.keys]
+        if key_range.low is not None:
+            view = view.where(_key_after(typed_keys, key_range.low))
+        if key_range.high is not None:
+            view = view.where(~_key_after(typed_keys, key_range.high))
     present = [(n, d) for n, d in columns if n in view.columns]
     typed = view.selectExpr(*(f"{_verify_selection(n, d)} AS {mt.quoted(n)}" for n, d in present))
     return True, (r.asDict() for r in typed.toLocalIterator())
+
+
+@dataclass(frozen=True)
+class KeyRange:
+    """Keys after `low` (None: from the first) up to `high` (None: to the last), compared column by column in
+    `keys` order."""
+
+    keys: tuple[str, ...]
+    low: tuple[Any, ...] | None
+    high: tuple[Any, ...] | None
+
+
+def _key_after(columns: Sequence[tuple[Column, DataType]], values: tuple[Any, ...]) -> Column:
+    """The key (columns, in order) comes after `values`: (a, b) > (x, y) as a OR of prefixes."""
+    ors: list[Column] = []
+    for i, (column, data_type) in enumerate(columns):
+        term = column > F.lit(values[i]).cast(data_type)
+        for prior, (earlier, earlier_type) in enumerate(columns[:i]):
+            term = term & (earlier == F.lit(values[prior]).cast(earlier_type))
+        ors.append(term)
+    return functools.reduce(lambda a, b: a | b, ors)
 
 
 _VERIFY_PIECE_BYTES = 2 * 2**20  # compressed Parquet: several times that once decoded
