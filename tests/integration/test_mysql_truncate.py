@@ -8,10 +8,12 @@ import time
 from typing import Any
 
 import orjson
+from prometheus_client import CollectorRegistry, generate_latest
 
 from cdcflow.clients.kafka.client import consume, read_to_end
 from cdcflow.clients.mysql import execute
 from cdcflow.events.json_codec import decode
+from cdcflow.sources.mysql.metrics import MySqlCaptureCollector
 from cdcflow.sources.mysql.selected_values import describe_table
 from cdcflow.testing import unique_name
 from cdcflow.testing.mysql import WORKLOAD_TABLES, CaptureThread, admin_endpoint, source_config
@@ -124,3 +126,44 @@ def test_a_table_described_from_information_schema_as_the_binlog_describes_it(
     assert set(from_binlog) == set(WORKLOAD_TABLES)
     for table, columns in from_binlog.items():
         assert describe_table(admin, db, table) == columns, table
+
+
+def test_a_ddl_on_a_table_without_a_key_is_said_loudly_and_key_columns_let_it_be_read_again(
+    mariadb: dict[str, Any], kafka: dict[str, Any]
+) -> None:
+    """ADD COLUMN ... DEFAULT changes every row without row events; the capture reads the table again. A table
+    without a primary key cannot be read in chunks: that is counted, exported per table (the status page
+    warns) and logged with what to do; the same table with mysql.key_columns is read again."""
+    bootstrap = kafka["bootstrap_servers"]
+    admin = admin_endpoint(mariadb)
+    db = unique_name("nokey")
+    execute(
+        admin,
+        f"CREATE DATABASE {db}",
+        f"CREATE TABLE {db}.bare (a INT, b VARCHAR(10))",
+        f"CREATE TABLE {db}.named (a INT, b VARCHAR(10))",  # no index: mysql.key_columns names a
+        f"INSERT INTO {db}.bare VALUES (1, 'x'), (2, 'y')",
+        f"INSERT INTO {db}.named VALUES (1, 'x'), (2, 'y')",
+    )
+    cfg = source_config(unique_name("nokeysrc"), [db], key_columns={f"{db}.named": ["a"]})
+    capture = CaptureThread(cfg, mariadb, bootstrap).start()
+    try:
+        execute(admin, f"ALTER TABLE {db}.bare ADD COLUMN c VARCHAR(8) NOT NULL DEFAULT 'new'",
+                f"ALTER TABLE {db}.named ADD COLUMN c VARCHAR(8) NOT NULL DEFAULT 'new'")  # fmt: skip
+        named = consume(bootstrap, f"{cfg.topic_prefix}.{db}.named", expected=2, timeout_s=90)
+        deadline = time.monotonic() + 60
+        while capture.capture.stats.ddl_not_followed < 1:
+            assert time.monotonic() < deadline, capture.capture.stats
+            time.sleep(0.2)
+    finally:
+        capture.stop()
+    stats = capture.capture.stats
+    assert stats.ddl_not_followed == 1 and stats.ddl_rereads == 1, stats
+    assert list(stats.not_followed) == [f"{db}.bare"] and "mysql.key_columns" in stats.not_followed[f"{db}.bare"]
+    # the table with key columns was read again: its rows with the column's default
+    assert sorted((orjson.loads(r.value or b"{}")["after"]["a"], orjson.loads(r.value or b"{}")["after"]["c"])
+                  for r in named) == [(1, "new"), (2, "new")]  # fmt: skip
+    registry = CollectorRegistry()
+    registry.register(MySqlCaptureCollector(capture.capture))
+    scraped = generate_latest(registry).decode()
+    assert f'cdcflow_mysql_table_not_followed{{source="{cfg.name}",table="{db}.bare"}} 1.0' in scraped

@@ -101,7 +101,8 @@ def test_the_status_names_what_needs_attention() -> None:
     idle = (
         'cdcflow_mysql_events_total{source="m"} 5\ncdcflow_mysql_streaming{source="m"} 1\n'
         f'cdcflow_mysql_last_source_timestamp_seconds{{source="m"}} {now - 900}\n'
-    )  # nothing read for 900 s
+        'cdcflow_mysql_table_not_followed{source="m",table="shop.bare"} 1\n'
+    )  # nothing read for 900 s; a DDL it could not follow
     mysql = _history("http://mysql/metrics", (now - 5, idle), (now, idle))
     pipeline = _history("http://pipe/metrics", (now, "cdcflow_pipeline_rows_total{sink=\"copy\"} 40\n"
                                                      "cdcflow_pipeline_failing{sink=\"copy\"} 0\n"
@@ -123,6 +124,7 @@ def test_the_status_names_what_needs_attention() -> None:
     assert "sink copy is FAILING" not in warnings
     assert "verify hbase t -> t_copy: 2 confirmed difference(s)" in warnings
     assert "MySQL source m looks stalled: nothing read for 900 s" in warnings
+    assert "MySQL source m: a DDL changed the rows of shop.bare without row events" in warnings
     hbase = next(c for c in status["captures"] if c["kind"] == "hbase")
     assert hbase["rows_per_s"] == pytest.approx(6.0) and hbase["lag_s"] == pytest.approx(3.0) and hbase["registered"]
     assert {s["name"]: (s["failing"], s["stale_since"] is not None) for s in status["sinks"]} == {

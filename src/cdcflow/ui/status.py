@@ -210,6 +210,12 @@ def build_status(
                                        f"{int(value(s, 'cdcflow_mysql_snapshot_rows_total', source=source) or 0):,} "
                                        "rows so far")  # fmt: skip
             captures.append(capture)
+            for table in label_values(s, "cdcflow_mysql_table_not_followed", "table"):
+                if value(s, "cdcflow_mysql_table_not_followed", source=source, table=table):
+                    warnings.append(f"MySQL source {source}: a DDL changed the rows of {table} without row events "
+                                    "and the capture could not read it again: its sinks differ from it (the "
+                                    "capture's log says why and what to do; then: cdcflow mysql signal snapshot "
+                                    f"{table})")  # fmt: skip
             if lag is not None and lag > stalled_after_s and not rate:
                 warnings.append(f"MySQL source {source} looks stalled: nothing read for {lag:.0f} s "
                                 f"(the capture sends heartbeats, so an idle source stays near 0)")  # fmt: skip

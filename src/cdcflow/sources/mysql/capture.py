@@ -71,7 +71,7 @@ from cdcflow.sources.mysql.ddl import Emptied, Refilled, row_effects
 from cdcflow.sources.mysql.debezium_fields import field_from_information_schema
 from cdcflow.sources.mysql.debezium_records import DebeziumOutput, DebeziumRecords
 from cdcflow.sources.mysql.preflight import ServerInfo, preflight
-from cdcflow.sources.mysql.selected_values import describe_table
+from cdcflow.sources.mysql.selected_values import describe_table, table_columns
 from cdcflow.sources.mysql.signals import LogSignal, SignalRefused, create_signal_table, parse_signal
 from cdcflow.sources.mysql.snapshot import Snapshotter
 from cdcflow.sources.mysql.transactions import QueryRole, TransactionState, history_behind, savepoint_name
@@ -89,6 +89,8 @@ class CaptureStats:
     truncates: int = 0  # tables emptied by a DDL (TRUNCATE, DROP, RENAME, a new key), published as op t events
     ddl_rereads: int = 0  # tables read again because a DDL changed their rows without row events
     ddl_not_followed: int = 0  # such DDLs the capture could not follow (no snapshot possible): the sinks differ
+    # db.table -> why its sinks differ from it since (a DDL changed its rows and it could not be read again)
+    not_followed: dict[str, str] = field(default_factory=dict)
     dead_letters: int = 0
     restarts: int = 0
     snapshot_rows: int = 0
@@ -327,7 +329,7 @@ class MySqlCapture:
             create_signal_table(self.ep, snap_cfg.signal_table)
         snapshot_ep = self.ep
         self.snapshot = Snapshotter(snapshot_ep, self.cfg.name, snap_cfg.watermark_table, snap_cfg.chunk_size,
-                                    self.progress)  # fmt: skip
+                                    self.progress, self.cfg.key_columns)  # fmt: skip
 
     def _stream(self, start: Checkpoint, stop: threading.Event) -> None:
         assert self.server is not None
@@ -747,6 +749,8 @@ class MySqlCapture:
             log.info("signal %s: %s", signal.id, signal.message)
             return
         added = snapshot.request(signal.tables, TableFilter(self.cfg.include, self.cfg.exclude), signal.id)
+        for table in added:
+            self.not_followed_cleared(table)
         if not added:
             log.warning("signal %s: no table to snapshot for %s (none matches, is captured and has a primary key, "
                         "or it is being snapshotted already)", signal.id, ", ".join(signal.tables))  # fmt: skip
@@ -891,17 +895,44 @@ class MySqlCapture:
         cannot follow: said loudly, with what to do."""
         snapshot = self._snapshot_for_ddl()
         if snapshot is None:
-            self.stats.ddl_not_followed += 1
-            log.error("%s (%s at %s): rows changed without row events (%s) and the table cannot be read again: "
-                      "its sinks now differ from it. Let the capture write its watermark table (%s: CREATE, "
-                      "INSERT, UPDATE), or set mysql.snapshot.on_ddl and snapshot the table by hand (cdcflow mysql "
-                      "signal snapshot %s)", qualified, ctx.gtid, ctx.file, why, self.cfg.snapshot.watermark_table,
-                      qualified)  # fmt: skip
+            self._not_followed(
+                qualified,
+                ctx,
+                why,
+                f"the table cannot be read again: let the capture write its "
+                f"watermark table ({self.cfg.snapshot.watermark_table}: CREATE, INSERT, UPDATE), or set "
+                f"mysql.snapshot.on_ddl, then snapshot it: cdcflow mysql signal snapshot {qualified}",
+            )
             return
-        snapshot.again(qualified, TableFilter(self.cfg.include, self.cfg.exclude), f"ddl {ctx.gtid or ctx.id}")
+        captured = TableFilter(self.cfg.include, self.cfg.exclude)
+        planned = snapshot.again(qualified, captured, f"ddl {ctx.gtid or ctx.id}")
         self._table_columns.pop(qualified, None)  # its shape is published again before the rows read again
+        if not planned:
+            db, _, table = qualified.partition(".")
+            if table_columns(self.ep, db, table):  # (a table gone since is followed by its own op t)
+                self._not_followed(
+                    qualified,
+                    ctx,
+                    why,
+                    "it has no primary key, so it cannot be read again in "
+                    f"chunks: give it one, or name the columns that identify a row in "
+                    f"mysql.key_columns, then snapshot it: cdcflow mysql signal snapshot {qualified}",
+                )
+            return
+        self.not_followed_cleared(qualified)
         self.stats.ddl_rereads += 1
         log.info("%s (%s): rows changed without row events (%s): reading the table again", qualified, ctx.gtid, why)
+
+    def _not_followed(self, qualified: str, ctx: TxnContext, why: str, remedy: str) -> None:
+        """A DDL changed rows the capture cannot read again: said loudly (log, metric, the status page)."""
+        self.stats.ddl_not_followed += 1
+        self.stats.not_followed[qualified] = f"{why} at {ctx.gtid or ctx.file}: {remedy}"
+        log.error("%s (%s at %s): rows changed without row events (%s) and its sinks now differ from it: %s",
+                  qualified, ctx.gtid, ctx.file, why, remedy)  # fmt: skip
+
+    def not_followed_cleared(self, qualified: str) -> None:  # (public: the snapshot signal clears it too)
+        """The table is read again (a later DDL, or a snapshot signal): its sinks are caught up once that ends."""
+        self.stats.not_followed.pop(qualified, None)
 
     def _snapshot_for_ddl(self) -> Snapshotter | None:
         """The snapshot, set up now if the config did not ask for one (mysql.snapshot.on_ddl); None when it

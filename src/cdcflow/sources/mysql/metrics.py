@@ -77,6 +77,15 @@ class MySqlCaptureCollector(Collector):
             gauge = GaugeMetricFamily(f"cdcflow_mysql_{name}", text, labels=["source"])
             gauge.add_metric([source], value)
             yield gauge
+        differ = GaugeMetricFamily(
+            "cdcflow_mysql_table_not_followed",
+            "1 for a table whose rows a DDL changed without row events and the capture could not read again: its "
+            "sinks differ until it is snapshotted (the capture's log says how)",
+            labels=["source", "table"],
+        )
+        for table in sorted(stats.not_followed):
+            differ.add_metric([source, table], 1.0)
+        yield differ
         out = self.capture.cfg.output
         info = GaugeMetricFamily("cdcflow_mysql_output_info", "The format the capture writes its events in (always 1)",
                                  labels=["source", "format", "serialization"])  # fmt: skip

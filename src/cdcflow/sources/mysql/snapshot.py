@@ -22,6 +22,7 @@ import logging
 import threading
 import time
 import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,9 +65,11 @@ class TablePlan:
 class Snapshotter:
     def __init__(
         self, ep: MySqlEndpoint, source_name: str, watermark_table: str, chunk_size: int,
-        progress: dict[str, Any],
+        progress: dict[str, Any], key_columns: Mapping[str, Sequence[str]] | None = None,
     ) -> None:  # fmt: skip
         self.ep = ep
+        # Tables without a primary key: the columns the config says identify a row (mysql.key_columns)
+        self.key_columns = dict(key_columns or {})
         self.source_name = source_name
         self.watermark_table = watermark_table
         self.chunk_size = chunk_size
@@ -120,9 +123,10 @@ class Snapshotter:
             if restart is None and self.progress.get(name, {}).get("done"):
                 continue
             cols = table_columns(self.ep, db_name, table_name)
-            key = [c[0] for c in cols if c[4]]
+            key = self._key(name, cols)
             if not key:
-                log.warning("snapshot: %s has no primary key; it is not snapshotted (only streamed)", name)
+                log.warning("snapshot: %s has no primary key (nor mysql.key_columns); it is not snapshotted (only "
+                            "streamed)", name)  # fmt: skip
                 continue
             if restart is not None:
                 self.progress[name] = {"last_key": None, "rows": 0, "done": False, **restart}
@@ -167,12 +171,17 @@ class Snapshotter:
         )  # fmt: skip
         worker.start()
 
+    def _key(self, name: str, columns: Sequence[tuple[str, str, str, int, bool]]) -> list[str]:
+        """The columns a chunk is ordered and resumed by: the primary key, else the configured key columns."""
+        named = {n for n, *_ in columns}
+        return [c[0] for c in columns if c[4]] or [c for c in self.key_columns.get(name, ()) if c in named]
+
     def _select_chunk(self, chunk: Chunk, plan: TablePlan, last_key: list[Any] | None) -> None:
         """The worker: low watermark, SELECT, rows handed to `chunk`, then the high watermark."""
         try:
             # The table as it is now: a DDL the capture has not read yet may have changed it since it was planned.
             columns = table_columns(self.ep, plan.db, plan.table)
-            key = [c[0] for c in columns if c[4]]
+            key = self._key(f"{plan.db}.{plan.table}", columns)
             if columns and key != plan.key:
                 last_key = None  # another key: its last value means nothing now; read the table from its start
             plan.columns, plan.key = columns, key
