@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from prometheus_client import REGISTRY
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from cdcflow.clients import kafka as k
@@ -282,7 +283,7 @@ def test_a_typed_mysql_batch_that_outgrows_the_known_shape_is_checked_then_merge
 
 def test_the_change_log_holds_a_replayed_batch_once_and_shows_a_twice_delivered_change_once(tmp_path: Path) -> None:
     """Issue #32: the change log is one blind append per batch. A replayed batch (same query, same
-    batch id) is skipped by Delta's transaction ids; a change the capture delivered again in a later
+    batch id) is skipped by the log's batch marks; a change the capture delivered again in a later
     batch is stored twice and read once through `changes()`."""
     spark = build_session("cdcflow-test")
     path = str(tmp_path / "changelog")
@@ -307,6 +308,53 @@ def test_the_change_log_holds_a_replayed_batch_once_and_shows_a_twice_delivered_
     assert shown.count() == 160  # ... and shown once
     assert shown.select("event_key", "region", "pos").distinct().count() == 160
     assert shown.where("pos[0] >= 140 AND pos[0] < 150").select("batch_id").distinct().collect() == [(2,)]
+
+
+def test_a_batch_is_committed_once_per_query_and_pass_across_restarts(tmp_path: Path) -> None:
+    """The log's batch marks: a batch replayed by a new process, and its oversize pass, are not committed
+    again; a new query (a reset checkpoint) starts its own batches; a log whose last batch was committed
+    with Delta's transaction ids (earlier cdcflow versions) is continued without committing it twice."""
+    spark = build_session("cdcflow-test")
+    path = str(tmp_path / "changelog")
+
+    def sink(query: str) -> DeltaChangelogSink:  # a new process each time
+        s = DeltaChangelogSink("log", DeltaChangelogOptions(path=path), {})
+        s.query_id = query
+        return s
+
+    def frame(first: int) -> DataFrame:
+        return events_frame(spark, [hbase_event("w", "t", [Cell(b"r%d" % first, b"cf", b"a", 1, CellType.PUT, b"v")],
+                                                first)])  # fmt: skip
+
+    def commits() -> int:
+        return int(spark.sql(f"DESCRIBE HISTORY delta.`{path}`").count())
+
+    first = sink("q1")
+    for b in range(2):
+        first.apply_batch(frame(b), b)
+    first.apply_reassembled(frame(10), 1)
+    before = commits()
+    again = sink("q1")
+    again.apply_batch(frame(1), 1)  # replayed after a crash
+    again.apply_reassembled(frame(10), 1)
+    assert commits() == before
+    again.apply_batch(frame(2), 2)
+    again.apply_reassembled(frame(11), 2)
+    assert commits() == before + 2
+    marks = [json.loads(m)["cdcflow_batch"] for (m,) in spark.sql(f"DESCRIBE HISTORY delta.`{path}`")
+             .where("userMetadata IS NOT NULL").select("userMetadata").collect()]  # fmt: skip
+    assert {"sink": "log", "query": "q1", "reassembled": True, "batch": 2} in marks
+    sink("q2").apply_batch(frame(0), 0)  # a reset checkpoint: a new query from batch 0
+    assert commits() == before + 3
+    (spark.createDataFrame(spark.read.format("delta").load(path).limit(1).collect(), spark.read.format("delta")
+     .load(path).schema).write.format("delta").mode("append").option("txnAppId", "cdcflow-log-q3")
+     .option("txnVersion", 5).save(path))  # fmt: skip
+    old = sink("q3")
+    old.apply_batch(frame(5), 5)
+    assert commits() == before + 4
+    old.apply_batch(frame(6), 6)
+    assert commits() == before + 5
+    assert spark.read.format("delta").load(path).count() == before + 5 - 1  # one row per commit but the create
 
 
 class _DiesAfterTheMerge(DeltaStateSink):

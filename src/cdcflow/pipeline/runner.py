@@ -42,6 +42,11 @@ log = logging.getLogger(__name__)
 # after its last query did.
 POLL_SECONDS = 0.2
 TOPICS_FILE = "cdcflow-topics"  # the subscribePattern a query's checkpoint was made with
+# A batch's Kafka reads end at the topics' end, where the consumer's next fetch waits for new records
+# up to fetch.max.wait.ms (500 by default) before the task that read the batch can finish: measured
+# 0.76 s → 0.29 s per task for the last batch of a backlog, every batch of a stream that keeps up.
+# The broker still answers at once when records are there, so reads of a backlog lose nothing.
+FETCH_MAX_WAIT_MS = 10
 
 
 @dataclass
@@ -152,6 +157,7 @@ class Pipeline:
             .option("startingOffsets", "earliest")
             .option("maxOffsetsPerTrigger", str(self.cfg.max_offsets_per_trigger))
             .option("kafka.metadata.max.age.ms", "5000")
+            .option("kafka.fetch.max.wait.ms", str(FETCH_MAX_WAIT_MS))
             .options(**self.kafka_options)
             .load()
         )

@@ -22,6 +22,9 @@ class ParquetChangelogSink(Sink):
     ids start at 0 again), so a reset never overwrites the folders of the earlier run."""
 
     reads_events_once = True  # one write
+    # A change log like the Delta one: a change delivered twice is stored twice (as it is when the two
+    # deliveries fall in two batches), which spares every batch the dedupe's shuffle (a second job).
+    wants_deduplicated_events = False
 
     def apply_batch(self, events: DataFrame, batch_id: int) -> None:
         self._write(events, batch_id, self.query_id or "unknown")

@@ -2,9 +2,12 @@
 
 One Delta table per sink, partitioned by source table (`connector`, `source_name`, `db`, `table`), so a fold or
 a view reads one table's changes without the others'. Each micro-batch is **one** blind append
-(one Delta commit whatever the number of tables), made idempotent across replays by Delta's
-transaction ids: `txnAppId` = the sink and its query id, `txnVersion` = the batch id; a replayed
-batch is skipped by Delta itself.
+(one Delta commit whatever the number of tables, one Spark job), made idempotent across replays by
+`BatchLog`: each commit names its sink, query and batch in its commit info (`userMetadata`), and a
+batch at or below the last one committed for its query is skipped. Not Delta's own transaction ids
+(`txnAppId`/`txnVersion`): Delta answers "was this batch committed?" from the table's whole state,
+which it recomputes (three Spark jobs) on every commit; `BatchLog` answers it from the commit files
+once per process and from memory after that.
 
 A change the capture delivered twice (in one batch, or in two: at-least-once capture after a
 restart, or a checkpoint reset that reads the topics again) is appended twice: a duplicate check
@@ -21,6 +24,8 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import dataclass
+from typing import Any
 
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession, Window
@@ -73,42 +78,137 @@ def ensure_log(spark: SparkSession, path: str, schema: StructType) -> None:
     builder.property("delta.enableChangeDataFeed", "true").execute()
 
 
-def append(rows: DataFrame, path: str, app_id: str, batch_id: int) -> None:
-    """One commit with every row of the batch; skipped by Delta when (app_id, batch_id) was committed."""
-    (
-        rows.write.format("delta").mode("append")
-        .option("txnAppId", app_id).option("txnVersion", batch_id)
-        .option("mergeSchema", "true")
-        .save(path)
-    )  # fmt: skip
+# The key of cdcflow's mark in a batch commit's `userMetadata`.
+MARK = "cdcflow_batch"
+# How many commits `BatchLog` reads back, at most, to find a query's last batch after a start.
+SCAN_LIMIT = 10_000
 
 
-def committed_tables(
-    spark: SparkSession, path: str, app_id: str, batch_id: int, after_version: int
-) -> tuple[int, dict[tuple[str, str, str, str], int]] | None:
-    """The log version that committed (app_id, batch_id) after `after_version`, and the rows it added
-    per source table (connector, source, db, table), from the commit file itself (Delta's protocol:
-    one JSON action per line; `add` actions carry partition values and row counts); None when no
-    newer commit holds it (Delta skipped the append: the batch was committed before)."""
-    version = after_version + 1
-    while True:
-        text = read_text(spark, f"{path.rstrip('/')}/_delta_log/{version:020d}.json")
-        if text is None:
+@dataclass(frozen=True)
+class Commit:
+    """A batch's commit to the log: its version and the rows it added per source table (connector,
+    source, db, table), read from the commit file itself (`add` actions carry partition values and
+    row counts)."""
+
+    version: int
+    tables: dict[tuple[str, str, str, str], int]
+
+
+@dataclass(frozen=True)
+class _Mark:
+    sink: str
+    query: str
+    reassembled: bool
+    batch: int
+
+
+class BatchLog:
+    """Appends one sink's batches to a change log, each batch once per query and pass (the batch's
+    changes, or its oversized changes put back together: `reassembled`).
+
+    A replayed batch (a crash after the commit, before Spark recorded the batch done) is the only
+    one a query can see twice, and it is the query's newest: the last batch committed for a query is
+    read back from the newest commits once (the first batch after a start), then kept in memory."""
+
+    def __init__(self, path: str, sink: str) -> None:
+        self.path = path
+        self.sink = sink
+        self.version = -1  # the newest log version this writer knows of
+        self._last: dict[tuple[str, bool], int] = {}  # (query id, reassembled) -> last batch committed
+
+    def open(self, spark: SparkSession) -> None:
+        self.version = latest_version(spark, self.path)
+
+    def append(
+        self, spark: SparkSession, rows: DataFrame, query: str, batch_id: int, reassembled: bool = False
+    ) -> Commit | None:
+        """One commit with every row of the batch; None (nothing written) when the batch was committed
+        before."""
+        stream = (query, reassembled)
+        if stream not in self._last:
+            self._last[stream] = self._last_batch(spark, query, reassembled)
+        if batch_id <= self._last[stream]:
             return None
-        actions = [json.loads(line) for line in text.splitlines() if line.strip()]
-        if any(a.get("txn", {}).get("appId") == app_id and a["txn"].get("version") == batch_id for a in actions):
-            tables: dict[tuple[str, str, str, str], int] = {}
-            for a in actions:
-                add = a.get("add")
-                if not add:
-                    continue
-                values = add.get("partitionValues") or {}
-                key = (values.get("connector") or "", values.get("source_name") or "", values.get("db") or "",
-                       values.get("table") or "")  # fmt: skip
-                rows = json.loads(add.get("stats") or "{}").get("numRecords", 1)
-                tables[key] = tables.get(key, 0) + int(rows)
-            return version, tables
-        version += 1
+        mark = {MARK: {"sink": self.sink, "query": query, "reassembled": reassembled, "batch": batch_id}}
+        (
+            rows.write.format("delta").mode("append")
+            .option("userMetadata", json.dumps(mark, separators=(",", ":")))
+            .option("mergeSchema", "true")
+            .save(self.path)
+        )  # fmt: skip
+        commit = self._find(spark, _Mark(self.sink, query, reassembled, batch_id))
+        self._last[stream] = batch_id
+        self.version = commit.version
+        return commit
+
+    def _find(self, spark: SparkSession, mark: _Mark) -> Commit:
+        """The commit this writer just made: the first after the version it knew of that bears its mark."""
+        version = self.version + 1
+        while True:
+            actions = _commit_actions(spark, self.path, version)
+            if actions is None:
+                raise RuntimeError(f"{self.path}: the commit of {mark} is not in the log after version {self.version}")
+            if _mark_of(actions, self.sink) == mark:
+                return Commit(version, _added_rows(actions))
+            version += 1
+
+    def _last_batch(self, spark: SparkSession, query: str, reassembled: bool) -> int:
+        """The newest batch committed for (query, pass), from the newest commits back: -1 when a commit
+        of another query of this sink comes first (a reset checkpoint starts a new query, and the old
+        one never writes again), or none is found."""
+        newest = latest_version(spark, self.path)
+        self.version = max(self.version, newest)
+        for version in range(newest, max(-1, newest - SCAN_LIMIT), -1):
+            actions = _commit_actions(spark, self.path, version)
+            if actions is None:  # cleaned up (older than the log's retention)
+                break
+            mark = _mark_of(actions, self.sink)
+            if mark is None:
+                continue  # OPTIMIZE, the table's creation, or another sink's commit
+            if mark.query != query:
+                break
+            if mark.reassembled == reassembled:
+                return mark.batch
+        return -1
+
+
+def _commit_actions(spark: SparkSession, path: str, version: int) -> list[dict[str, Any]] | None:
+    text = read_text(spark, f"{path.rstrip('/')}/_delta_log/{version:020d}.json")
+    return None if text is None else [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def _mark_of(actions: list[dict[str, Any]], sink: str) -> _Mark | None:
+    """The batch mark of a commit by this sink: from its commit info, or, for commits of earlier cdcflow
+    versions, from Delta's transaction id (`txn`: appId cdcflow-<sink>-<query id>[-reassembled])."""
+    for action in actions:
+        meta = (action.get("commitInfo") or {}).get("userMetadata")
+        if meta and MARK in meta:
+            try:
+                doc = json.loads(meta)[MARK]
+                mark = _Mark(str(doc["sink"]), str(doc["query"]), bool(doc["reassembled"]), int(doc["batch"]))
+            except (ValueError, KeyError, TypeError):
+                continue
+            return mark if mark.sink == sink else None
+        txn = action.get("txn")
+        if txn and str(txn.get("appId", "")).startswith(f"cdcflow-{sink}-"):
+            app = str(txn["appId"])[len(f"cdcflow-{sink}-") :]
+            reassembled = app.endswith("-reassembled")
+            return _Mark(sink, app.removesuffix("-reassembled"), reassembled, int(txn["version"]))
+    return None
+
+
+def _added_rows(actions: list[dict[str, Any]]) -> dict[tuple[str, str, str, str], int]:
+    tables: dict[tuple[str, str, str, str], int] = {}
+    for a in actions:
+        add = a.get("add")
+        if not add:
+            continue
+        values = add.get("partitionValues") or {}
+        key = (values.get("connector") or "", values.get("source_name") or "", values.get("db") or "",
+               values.get("table") or "")  # fmt: skip
+        rows = json.loads(add.get("stats") or "{}").get("numRecords", 1)
+        tables[key] = tables.get(key, 0) + int(rows)
+    return tables
 
 
 def commit_time_ms(spark: SparkSession, path: str, version: int) -> int | None:

@@ -133,6 +133,7 @@ class DeltaStateSink(Sink):
         self._unnamed: set[str] = set()  # state paths registered since the last housekeeping
         self._named: set[str] = set()  # state paths whose view and state table this process named
         self._log_ready = False
+        self.batches = change_log.BatchLog(self.log_path, name)
         self._log_version = -1  # the newest log version this sink knows of
         self._spark: SparkSession | None = None
         self._optimized_version = -1  # the log version after which the log was last compacted
@@ -164,32 +165,31 @@ class DeltaStateSink(Sink):
     wants_deduplicated_events = False
 
     def apply_batch(self, events: DataFrame, batch_id: int) -> None:
-        self._log_batch(events, batch_id, f"cdcflow-{self.name}-{self.query_id}")
+        self._log_batch(events, batch_id, reassembled=False)
 
     def apply_reassembled(self, events: DataFrame, batch_id: int) -> None:
-        # A commit of its own: the batch's transaction id is taken by the batch's first pass.
-        self._log_batch(events, batch_id, f"cdcflow-{self.name}-{self.query_id}-reassembled")
+        # A commit of its own, kept apart from the batch's first pass by the log's batch marks.
+        self._log_batch(events, batch_id, reassembled=True)
 
-    def _log_batch(self, events: DataFrame, batch_id: int, app_id: str) -> None:
+    def _log_batch(self, events: DataFrame, batch_id: int, reassembled: bool) -> None:
         spark = events.sparkSession
         rows = change_log.changelog_rows(under_policy(events, self.opts.on_drop), batch_id)
         if not self._log_ready:
             change_log.ensure_log(spark, self.log_path, rows.schema)
             self._open_log(spark)
         started = time.perf_counter()
-        change_log.append(rows, self.log_path, app_id, batch_id)
-        committed = change_log.committed_tables(spark, self.log_path, app_id, batch_id, self._log_version)
-        if committed is None:
-            # Delta skipped the append: a batch replayed after a crash, committed before. The crash may
-            # have come before its tables were registered, so they are (from the batch itself).
-            self._log_version = change_log.latest_version(spark, self.log_path)
+        commit = self.batches.append(spark, rows, self.query_id or "", batch_id, reassembled)
+        if commit is None:
+            # A batch replayed after a crash, committed before. The crash may have come before its
+            # tables were registered, so they are (from the batch itself).
             tables = {
                 (r["connector"], r["source_name"], r["db"], r["table"]): int(r["count"])
                 for r in rows.groupBy(*change_log.PARTITIONS).count().collect()
             }
             log.info("sink %s: batch %d was logged before (a replay); %d table(s)", self.name, batch_id, len(tables))
         else:
-            self._log_version, tables = committed
+            tables = commit.tables
+        self._log_version = self.batches.version
         logged: dict[str, int] = {}
         for (connector, source, db, table), count in tables.items():  # registered once logged
             path = self._registered(spark, connector, source, db, table)
@@ -202,7 +202,8 @@ class DeltaStateSink(Sink):
         """Pick up an existing change log: its version, and the fold thread told of every table it
         has fed (an earlier process may have logged changes it did not fold or name)."""
         self._spark = spark
-        self._log_version = change_log.latest_version(spark, self.log_path)
+        self.batches.open(spark)
+        self._log_version = self.batches.version
         self._optimized_version = self._log_version
         self._log_ready = True
         self.folds.start(self._registered_tables(spark))
@@ -343,7 +344,7 @@ class DeltaStateSink(Sink):
             return 0
         started = time.perf_counter()
         folded_truncate: list[int] | None = None
-        version = change_log.latest_version(spark, self.log_path)
+        version = self._log_version  # every batch logged so far (the log's newest version after a start)
         if record.folded_version >= version:
             if path not in self._named:  # folded by an earlier process that ended before naming it
                 self._register_names(spark, path, record)

@@ -1,0 +1,93 @@
+"""What a steady-state micro-batch costs each sink, counted in Spark jobs (a count, not a timing: timings
+belong in benchmarks/). The Delta sinks' append path is one job per batch: parse, count and append in one
+action, the log's idempotence kept by its batch marks instead of Delta's transaction ids (which recompute the
+log's state, three jobs, on every commit). A sink whose count grows fails here."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cdcflow.clients import kafka as k
+from cdcflow.config import PipelineConfig, SinkConfig
+from cdcflow.events.json_codec import SCHEMA_ID
+from cdcflow.pipeline.runner import Pipeline, checkpoint_query_id
+from cdcflow.pipeline.sinks.delta.log import changes
+from cdcflow.pipeline.sinks.delta.views import current_view
+from cdcflow.testing import unique_name
+from cdcflow.testing.spark_jobs import jobs_per_batch
+
+pytestmark = [pytest.mark.e2e, pytest.mark.spark]
+
+SOURCE, DB, TABLE = "jobs", "shop", "items"
+BATCH, BATCHES = 40, 6
+# Jobs of one steady-state batch (after the first, which creates the tables), per sink.
+STEADY_JOBS = {"delta": 1, "log": 1, "files": 1}
+
+
+def _event(op: str, key: int, seq: int, after: dict[str, Any] | None) -> bytes:
+    return json.dumps({
+        "schema": SCHEMA_ID, "op": op, "key": {"id": key}, "before": None, "after": after,
+        "source": {"connector": "mysql", "name": SOURCE, "db": DB, "table": TABLE, "ts_ms": int(time.time() * 1000),
+                   "snapshot": False, "pos": [1, seq, 0]},
+        "ts_ms": int(time.time() * 1000),
+    }).encode()  # fmt: skip
+
+
+def _history() -> bytes:
+    columns = [
+        {"name": "id", "type": "BIGINT", "sql_type": "BIGINT", "nullable": False, "key": True, "key_order": 0},
+        {"name": "qty", "type": "INT", "sql_type": "INT", "nullable": True, "key": False, "key_order": None},
+    ]
+    return json.dumps({"kind": "table", "source": SOURCE, "db": DB, "table": TABLE, "columns": columns}).encode()
+
+
+def test_a_steady_state_batch_of_the_delta_and_parquet_sinks_runs_one_spark_job(
+    kafka: dict[str, Any], tmp_path: Path
+) -> None:
+    bootstrap = kafka["bootstrap_servers"]
+    prefix = unique_name("jobs")
+    k.create_topic(bootstrap, f"{prefix}-history", partitions=1)
+    k.produce_sync(bootstrap, f"{prefix}-history", [(SOURCE.encode(), _history())])
+    topic = f"{prefix}.{DB}.{TABLE}"
+    k.create_topic(bootstrap, topic, partitions=1)
+    records, expected = [], {}
+    for seq in range(BATCH * BATCHES):
+        key = seq % 70  # inserts, then updates of the same keys, every ninth change a delete
+        op = "d" if seq % 9 == 8 and key in expected else ("u" if key in expected else "c")
+        after = None if op == "d" else {"id": key, "qty": seq}
+        records.append((json.dumps({"id": key}).encode(), _event(op, key, seq + 1, after)))
+        if after is None:
+            expected.pop(key, None)
+        else:
+            expected[key] = seq
+    k.produce_sync(bootstrap, topic, records)
+    cfg = PipelineConfig(
+        topics=f"{prefix}\\.{DB}\\..*", dead_letter_topic=f"{prefix}-dead", max_offsets_per_trigger=BATCH,
+        sinks=(
+            SinkConfig(name="delta", type="delta", options={"path": str(tmp_path / "delta"),
+                                                             "schema_history_topic": f"{prefix}-history"}),
+            SinkConfig(name="log", type="delta_changelog", options={"path": str(tmp_path / "log")}),
+            SinkConfig(name="files", type="parquet", options={"path": str(tmp_path / "files")}),
+        ),
+    )  # fmt: skip
+    pipeline = Pipeline(cfg, {"bootstrap_servers": bootstrap}, tmp_path / "checkpoints")
+    assert pipeline.run(available_now=True) == dict.fromkeys(STEADY_JOBS, "done")
+    spark = pipeline.spark
+    assert spark is not None
+    for sink, ceiling in STEADY_JOBS.items():
+        query = checkpoint_query_id(tmp_path / "checkpoints" / sink)
+        assert query is not None
+        batches = jobs_per_batch(spark, query)
+        assert sorted(batches) == list(range(BATCHES)), (sink, batches)
+        steady = {b: jobs for b, jobs in batches.items() if b > 0}
+        assert all(len(jobs) <= ceiling for jobs in steady.values()), (sink, steady)
+    # and the work was done: every change applied
+    view = current_view(spark, str(tmp_path / "delta" / SOURCE / DB / TABLE))
+    assert {r["id"]: r["qty"] for r in view.collect()} == expected
+    assert changes(spark, str(tmp_path / "log")).count() == BATCH * BATCHES
+    assert spark.read.parquet(str(tmp_path / "files")).count() == BATCH * BATCHES
