@@ -263,6 +263,20 @@ def newest_row_changes(changes: DataFrame) -> DataFrame:
     return newest_per_key(rows, ["key"])
 
 
+def newest_per_key_counted(changes: DataFrame) -> DataFrame:
+    """A MySQL table's logged changes reduced to one row per key, the newest (by position), with `_changes` the
+    number of changes of the key: key, after, deleted, op, pos, source_ts_ms, _changes. Truncates (op t) are
+    under key WHOLE_TABLE (no row's key is empty), the newest of them kept."""
+    key = F.when(F.col("op") == "t", F.lit(WHOLE_TABLE)).otherwise(F.col("key"))
+    newest = F.struct("after", (F.col("op") == "d").alias("deleted"), "op", "pos", "source_ts_ms")
+    return (
+        changes.select(key.alias("key"), newest.alias("_newest"), "pos")
+        .groupBy("key")
+        .agg(F.max_by("_newest", "pos").alias("_newest"), F.count("*").alias("_changes"))
+        .select("key", "_newest.*", "_changes")
+    )
+
+
 def after_deletes(latest: DataFrame, deleted_keys: DataFrame | None, truncated_at: list[int] | None) -> DataFrame:
     """The newest changes per key less those older than their key's recorded delete or than the table's
     newest truncate (a replayed change must not bring a deleted row back). Strictly older: the delete

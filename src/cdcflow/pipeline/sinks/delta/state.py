@@ -103,6 +103,9 @@ UNFIT_MARK = "cdcflow: the row does not fit the typed table's known shape"
 CONFLICT_RETRIES = 8
 FOLD_POOL = "cdcflow-folds"
 VACUUM_EVERY_OPTIMIZES = 10
+# A state table (and its deletes) is compacted after this many folds wrote to it (Delta's own
+# auto-compaction waits for 50 small files).
+COMPACT_EVERY_FOLDS = 25
 RETENTION_HOURS = 168  # Delta's default deletedFileRetentionDuration, which the log keeps
 # Tables folded at the same time (HBase- and MySQL-sourced alike).
 MERGE_THREADS = 4
@@ -129,6 +132,7 @@ class DeltaStateSink(Sink):
         self._mysql_shapes: dict[tuple[str, str, str], list[MySqlColumn]] = {}
         self._records: dict[str, FoldRecord] = {}  # state path → its fold record, as last written
         self._records_lock = threading.Lock()
+        self._folds_since_compaction: dict[str, int] = {}  # state path → folds that wrote since its compaction
         self._catalog_lock = threading.Lock()
         self._unnamed: set[str] = set()  # state paths registered since the last housekeeping
         self._named: set[str] = set()  # state paths whose view and state table this process named
@@ -343,7 +347,6 @@ class DeltaStateSink(Sink):
         if record is None:
             return 0
         started = time.perf_counter()
-        folded_truncate: list[int] | None = None
         version = self._log_version  # every batch logged so far (the log's newest version after a start)
         if record.folded_version >= version:
             if path not in self._named:  # folded by an earlier process that ended before naming it
@@ -351,31 +354,12 @@ class DeltaStateSink(Sink):
             return 0
         pending = change_log.table_changes(
             spark, self.log_path, record.source, record.db, record.table, record.folded_version, version
-        ).persist()
-        try:
-            counted = pending.agg(
-                F.count("*").alias("n"), F.count_if(F.col("op") == "d").alias("d"),
-                F.max(F.when(F.col("op") == "t", F.col("pos"))).alias("t"), F.count_if(F.col("op") == "t").alias("tn"),
-            ).first()  # fmt: skip
-            changes, deletes = (int(counted["n"]), int(counted["d"])) if counted else (0, 0)
-            truncated_at = [int(p) for p in counted["t"]] if counted and counted["t"] is not None else None
-            folded_truncate = truncated_at
-            if changes:
-                log.info("sink %s: %s: folding %d changes (log versions %d to %d)", self.name, path, changes,
-                         record.folded_version + 1, version)  # fmt: skip
-                if record.layout == "hbase":
-                    emptied = max(record.emptied_before_ts or -1, truncated_at[0] if truncated_at else -1)
-                    cells = pending
-                    if emptied >= 0:  # cells older than the table's truncate are gone at the source
-                        cells = pending.withColumn("cells", F.filter("cells", lambda c: c["ts"] >= emptied))
-                    self._merge_hbase_table(spark, path, cells_by_row(cells))
-                    if truncated_at and truncated_at[0] > (record.emptied_before_ts or -1):
-                        self._empty_hbase_before(spark, path, truncated_at[0])
-                else:
-                    rows = changes - (int(counted["tn"]) if counted else 0)
-                    self._fold_mysql(spark, path, record, pending, deletes, truncated_at, rows)
-        finally:
-            pending.unpersist()
+        )
+        if record.layout == "hbase":
+            changes, truncated_at = self._fold_hbase(spark, path, record, pending, version)
+        else:
+            changes, truncated_at = self._fold_mysql(spark, path, record, pending, version)
+        folded_truncate = truncated_at
         self._merged_before_record(path)
         took_ms = int((time.perf_counter() - started) * 1000)
         shape = self._shape_doc(record.source, record.db, record.table) if record.layout == "typed" else []
@@ -394,6 +378,8 @@ class DeltaStateSink(Sink):
         write_record(spark, path, done)
         with self._records_lock:
             self._records[path] = done
+            if changes:
+                self._folds_since_compaction[path] = self._folds_since_compaction.get(path, 0) + 1
         self._register_names(spark, path, done)
         log.info("sink %s: %s: folded %d changes up to log version %d in %.1f s", self.name, path, changes,
                  version, took_ms / 1000)  # fmt: skip
@@ -408,7 +394,25 @@ class DeltaStateSink(Sink):
         for path, record in unnamed:
             if spark is not None:
                 self._register_names(spark, path, record)
+        self._compact_if_due()
         self._optimize_log_if_due()
+
+    def _compact_if_due(self) -> None:
+        """Compact each state table (and its deletes) after every COMPACT_EVERY_FOLDS folds that wrote to it:
+        each fold adds a file or two."""
+        spark = self._spark
+        with self._records_lock:
+            due = [p for p, n in self._folds_since_compaction.items() if n >= COMPACT_EVERY_FOLDS]
+        for path in due if spark is not None else ():
+            assert spark is not None
+            spark.sparkContext.setLocalProperty("spark.scheduler.pool", FOLD_POOL)
+            started = time.perf_counter()
+            for table in (path, deletes_path(path)):
+                if DeltaTable.isDeltaTable(spark, table):
+                    spark.sql(f"OPTIMIZE delta.`{table}`").collect()
+            with self._records_lock:
+                self._folds_since_compaction[path] = 0
+            log.info("sink %s: %s compacted (OPTIMIZE) in %.1f s", self.name, path, time.perf_counter() - started)
 
     def _optimize_log_if_due(self) -> None:
         """Compact the log's small files (one or more per table per batch) every `log_optimize_every`
@@ -451,39 +455,81 @@ class DeltaStateSink(Sink):
     def _merged_before_record(self, path: str) -> None:
         """Between a fold's MERGE and its record (tests die here: the next fold must redo it)."""
 
-    def _fold_mysql(
-        self, spark: SparkSession, path: str, record: FoldRecord, pending: DataFrame, deletes: int,
-        truncated_at: list[int] | None, rows: int,
-    ) -> None:  # fmt: skip
-        """MERGE the newest change per key into the state table (deletes delete), then append the
-        deletes' keys. Changes older than a recorded delete of their key, or than the table's newest
-        truncate, are dropped first. A truncate is recorded first (so the view applies it however far
-        the fold got) and then deletes every stored row older than it. A kill anywhere redoes it all:
-        the state MERGE finds the rows already gone."""
-        latest = change_log.newest_row_changes(pending)
-        deleted_keys = deletes_path(path)
-        if truncated_at is not None:
-            self._truncate(spark, path, record, deleted_keys, truncated_at)
-            if record.layout == "typed":  # a truncate may come with a new key (rekey): the shape as it is now
-                self._shape_doc_refreshed(record.source, record.db, record.table)
-        if not rows:
-            return  # only truncates: nothing to merge (and perhaps no shape to merge with)
-        cut = max((t for t in (record.truncated_at, truncated_at) if t is not None), default=None)
-        stored = spark.read.format("delta").load(deleted_keys) if DeltaTable.isDeltaTable(spark, deleted_keys) else None
-        if stored is not None or cut is not None:
-            latest = change_log.after_deletes(latest, stored, cut)
-        if deletes:
-            latest = latest.persist()
+    def _folding(self, path: str, changes: int, record: FoldRecord, version: int) -> None:
+        log.info("sink %s: %s: folding %d changes (log versions %d to %d)", self.name, path, changes,
+                 record.folded_version + 1, version)  # fmt: skip
+
+    def _fold_hbase(
+        self, spark: SparkSession, path: str, record: FoldRecord, pending: DataFrame, version: int
+    ) -> tuple[int, list[int] | None]:
+        """Fold an HBase table's pending cells (and a truncate among them); (changes read, the newest truncate)."""
+        pending = pending.persist()
         try:
+            counted = pending.agg(
+                F.count("*").alias("n"), F.max(F.when(F.col("op") == "t", F.col("pos"))).alias("t")
+            ).first()
+            changes = int(counted["n"]) if counted else 0
+            truncated_at = [int(p) for p in counted["t"]] if counted and counted["t"] is not None else None
+            if not changes:
+                return 0, None
+            self._folding(path, changes, record, version)
+            emptied = max(record.emptied_before_ts or -1, truncated_at[0] if truncated_at else -1)
+            cells = pending
+            if emptied >= 0:  # cells older than the table's truncate are gone at the source
+                cells = pending.withColumn("cells", F.filter("cells", lambda c: c["ts"] >= emptied))
+            self._merge_hbase_table(spark, path, cells_by_row(cells))
+            if truncated_at and truncated_at[0] > (record.emptied_before_ts or -1):
+                self._empty_hbase_before(spark, path, truncated_at[0])
+            return changes, truncated_at
+        finally:
+            pending.unpersist()
+
+    def _fold_mysql(
+        self, spark: SparkSession, path: str, record: FoldRecord, pending: DataFrame, version: int
+    ) -> tuple[int, list[int] | None]:
+        """MERGE the newest change per key into the state table (deletes delete), then append the
+        deletes' keys; (changes read, the newest truncate). Changes older than a recorded delete of their
+        key, or than the table's newest truncate, are dropped first. A truncate is recorded first (so the
+        view applies it however far the fold got) and then deletes every stored row older than it. A kill
+        anywhere redoes it all: the state MERGE finds the rows already gone.
+
+        The pending changes are read once: reduced to the newest per key (truncates under one key of their
+        own) and kept, then counted, merged and their deletes recorded from what was kept."""
+        newest = change_log.newest_per_key_counted(pending).persist()
+        try:
+            counted = newest.agg(
+                F.sum("_changes").alias("n"), F.count_if(F.col("op") == "d").alias("d"),
+                F.max(F.when(F.col("op") == "t", F.col("pos"))).alias("t"),
+                F.count_if(F.col("op") != "t").alias("rows"),
+            ).first()  # fmt: skip
+            changes = int(counted["n"] or 0) if counted else 0
+            if not changes or counted is None:
+                return 0, None
+            self._folding(path, changes, record, version)
+            truncated_at = [int(p) for p in counted["t"]] if counted["t"] is not None else None
+            deleted_keys = deletes_path(path)
+            if truncated_at is not None:
+                self._truncate(spark, path, record, deleted_keys, truncated_at)
+                if record.layout == "typed":  # a truncate may come with a new key (rekey): the shape as it is now
+                    self._shape_doc_refreshed(record.source, record.db, record.table)
+            if not counted["rows"]:
+                return changes, truncated_at  # only truncates: nothing to merge (and perhaps no shape to merge with)
+            latest = newest.where(F.col("op") != "t").drop("_changes")
+            cut = max((t for t in (record.truncated_at, truncated_at) if t is not None), default=None)
+            stored = (
+                spark.read.format("delta").load(deleted_keys) if DeltaTable.isDeltaTable(spark, deleted_keys) else None
+            )
+            if stored is not None or cut is not None:
+                latest = change_log.after_deletes(latest, stored, cut)
             if record.layout == "json":
                 self._merge_guarded(path, functools.partial(self._mysql_json_merge, spark, path, latest))
             else:
                 self._merge_mysql_typed(spark, path, latest, record.source, record.db, record.table)
-            if deletes:
+            if counted["d"]:
                 self._record_deletes(spark, deleted_keys, latest)
+            return changes, truncated_at
         finally:
-            if deletes:
-                latest.unpersist()
+            newest.unpersist()
 
     def _truncate(
         self, spark: SparkSession, path: str, record: FoldRecord, deleted_keys: str, truncated_at: list[int]
@@ -615,7 +661,11 @@ class DeltaStateSink(Sink):
                 time.sleep(min(5.0, 0.2 * 2**attempt))
 
     def _mysql_json_merge(self, spark: SparkSession, path: str, batch: DataFrame) -> None:
+        fresh = not DeltaTable.isDeltaTable(spark, path)
         target = ensure_table(spark, path, MYSQL_STATE, self._state_properties())
+        if fresh:
+            _first_fold(batch, path)
+            return
         (
             target.alias("t")
             .merge(batch.alias("s"), "t.key = s.key")
@@ -652,7 +702,11 @@ class DeltaStateSink(Sink):
                 "table needs one to match rows; set mysql_layout: json for this sink (or map the table elsewhere)"
             )
         schema = mt.table_schema(columns)
+        fresh = not DeltaTable.isDeltaTable(spark, path)
         target = ensure_table(spark, path, schema, {**TYPED_TABLE_PROPERTIES, **self._state_properties()})
+        if fresh:
+            rows = rows.drop("_misfits", "_event_columns")
+            return lambda: _first_fold(rows, path, mt.DELETED)
         current = target.toDF().schema
         if mt.POS not in current.fieldNames():
             raise ConfigError(
@@ -769,6 +823,14 @@ class DeltaStateSink(Sink):
 
 class NoTableRecord(TerminalError):
     """The schema history has no record of a MySQL table a typed Delta table is to be built for."""
+
+
+def _first_fold(rows: DataFrame, path: str, deleted: str = "deleted") -> None:
+    """The fold into a state table this fold created: the newest rows appended, no MERGE (nothing to match:
+    the table's snapshot, the MERGE's scan and its copy of the source are spared, a third of a large first
+    fold). A fold killed after the append and before its record finds the table there and MERGEs again,
+    which the position guard makes a no-op."""
+    rows.where(~F.col(deleted)).write.format("delta").mode("append").save(path)
 
 
 def vacuum_is_safe(now_ms: int, oldest_needed_ms: int | None) -> bool:
