@@ -15,11 +15,11 @@ import pytest
 from cdcflow.clients import kafka as k
 from cdcflow.config import PipelineConfig, SinkConfig
 from cdcflow.events.json_codec import SCHEMA_ID
+from cdcflow.pipeline.batch_jobs import jobs_per_batch
 from cdcflow.pipeline.runner import Pipeline, checkpoint_query_id
 from cdcflow.pipeline.sinks.delta.log import changes
 from cdcflow.pipeline.sinks.delta.views import current_view
 from cdcflow.testing import unique_name
-from cdcflow.testing.spark_jobs import jobs_per_batch
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark]
 

@@ -45,7 +45,7 @@ class Sink(ABC):
     def apply_reassembled(self, events: DataFrame, batch_id: int) -> None:
         """Apply the oversize changes of batch `batch_id`, put back together from their parts after
         `apply_batch` applied the rest (pipeline/oversize.py). Idempotent like `apply_batch`, and apart
-        from it: a sink whose `apply_batch` is idempotent per batch id (a Delta commit's transaction id)
+        from it: a sink whose `apply_batch` is idempotent per batch id (the Delta change log's batch marks)
         keeps this pass under an id of its own. Default: `apply_batch` again, for sinks whose writes are
         decided by each change's position, not by the batch."""
         self.apply_batch(events, batch_id)
