@@ -142,12 +142,15 @@ class BatchLog:
         return commit
 
     def _find(self, spark: SparkSession, mark: _Mark) -> Commit:
-        """The commit this writer just made: the first after the version it knew of that bears its mark."""
+        """The commit this writer just made: the first after the version it knew of that bears its mark. None
+        there: the batch had no rows (a batch of oversize markers only), and Delta commits no empty append
+        (spark.databricks.delta.skipRecordingEmptyCommits); a replay of it has nothing to write twice."""
         version = self.version + 1
         while True:
             actions = _commit_actions(spark, self.path, version)
             if actions is None:
-                raise RuntimeError(f"{self.path}: the commit of {mark} is not in the log after version {self.version}")
+                log.debug("%s: no commit for %s: an empty batch", self.path, mark)
+                return Commit(self.version, {})
             if _mark_of(actions, self.sink) == mark:
                 return Commit(version, _added_rows(actions))
             version += 1
