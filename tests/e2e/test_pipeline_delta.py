@@ -25,6 +25,7 @@ from cdcflow.events.json_codec import SCHEMA_ID
 from cdcflow.pipeline import metrics
 from cdcflow.pipeline.runner import Pipeline
 from cdcflow.pipeline.session import build_session
+from cdcflow.pipeline.sinks.delta import state as delta_state
 from cdcflow.pipeline.sinks.delta.changelog import DeltaChangelogSink, changes
 from cdcflow.pipeline.sinks.delta.records import deletes_path, read_record
 from cdcflow.pipeline.sinks.delta.state import DeltaStateSink, hbase_state_rows
@@ -355,6 +356,32 @@ def test_a_batch_is_committed_once_per_query_and_pass_across_restarts(tmp_path: 
     old.apply_batch(frame(6), 6)
     assert commits() == before + 5
     assert spark.read.format("delta").load(path).count() == before + 5 - 1  # one row per commit but the create
+
+
+def test_a_state_table_is_compacted_after_every_few_folds_that_wrote_to_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not by Delta's auto-compaction (it compacts every table at its first commit in each process): the fold
+    thread's housekeeping runs OPTIMIZE on a table after every COMPACT_EVERY_FOLDS folds that wrote to it."""
+    monkeypatch.setattr(delta_state, "COMPACT_EVERY_FOLDS", 2)
+    spark = build_session("cdcflow-test")
+    rng = random.Random(21)
+    events = [hbase_event("w", "t", random_change(rng, b"r%02d" % rng.randrange(8)), seq) for seq in range(1, 61)]
+    sink = DeltaStateSink("compact", DeltaStateOptions(path=str(tmp_path / "state")), {})
+    state = str(tmp_path / "state" / "w" / "default" / "t")
+
+    def optimizes() -> int:
+        history = spark.sql(f"DESCRIBE HISTORY delta.`{state}`").collect()
+        return sum(1 for r in history if r["operation"] == "OPTIMIZE")
+
+    seen = []
+    for b in range(3):
+        sink.apply_batch(events_frame(spark, events[b * 20 : (b + 1) * 20]), b)
+        sink.flush(spark)
+        sink._housekeeping()  # the fold thread's round after its folds
+        seen.append(optimizes())
+    sink.close()
+    assert seen == [0, 1, 1]  # after the second fold, and not again after the third
 
 
 class _DiesAfterTheMerge(DeltaStateSink):

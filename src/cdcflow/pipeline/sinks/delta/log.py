@@ -95,7 +95,7 @@ class Commit:
 
 
 @dataclass(frozen=True)
-class _Mark:
+class Mark:
     sink: str
     query: str
     reassembled: bool
@@ -136,12 +136,12 @@ class BatchLog:
             .option("mergeSchema", "true")
             .save(self.path)
         )  # fmt: skip
-        commit = self._find(spark, _Mark(self.sink, query, reassembled, batch_id))
+        commit = self._find(spark, Mark(self.sink, query, reassembled, batch_id))
         self._last[stream] = batch_id
         self.version = commit.version
         return commit
 
-    def _find(self, spark: SparkSession, mark: _Mark) -> Commit:
+    def _find(self, spark: SparkSession, mark: Mark) -> Commit:
         """The commit this writer just made: the first after the version it knew of that bears its mark. None
         there: the batch had no rows (a batch of oversize markers only), and Delta commits no empty append
         (spark.databricks.delta.skipRecordingEmptyCommits); a replay of it has nothing to write twice."""
@@ -151,7 +151,7 @@ class BatchLog:
             if actions is None:
                 log.debug("%s: no commit for %s: an empty batch", self.path, mark)
                 return Commit(self.version, {})
-            if _mark_of(actions, self.sink) == mark:
+            if mark_of(actions, self.sink) == mark:
                 return Commit(version, _added_rows(actions))
             version += 1
 
@@ -165,7 +165,7 @@ class BatchLog:
             actions = _commit_actions(spark, self.path, version)
             if actions is None:  # cleaned up (older than the log's retention)
                 break
-            mark = _mark_of(actions, self.sink)
+            mark = mark_of(actions, self.sink)
             if mark is None:
                 continue  # OPTIMIZE, the table's creation, or another sink's commit
             if mark.query != query:
@@ -180,7 +180,7 @@ def _commit_actions(spark: SparkSession, path: str, version: int) -> list[dict[s
     return None if text is None else [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
-def _mark_of(actions: list[dict[str, Any]], sink: str) -> _Mark | None:
+def mark_of(actions: list[dict[str, Any]], sink: str) -> Mark | None:
     """The batch mark of a commit by this sink: from its commit info, or, for commits of earlier cdcflow
     versions, from Delta's transaction id (`txn`: appId cdcflow-<sink>-<query id>[-reassembled])."""
     for action in actions:
@@ -188,7 +188,7 @@ def _mark_of(actions: list[dict[str, Any]], sink: str) -> _Mark | None:
         if meta and MARK in meta:
             try:
                 doc = json.loads(meta)[MARK]
-                mark = _Mark(str(doc["sink"]), str(doc["query"]), bool(doc["reassembled"]), int(doc["batch"]))
+                mark = Mark(str(doc["sink"]), str(doc["query"]), bool(doc["reassembled"]), int(doc["batch"]))
             except (ValueError, KeyError, TypeError):
                 continue
             return mark if mark.sink == sink else None
@@ -196,7 +196,7 @@ def _mark_of(actions: list[dict[str, Any]], sink: str) -> _Mark | None:
         if txn and str(txn.get("appId", "")).startswith(f"cdcflow-{sink}-"):
             app = str(txn["appId"])[len(f"cdcflow-{sink}-") :]
             reassembled = app.endswith("-reassembled")
-            return _Mark(sink, app.removesuffix("-reassembled"), reassembled, int(txn["version"]))
+            return Mark(sink, app.removesuffix("-reassembled"), reassembled, int(txn["version"]))
     return None
 
 
