@@ -115,7 +115,7 @@ class HBaseSink(Sink):
         )
         zk = self.zk_quorum
         # Rows reach the executors' Python as Arrow batches (mapInArrow): about 3x cheaper than
-        # foreachPartition's pickled Rows for these nested cells (benchmarks/README.md, session 12).
+        # foreachPartition's pickled Rows for these nested cells (benchmarks/README.md).
         # A row's changes share a partition (envelope.dedupe); in position order they replay the source's
         # order, across regions and backfills too (a backfilled change's position is below the stream's).
         written = (
