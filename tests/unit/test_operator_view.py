@@ -57,11 +57,16 @@ def test_rates_and_charts_come_from_consecutive_scrapes() -> None:
     assert len(h.points) == 1
 
 
+OUTPUT = 'cdcflow_hbase_output_info{format="cdcflow",serialization="json"} 1\n'  # what a peer process sets
+
+
 def test_a_port_that_answers_without_cdcflow_metrics_keeps_the_process_last_values() -> None:
     """The process ended and something else answers on its port (or the port is misconfigured): its rows stay,
     marked stale, with a warning that says why, instead of vanishing from the page."""
     now = 10_000.0
-    peer = _history("http://peer/metrics", (now - 5, "cdcflow_hbase_rows_total 10\ncdcflow_hbase_registered 1\n"))
+    peer = _history(
+        "http://peer/metrics", (now - 5, f"cdcflow_hbase_rows_total 10\ncdcflow_hbase_registered 1\n{OUTPUT}")
+    )
     peer.answered(now, parse_metrics("process_cpu_seconds_total 1.5\n"), keep_s=3600)
     status = build_status(now, [peer], {}, None, {}, [], stalled_after_s=120)
     (row,) = [c for c in status["captures"] if c["kind"] == "hbase"]
@@ -72,6 +77,27 @@ def test_a_port_that_answers_without_cdcflow_metrics_keeps_the_process_last_valu
     fresh = TargetHistory("http://new/metrics")  # a process with no cdcflow samples yet is not an error
     fresh.answered(now, {}, keep_s=3600)
     assert fresh.error is None and len(fresh.points) == 1
+
+
+def test_a_process_that_only_loads_the_peers_metrics_is_not_a_peer() -> None:
+    """`cdcflow run` loads the peer's metrics module, so its own port shows the peer's unlabelled series at 0;
+    the page listed it as a second HBase peer (registered: NO, instances: 0). Only a process that set its
+    output info is a peer."""
+    now = 10_000.0
+    peer = _history("http://peer/metrics", (now, f"cdcflow_hbase_rows_total 10\ncdcflow_hbase_registered 1\n{OUTPUT}"))
+    run = _history(
+        "http://run/metrics",
+        (
+            now,
+            "cdcflow_hbase_rows_total 0\ncdcflow_hbase_registered 0\n"
+            'cdcflow_hbase_instances 0\ncdcflow_run_child_up{child="peer"} 1\n',
+        ),
+    )
+    status = build_status(now, [peer, run], {}, None, {}, [], stalled_after_s=120)
+    assert [(c["name"], c["target"], c["format"]) for c in status["captures"] if c["kind"] == "hbase"] == [
+        ("HBase peer", "http://peer/metrics", "cdcflow (json)")
+    ]
+    assert [p["child"] for p in status["processes"]] == ["peer"]
 
 
 def test_charts_have_axes_units_and_the_current_value() -> None:
@@ -95,8 +121,9 @@ def test_charts_have_axes_units_and_the_current_value() -> None:
 
 def test_the_status_names_what_needs_attention() -> None:
     now = 10_000.0
-    peer = _history("http://peer/metrics", (now - 5, "cdcflow_hbase_rows_total 10\ncdcflow_hbase_registered 1\n"),
-                    (now, "cdcflow_hbase_rows_total 40\ncdcflow_hbase_registered 1\n"
+    peer = _history("http://peer/metrics",
+                    (now - 5, f"cdcflow_hbase_rows_total 10\ncdcflow_hbase_registered 1\n{OUTPUT}"),
+                    (now, f"cdcflow_hbase_rows_total 40\ncdcflow_hbase_registered 1\n{OUTPUT}"
                           f"cdcflow_hbase_acknowledged_wal_timestamp_seconds {now - 3}\n"))  # fmt: skip
     idle = (
         'cdcflow_mysql_events_total{source="m"} 5\ncdcflow_mysql_streaming{source="m"} 1\n'
@@ -135,8 +162,8 @@ def test_the_status_names_what_needs_attention() -> None:
     serving = PeerState("cdcflow", True, True, ["127.0.0.1,1,2"], wals_queued=40, lag_ms=900_000)
     draining = build_status(now, [peer], {}, serving, {}, [], 120)  # far behind, but publishing rows
     assert draining["warnings"] == []
-    stopped = _history("http://peer/metrics", (now - 5, "cdcflow_hbase_rows_total 40\n"),
-                       (now, "cdcflow_hbase_rows_total 40\n"))  # fmt: skip
+    stopped = _history("http://peer/metrics", (now - 5, f"cdcflow_hbase_rows_total 40\n{OUTPUT}"),
+                       (now, f"cdcflow_hbase_rows_total 40\n{OUTPUT}"))  # fmt: skip
     stalled = build_status(now, [stopped], {}, serving, {}, [], 120)
     assert stalled["warnings"] == ["HBase peer cdcflow: the source reports 900 s of replication lag (40 WAL(s) "
                                    "queued) and no instance is publishing rows: the capture looks stalled"]  # fmt: skip

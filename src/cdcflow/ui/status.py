@@ -166,13 +166,14 @@ def build_status(
                 warnings.append(f"cdcflow run: {child} has ended; it is started again with back-off (see its log)")
             elif restarts:
                 warnings.append(f"cdcflow run: {child} ended and was started again {restarts} time(s)")
-        if any(k[0].startswith("cdcflow_hbase_") for k in s):
+        # A peer process sets its output info when it starts. Other cdcflow processes that load the peer's metrics
+        # module (`cdcflow run` itself) expose its unlabelled series at 0: they are not a second peer.
+        hbase_output = labels_of(s, "cdcflow_hbase_output_info")
+        if hbase_output:
             acked = value(s, "cdcflow_hbase_acknowledged_wal_timestamp_seconds")
             last_call = value(s, "cdcflow_hbase_last_call_timestamp_seconds")
-            hbase_output = labels_of(s, "cdcflow_hbase_output_info")
             captures.append({
-                "format": f"{hbase_output.get('format')} ({hbase_output.get('serialization')})" if hbase_output
-                else None,
+                "format": f"{hbase_output.get('format')} ({hbase_output.get('serialization')})",
                 "kind": "hbase", "name": "HBase peer", "target": target.url, "stale_since": stale,
                 "rows_total": total(s, "cdcflow_hbase_rows_total"),
                 "rows_per_s": target.rate("cdcflow_hbase_rows_total"),
