@@ -28,7 +28,8 @@ from pipeline_apply import fill  # type: ignore[import-not-found]
 from cdcflow.config import PipelineConfig, SinkConfig
 from cdcflow.config.paths import default_stack_home
 from cdcflow.jars import versions
-from cdcflow.pipeline.runner import Pipeline, _Runner
+from cdcflow.pipeline.queries import Query
+from cdcflow.pipeline.runner import Pipeline
 from cdcflow.pipeline.session import build_session
 from cdcflow.stack import Stack
 
@@ -48,7 +49,7 @@ class _RecordingPipeline(Pipeline):
 
     progresses: list[dict[str, Any]]
 
-    def _query_progress(self, r: _Runner) -> None:
+    def _query_progress(self, r: Query) -> None:
         if r.query is not None:
             seen = {p["batchId"] for p in self.progresses}
             self.progresses += [p for p in r.query.recentProgress if p["batchId"] not in seen and p["numInputRows"]]

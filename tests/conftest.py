@@ -41,7 +41,7 @@ SPARK_LANE = frozenset(
         "e2e/test_pipeline_offsets", "e2e/test_pipeline_phoenix",
         "e2e/test_pipeline_submit", "e2e/test_pipeline_topics", "e2e/test_sink_edge_values",
         "e2e/test_source_lifecycle",
-        "e2e/test_oversize_apply", "e2e/test_apply_cost",
+        "e2e/test_oversize_apply", "e2e/test_apply_cost", "e2e/test_sink_groups",
         "e2e/test_sink_interleavings", "integration/test_debezium_avro_spark",
         "integration/test_delta_fold_records", "integration/test_delta_mysql_typed",
         "integration/test_delta_state_sql", "integration/test_envelope_parse",

@@ -166,10 +166,11 @@ class _EndingQuery:
 
 def test_the_last_batch_of_an_available_now_run_reaches_the_progress(tmp_path: Path) -> None:
     from cdcflow.pipeline.progress import read_progress
-    from cdcflow.pipeline.runner import Pipeline, _Runner
+    from cdcflow.pipeline.queries import Query, QuerySink
+    from cdcflow.pipeline.runner import Pipeline
 
     pipeline = Pipeline(PipelineConfig(sinks=(SinkConfig(name="c", type="console"),)), {}, tmp_path)
-    runner = _Runner("c", None, "t", query=_EndingQuery())  # type: ignore[arg-type]
+    runner = Query("c", [QuerySink("c", pipeline.sinks[0], "t")], "t", query=_EndingQuery())  # type: ignore[arg-type]
     pipeline._supervise(runner, available_now=True, max_failures=5)
     assert runner.done
     progress = read_progress(tmp_path)["c"]
@@ -192,10 +193,11 @@ class _TopicsChangedQuery:
 
 def test_topics_appearing_during_available_now_restart_the_query_without_counting_a_failure(tmp_path: Path) -> None:
     """Issue #15 item 10: five of these used to end the run as failed."""
-    from cdcflow.pipeline.runner import MAX_TOPIC_RESTARTS, Pipeline, _Runner
+    from cdcflow.pipeline.queries import Query, QuerySink
+    from cdcflow.pipeline.runner import MAX_TOPIC_RESTARTS, Pipeline
 
     pipeline = Pipeline(PipelineConfig(sinks=(SinkConfig(name="c", type="console"),)), {}, tmp_path)
-    runner = _Runner("c", None, "t")
+    runner = Query("c", [QuerySink("c", pipeline.sinks[0], "t")], "t")
     started = []
     pipeline._start = lambda r, available_now: started.append(r.name)  # type: ignore[method-assign]
     for _ in range(MAX_TOPIC_RESTARTS):

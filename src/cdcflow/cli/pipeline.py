@@ -91,21 +91,30 @@ def pipeline_offsets() -> None:
 @pipeline_offsets.command("show")
 @config_option
 def pipeline_offsets_show(config_path: Path | None) -> None:
-    """Per sink: its last batch, whether it was applied, and its Kafka offsets against each partition's end."""
+    """Per sink: its last batch, whether it was applied, and its Kafka offsets against each partition's end. A sink
+    in a group: its group's query, or where its catch-up stands when it is behind."""
     from cdcflow.clients.kafka import end_offsets
-    from cdcflow.pipeline import offsets
+    from cdcflow.pipeline import groups, offsets
 
     cfg = wiring.load(config_path)
     root = wiring.checkpoint_root(cfg)
     kafka = wiring.kafka(cfg)
     for sink in cfg.pipeline.sinks:
-        if not (root / sink.name).is_dir():
+        folder = groups.group_folder(root, sink.group).name if sink.group else sink.name
+        ledger = groups.load_ledger(root, sink.name) if sink.group else None
+        if not (root / folder).is_dir() or (sink.group and ledger is None):
             click.echo(f"{sink.name}: no checkpoint yet (its first start reads its topics from the beginning)")
             continue
-        pos = offsets.read_position(root, sink.name)
-        state = "applied" if pos.committed else "planned, not applied (replayed first on the next start)"
-        click.echo(f"{sink.name}: batch {pos.batch} {state}")
-        for topic, partitions in sorted(pos.positions.items()):
+        if ledger is not None and not ledger.joined:
+            click.echo(f"{sink.name}: in group {sink.group}, BEHIND ({ledger.reason}); its catch-up stands at")
+            positions = ledger.position
+        else:
+            pos = offsets.read_position(root, folder)
+            state = "applied" if pos.committed else "planned, not applied (replayed first on the next start)"
+            group = f" (group {sink.group}'s query {folder})" if sink.group else ""
+            click.echo(f"{sink.name}: batch {pos.batch} {state}{group}")
+            positions = pos.positions
+        for topic, partitions in sorted(positions.items()):
             ends = end_offsets(kafka, topic)
             for partition, offset in sorted(partitions.items(), key=lambda kv: int(kv[0])):
                 end = ends.get(int(partition))
@@ -119,20 +128,35 @@ def pipeline_offsets_show(config_path: Path | None) -> None:
 @click.option("--to", "to", required=True, help="earliest, latest, epoch milliseconds or an ISO 8601 time.")
 def pipeline_offsets_reset(config_path: Path | None, sink: str, to: str) -> None:
     """Move SINK's query (pipeline stopped) so its next batch reads from --to. Back: the sink is given
-    changes it holds and ignores them (position guard). Forward: the changes in between are skipped."""
-    from cdcflow.pipeline import offsets
+    changes it holds and ignores them (position guard). Forward: the changes in between are skipped.
+    A sink in a group is moved alone: it catches up from --to and joins its group again; `group.<name>`
+    moves the group's query (every sink of the group that is not behind)."""
+    from cdcflow.pipeline import groups, offsets
 
     cfg = wiring.load(config_path)
-    if sink not in {s.name for s in cfg.pipeline.sinks}:
-        raise click.UsageError(f"no sink {sink!r} in the config ({', '.join(s.name for s in cfg.pipeline.sinks)})")
+    grouped = {s.name: s.group for s in cfg.pipeline.sinks if s.group}
+    queries = {s.name for s in cfg.pipeline.sinks} | {f"{groups.GROUP_PREFIX}{g}" for g in grouped.values()}
+    if sink not in queries:
+        raise click.UsageError(f"no sink or group {sink!r} in the config ({', '.join(sorted(queries))})")
     root = wiring.checkpoint_root(cfg)
     with offsets.checkpoint_lock(root, f"cdcflow pipeline offsets reset {sink}"):
-        current = offsets.read_position(root, sink)
-        target = offsets.target_positions(wiring.kafka(cfg), current.positions, to)
-        batch = offsets.write_reset(root, sink, target)
-    moved = sum(target[t][p] - o for t, parts in current.positions.items() for p, o in parts.items() if p in target[t])
-    click.echo(f"{sink}: batch {batch} ends at {to} ({'+' if moved >= 0 else ''}{moved} records across "
-               f"{sum(len(p) for p in target.values())} partitions); the next batch reads from there")  # fmt: skip
+        if sink in grouped:
+            ledger = groups.load_ledger(root, sink)
+            folder = groups.group_folder(root, grouped[sink]).name
+            if ledger is None:
+                raise click.UsageError(f"sink {sink} has not run yet: its first start reads from the beginning")
+            current = ledger.position if not ledger.joined else offsets.read_position(root, folder).positions
+            target = offsets.target_positions(wiring.kafka(cfg), current, to)
+            ledger.fall_behind(target, f"offsets reset to {to}")
+            groups.save_ledger(root, sink, ledger)
+            where = f"catches up from {to} and then joins group {grouped[sink]}'s batches again"
+        else:
+            current = offsets.read_position(root, sink).positions
+            target = offsets.target_positions(wiring.kafka(cfg), current, to)
+            where = f"batch {offsets.write_reset(root, sink, target)} ends at {to}; the next batch reads from there"
+    moved = sum(target[t][p] - o for t, parts in current.items() for p, o in parts.items() if p in target[t])
+    click.echo(f"{sink}: {where} ({'+' if moved >= 0 else ''}{moved} records across "
+               f"{sum(len(p) for p in target.values())} partitions)")  # fmt: skip
 
 
 def format_progress(name: str, doc: dict[str, Any], now_ms: int) -> str:

@@ -440,6 +440,10 @@ class SinkConfig(_Strict):
     # This sink's own subscribePattern (a Java regex); null: the pipeline's `topics`. The dead-letter
     # query reads the union of all patterns, so malformed records on any of them are kept.
     topics: str | None = None
+    # Sinks with the same group share one streaming query: each change is read from Kafka and parsed once for
+    # all of them. A sink whose part of a batch fails catches up on its own while the others go on (docs/pipeline.md
+    # "Sink groups"). null: the sink's query is its own.
+    group: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_\-]+$")
 
     @field_validator("topics")
     @classmethod
@@ -472,7 +476,7 @@ class PipelineConfig(_Strict):
     # (the Delta sinks then register their tables and views in that metastore). A spark_catalog given
     # here (or with spark-submit --conf) is kept: cdcflow sets Delta's only when none is.
     spark_conf: dict[str, str] = {}
-    # The sinks, each its own query and checkpoint (docs/pipeline.md).
+    # The sinks, each its own query and checkpoint, or its group's (docs/pipeline.md).
     sinks: tuple[SinkConfig, ...] = ()
 
     @field_validator("topics")

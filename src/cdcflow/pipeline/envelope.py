@@ -156,10 +156,12 @@ def malformed_of(parsed: DataFrame) -> DataFrame:
     return parsed.where(is_malformed(F.col("problem")))
 
 
-def heartbeat_ts() -> Column:
-    """The newest source time the heartbeat records of a parsed batch vouch for (an aggregate; null without any)."""
+def heartbeat_ts(among: Column | None = None) -> Column:
+    """The newest source time the heartbeat records of a parsed batch (those `among` marks) vouch for (an
+    aggregate; null without any)."""
     source_ts = F.get_json_object(F.col("raw").cast("string"), "$.source.ts_ms").cast("long")
-    return F.max(F.when(F.col("problem") == F.lit(HEARTBEAT), source_ts))
+    beat = F.col("problem") == F.lit(HEARTBEAT)
+    return F.max(F.when(beat if among is None else beat & among, source_ts))
 
 
 _IDENTITY = {

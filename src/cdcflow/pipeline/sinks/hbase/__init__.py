@@ -118,13 +118,19 @@ class HBaseSink(Sink):
         # foreachPartition's pickled Rows for these nested cells (benchmarks/README.md).
         # A row's changes share a partition (envelope.dedupe); in position order they replay the source's
         # order, across regions and backfills too (a backfilled change's position is below the stream's).
-        written = (
-            rows.sortWithinPartitions("target", "row", "pos")
-            .drop("region", "pos")
-            .mapInArrow(lambda batches: _write_arrow_batches(batches, zk), "mutations long")
-            .agg(F.sum("mutations"))
-            .first()
-        )
+        try:
+            written = (
+                rows.sortWithinPartitions("target", "row", "pos")
+                .drop("region", "pos")
+                .mapInArrow(lambda batches: _write_arrow_batches(batches, zk), "mutations long")
+                .agg(F.sum("mutations"))
+                .first()
+            )
+        except Exception:
+            # A target deleted since it was seen (or never right) is looked up, and created, again on the retry
+            # instead of failing every retry of a long-running pipeline.
+            self._existing.clear()
+            raise
         log.debug("sink %s: batch %d: %s mutations written", self.name, batch_id, written[0] if written else 0)
         for target, before_ts in sorted(truncated.items()):
             if target not in refused:
