@@ -49,18 +49,33 @@ SPARK_LANE = frozenset(
 )  # fmt: skip
 
 
+# With three or more workers the Spark files form two lanes; these make the second (about half of the time).
+SPARK_LANE_B = frozenset(
+    f"tests/{name}.py"
+    for name in (
+        "e2e/test_pipeline_delta", "e2e/test_source_lifecycle", "e2e/test_pipeline_hbase", "e2e/test_sink_groups",
+        "e2e/test_sink_edge_values", "e2e/test_pipeline_topics", "e2e/test_mysql8_pipeline",
+        "integration/test_debezium_avro_spark", "integration/test_delta_fold_records",
+        "integration/test_delta_mysql_typed", "integration/test_delta_state_sql", "integration/test_envelope_parse",
+    )
+)  # fmt: skip
+
+
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """With `-n`: xdist's scope scheduler, the Spark lane one scope (so one worker, taken first as the largest)
-    and every other test a scope of its own (so the other worker takes them one by one, and both share what
-    is left when the Spark lane is done). xdist's own `--dist loadgroup` does not group with pytest 9.2
-    (pytest-dev/pytest-xdist#1386)."""
+    """With `-n`: xdist's scope scheduler, the Spark lane one scope (so one worker, taken first as the largest;
+    two lanes with three workers or more) and every other test a scope of its own (so the other workers take
+    them one by one, and all share what is left when a Spark lane is done). xdist's own `--dist loadgroup` does
+    not group with pytest 9.2 (pytest-dev/pytest-xdist#1386)."""
     if config.getvalue("dist") != "load":
         return None
     from xdist.scheduler import LoadScopeScheduling
 
     class LaneScheduling(LoadScopeScheduling):  # type: ignore[misc]
         def _split_scope(self, nodeid: str) -> str:
-            return "spark lane" if nodeid.split("::", 1)[0] in SPARK_LANE else nodeid
+            path = nodeid.split("::", 1)[0]
+            if path not in SPARK_LANE:
+                return nodeid
+            return "spark lane B" if self.numnodes >= 3 and path in SPARK_LANE_B else "spark lane"
 
     return LaneScheduling(config, log)
 
