@@ -1,4 +1,4 @@
-"""Runs a peer's side-by-side kit (../shared/anchors/, or $CDCFLOW_ANCHORS) in the same run as our own
+"""Runs a peer's side-by-side kit (in the folder $CDCFLOW_ANCHORS names) in the same run as our own
 figures, and sums up its per-run table lines as median [min-max] per system.
 
 The kits are not part of this repository (they build Debezium and Apache's hbase-kafka-proxy from

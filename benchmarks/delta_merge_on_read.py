@@ -1,4 +1,4 @@
-"""Benchmark of the merge-on-read `delta` sink (issue #32) beside its anchors, on the same events.
+"""Benchmark of the merge-on-read `delta` sink beside its anchors, on the same events.
 
 Against the local stack's Kafka (`make stack-up kafka` first). MySQL-shaped change events of one
 table (N inserts, then updates at random keys, then deletes; `cdcflow mysql`'s envelope, with a

@@ -1,4 +1,4 @@
-"""Does a Delta sink's cost follow the changes or the table? (issue #32: update batches against a
+"""Does a Delta sink's cost follow the changes or the table? (update batches against a
 5M-row table should cost at most 1.5x the same batches against a 50k-row table.)
 
 Against the local stack's Kafka (`cdcflow stack up kafka` first). For each table size N: a typed
@@ -11,7 +11,7 @@ Spark session (local[2]), by
 2. the docs' foreachBatch MERGE (`delta_merge_on_read.docs_merge_seconds`);
 3. cdcflow `pipeline run --available-now` with a `delta` sink: the append path, then the final fold
    of the updates into the N-row table (both timed), on a state table with deletion vectors (the
-   sink's default since session 19) and, with `--both`, again on one without (copy-on-write).
+   sink's default) and, with `--both`, again on one without (copy-on-write).
 
 Each result is checked: every updated key holds its newest values, and the table still has N rows.
 

@@ -1,4 +1,4 @@
-"""Benchmark of `cdcflow hbase backfill` (issue #18): existing HBase cells → `op: "r"` events in Kafka.
+"""Benchmark of `cdcflow hbase backfill`: existing HBase cells → `op: "r"` events in Kafka.
 
 Against the local stack (`cdcflow stack up kafka hbase` first). Loads a table of --rows rows x --cells
 cells (100-byte values) across --regions regions, then measures in the same run:

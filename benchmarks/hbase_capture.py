@@ -1,4 +1,4 @@
-"""Benchmark of the HBase capture path (issue #3).
+"""Benchmark of the HBase capture path.
 
 Runs against the local stack's real Kafka (`cdcflow stack up kafka hbase` first, or pass
 --bootstrap). Three figures, measured in the same run on the same machine:
@@ -10,7 +10,7 @@ Runs against the local stack's real Kafka (`cdcflow stack up kafka hbase` first,
    same producer settings (idempotent, acks=all, lz4), and the ratio capture / baseline;
 3. end to end (with --e2e): real HBase writes through replication to acknowledged Kafka records;
 4. the peer (with --anchor-rows N): Apache's hbase-kafka-proxy and `cdcflow hbase run` drain the same
-   backlog of N HBase rows one after the other, through the side-by-side kit in ../shared/anchors/
+   backlog of N HBase rows one after the other, through the side-by-side kit in $CDCFLOW_ANCHORS/
    (hbase-kafka-proxy/README.md there; skipped with a line saying so when the kit is not set up), once
    per proxy producer profile: its own defaults (acks=1) and cdcflow's settings (acks=all, idempotent).
 
@@ -239,7 +239,7 @@ def main() -> None:
         "--formats",
         default="",
         help="also drain --format-rows real HBase rows per output format, "
-        "e.g. cdcflow,upsert-json,upsert-avro (issue #35: upsert within 0.8x of cdcflow)",
+        "e.g. cdcflow,upsert-json,upsert-avro (upsert within 0.8x of cdcflow)",
     )
     ap.add_argument("--format-rows", type=int, default=20_000, help="rows per format for --formats")
     args = ap.parse_args()
@@ -486,7 +486,7 @@ def formats_drain(formats: list[str], n_rows: int, bootstrap: str, runs: int) ->
             if fmt != "cdcflow":
                 ratios = [v / b for v, b in zip(fig.values[fmt], base, strict=True)]
                 print(f"  {fmt}/cdcflow per run: {', '.join(f'{r:.2f}' for r in ratios)}; median "
-                      f"{statistics.median(ratios):.2f} (issue #35 goal: >= 0.8)")  # fmt: skip
+                      f"{statistics.median(ratios):.2f} (goal: >= 0.8)")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
-"""Backlog drain on Oracle MySQL 8.0 (issue #33): `cdcflow mysql run` against Debezium 3.5's MySQL connector.
+"""Backlog drain on Oracle MySQL 8.0: `cdcflow mysql run` against Debezium 3.5's MySQL connector.
 
-The same scheme as the MariaDB kit in ../shared/anchors/debezium (whose measuring code this imports:
+The same scheme as the MariaDB kit in $CDCFLOW_ANCHORS/debezium (whose measuring code this imports:
 `bench.Workload`, `bench.drain`, `anchor_lib`'s capture processes), pointed at the stack's MySQL 8.0:
 
 1. a database with the kit's 10-column table `t` and a `marker` table; both captures started fresh and
@@ -41,7 +41,7 @@ from cdcflow.stack import Stack as CdcflowStack
 
 HERE = Path(__file__).resolve().parent
 LIB = Path(os.environ.get("DBZ_MYSQL_LIB") or Path.home() / ".cache" / "cdcflow-anchors" / "debezium-mysql" / "lib")
-GOAL = 2.0  # issue #33: drain rows/s at least twice Debezium's, with and without compression
+GOAL = 2.0  # drain rows/s at least twice Debezium's, with and without compression
 
 
 def fetch_classpath() -> None:

@@ -1,7 +1,7 @@
-"""Event content on Oracle MySQL 8.0 (issue #33): cdcflow's events against Debezium 3.5's MySqlConnector, field
+"""Event content on Oracle MySQL 8.0: cdcflow's events against Debezium 3.5's MySqlConnector, field
 for field where the formats overlap, with `SELECT *` as the arbiter.
 
-Runs the MariaDB kit's compare.py (../shared/anchors/debezium: its seeded workload over a 37-column table of
+Runs the MariaDB kit's compare.py ($CDCFLOW_ANCHORS/debezium: its seeded workload over a 37-column table of
 every type and a composite-key table, its per-type normalization and difference classes) unchanged, pointed
 at the stack's MySQL 8.0.31 instead of MariaDB: the kit's stack, Debezium user, connector class, cdcflow
 source and the one MariaDB-only variable it reads are swapped here, nothing else.

@@ -1,4 +1,4 @@
-"""Benchmark of the MySQL/MariaDB capture path (issue #5): binlog -> change events -> Kafka acknowledgements.
+"""Benchmark of the MySQL/MariaDB capture path: binlog -> change events -> Kafka acknowledgements.
 
 Runs against the local stack's real MariaDB and Kafka (`cdcflow stack up kafka mariadb` first; the
 stack home is taken from CDCFLOW__STACK__HOME or the default). In one run, on one machine:
@@ -12,11 +12,11 @@ stack home is taken from CDCFLOW__STACK__HOME or the default). In one run, on on
    the same binlog (touching every row), both without Kafka: why cdcflow has its own decoder;
 5. Debezium (with --anchor-rows N): Debezium 3.5's MariaDB connector and `cdcflow mysql run` drain the
    same backlog of N row changes, --anchor-repeat times in alternating order, through the side-by-side
-   kit in ../shared/anchors/debezium (its README; skipped with a line saying so when it is not set up).
+   kit in $CDCFLOW_ANCHORS/debezium (its README; skipped with a line saying so when it is not set up).
 
 With --runs N the capture and the baseline run N times each; figures are median [min-max].
 With --formats cdcflow,debezium-json,debezium-avro each run also captures the same backlog in the other output
-formats (issue #35: debezium+Avro within 0.8x of cdcflow+JSON); Avro needs the stack's registry
+formats (debezium+Avro within 0.8x of cdcflow+JSON); Avro needs the stack's registry
 (`cdcflow stack up registry`).
 
     .venv/bin/python benchmarks/mysql_capture.py [--inserts 100000 --updates 50000 --deletes 20000]

@@ -1,4 +1,4 @@
-"""Benchmark: the two ways issue #34 names to guard Phoenix writes from the executors, side by side.
+"""Benchmark: two ways to guard Phoenix writes from the executors, side by side.
 
 Against the local stack's Phoenix (`cdcflow stack up phoenix` first), in one Spark session, the same
 N rows (a BIGINT key and 5 typed columns) written from the executors (2 partitions) three times:

@@ -1,4 +1,4 @@
-"""Benchmark of the pipeline's apply throughput per sink (issues #4, #16).
+"""Benchmark of the pipeline's apply throughput per sink.
 
 Against the local stack's real HBase and Kafka (`make stack-up` first):
 

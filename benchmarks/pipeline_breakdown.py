@@ -11,7 +11,7 @@ like `pipeline_apply.py`, then times
   Delta MERGE of 1,000 rows       the fixed cost of one small MERGE into a Delta table
 
 then, for one batch of 20,000 events (the last fifth of each partition, parsed and deduplicated
-once and kept in memory) after the first four fifths are in the changelog (issue #16: the floor
+once and kept in memory) after the first four fifths are in the changelog (the floor
 of a sink that must not write a change twice):
 
   raw → parquet                   what the baseline does per batch
@@ -22,7 +22,7 @@ of a sink that must not write a change twice):
   anti-join + idempotent append   the alternative: the batch minus stored identities (same time bound),
                                   appended with txnAppId/txnVersion
 
-With --mysql-formats N (issue #35; needs `cdcflow stack up kafka mariadb registry`) it instead captures one
+With --mysql-formats N (needs `cdcflow stack up kafka mariadb registry`) it instead captures one
 MySQL backlog of about N row changes in each output format (cdcflow JSON, debezium JSON with Connect schemas,
 debezium Avro with the registry) and times, per format, the raw copy and the pipeline's parse (for the
 debezium formats: the transcoding into cdcflow events, then the parse) into parquet.
@@ -153,7 +153,7 @@ def batch_floor(spark: SparkSession, raw: Callable[[], DataFrame], workdir: Path
 
 
 def mysql_formats(stack: Stack, rows: int) -> None:
-    """Issue #35's goal: parsing Avro costs at most half of parsing the same events as JSON; parquet on Avro
+    """The goal: parsing Avro costs at most half of parsing the same events as JSON; parquet on Avro
     events at least 0.7 of the raw copy."""
     from mysql_capture import OUTPUTS, capture_once, write_workload  # type: ignore[import-not-found]
     from pyspark.sql.avro.functions import from_avro

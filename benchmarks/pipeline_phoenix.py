@@ -1,4 +1,4 @@
-"""Benchmark: MySQL change events into Phoenix, next to the Delta sink on the same events (issues #6, #34).
+"""Benchmark: MySQL change events into Phoenix, next to the Delta sink on the same events.
 
 Against the local stack's real MariaDB, Kafka and HBase + Phoenix (`cdcflow stack up mariadb kafka
 phoenix` first):
@@ -10,7 +10,7 @@ phoenix` first):
 3. each sink alone, in the same Spark session, on a fresh checkpoint, over the same records:
    parse + dedupe + the sink's apply. rows/s = change events / wall time.
    With --runs N, the baseline and the phoenix sink (into a new Phoenix table each time) run N
-   times, alternating; the figures are the medians (issue #34 asks for several runs).
+   times, alternating; the figures are the medians.
 4. `verify mysql-phoenix` must find no difference in any of the Phoenix tables (a fast wrong sink
    is no result).
 

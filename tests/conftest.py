@@ -134,7 +134,7 @@ def mariadb(services: ServiceHarness) -> dict[str, Any]:
 
 @pytest.fixture(scope="session")
 def mysql(services: ServiceHarness) -> dict[str, Any]:
-    """Oracle MySQL 8.0 (issue #33), beside MariaDB."""
+    """Oracle MySQL 8.0, beside MariaDB."""
     return services.endpoints("mysql")
 
 

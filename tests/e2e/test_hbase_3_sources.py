@@ -1,4 +1,4 @@
-"""HBase 3.0 sources (issue #37): what a 3.0 replication source asks its peer cluster before it replicates,
+"""HBase 3.0 sources: what a 3.0 replication source asks its peer cluster before it replicates,
 asked with the real HBase 2.6.4 Java client against cdcflow peer instances, in the order of hbase-server 3.0.0's
 HBaseReplicationEndpoint: connect through the connection registry (ZooKeeper: `<parent>/hbaseid` and
 `<parent>/master`; or RPC bootstrap nodes: ClientMetaService), `getClusterMetrics(CLUSTER_ID)` for the peer's id,

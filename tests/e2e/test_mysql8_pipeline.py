@@ -1,5 +1,5 @@
 """Oracle MySQL 8.0 → `cdcflow mysql` capture → Kafka → `cdcflow pipeline run` (a real process) → Phoenix and
-Delta (issue #33).
+Delta.
 
 The randomized workload (every supported column type, key changes, rollbacks, savepoints, XA) runs on
 MySQL with compressed transactions and partial JSON updates switched on for every session, while the

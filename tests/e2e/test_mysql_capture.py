@@ -472,7 +472,7 @@ def test_positions_keep_increasing_after_a_failover_to_a_replica(kafka: dict[str
 def test_mysql_failover_to_a_gtid_replica_continues_positions_and_a_lagging_server_is_refused(
     mysql: dict[str, Any], kafka: dict[str, Any], tmp_path: Path
 ) -> None:
-    """MySQL 8 (issue #33): a capture follows a primary, then (same name, same checkpoint) its GTID replica,
+    """MySQL 8: a capture follows a primary, then (same name, same checkpoint) its GTID replica,
     promoted. The promoted server writes under its own server UUID, so the checkpoint's GTID set holds two
     UUIDs and the new transactions' numbers restart at 1; positions (the size of the executed set) still
     only increase for every row, and the rebuilt table equals the new primary's SELECT *. Pointed back at

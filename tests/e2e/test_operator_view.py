@@ -216,7 +216,7 @@ def test_status_page_metrics_and_continuous_verify(
         assert f"{name}-dead-letter" in letter and ">copy<" in letter and "not a JSON object" in letter, letter
         assert f"{name}.default.{table}/{partition}@{offset}" in letter, letter
         assert ">1<" in copy_row  # its dead-letter count
-        # Readable charts (issue #36): every capture and the working sink draw each chart with data points,
+        # Readable charts: every capture and the working sink draw each chart with data points,
         # titled, with the value now and a labelled time axis.
         capture_charts, sink_charts = {"rows/s", "lag behind the source"}, {"batch time", "Kafka records behind"}
         expected = {

@@ -1,5 +1,5 @@
 """The whole chain under a randomized 100k-mutation workload, with the pipeline driver SIGKILLed.
-The first kill lands inside a Delta fold (issue #32: its "folding" line logged, its "folded" never).
+The first kill lands inside a Delta fold (its "folding" line logged, its "folded" never).
 
 HBase (3 tables) → cdcflow peer → Kafka → `cdcflow pipeline run` (a separate process group:
 driver, its JVM and Python workers) → an HBase copy, Delta current-state tables and a Delta
@@ -126,7 +126,7 @@ def test_randomized_workload_survives_three_driver_kills(
             started = log_path.stat().st_size if log_path.exists() else 0
             proc = start_pipeline()
             procs.append(proc)
-            if kill == 0:  # the first kill lands inside a Delta fold (issue #32)
+            if kill == 0:  # the first kill lands inside a Delta fold
                 folding = wait_for_a_fold(proc, log_path, started)
             else:
                 time.sleep(rng.uniform(18, 30))  # Spark starts in ~15 s: the kill lands mid-batch

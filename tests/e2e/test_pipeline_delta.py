@@ -81,7 +81,7 @@ def test_delta_state_table_equals_the_hbase_source_version_by_version(
 
 
 def mysql_event(db: str, table: str, op: str, key: int, pos: list[int], after: dict[str, Any] | None) -> bytes:
-    """A MySQL-sourced change in the envelope (what `cdcflow mysql` emits; issue #5)."""
+    """A MySQL-sourced change in the envelope (what `cdcflow mysql` emits)."""
     return json.dumps(
         {
             "schema": SCHEMA_ID,
@@ -245,7 +245,7 @@ def test_a_typed_mysql_batch_that_outgrows_the_known_shape_is_checked_then_merge
     kafka: dict[str, Any], hbase: dict[str, Any], tmp_path: Path, peer_setup: PeerSetup
 ) -> None:
     """The typed MERGE checks its rows against the shape the sink knows inside its own pass
-    (issue #16: no separate check job per table and batch). One sink, so its known shape goes
+    (no separate check job per table and batch). One sink, so its known shape goes
     stale: a column added in MySQL fails that MERGE, the checked path reads the schema history
     again and merges; a value that fits no history fails it and is refused by name, with nothing
     written. Each time the checked path ran (its counter)."""
@@ -283,7 +283,7 @@ def test_a_typed_mysql_batch_that_outgrows_the_known_shape_is_checked_then_merge
 
 
 def test_the_change_log_holds_a_replayed_batch_once_and_shows_a_twice_delivered_change_once(tmp_path: Path) -> None:
-    """Issue #32: the change log is one blind append per batch. A replayed batch (same query, same
+    """The change log is one blind append per batch. A replayed batch (same query, same
     batch id) is skipped by the log's batch marks; a change the capture delivered again in a later
     batch is stored twice and read once through `changes()`."""
     spark = build_session("cdcflow-test")
@@ -394,7 +394,7 @@ class _DiesAfterTheMerge(DeltaStateSink):
 def test_a_fold_killed_between_its_merge_and_its_record_is_redone_with_the_same_result(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Issue #32: a fold that dies after its MERGE leaves the record behind the state table. The
+    """A fold that dies after its MERGE leaves the record behind the state table. The
     view meanwhile and the next fold apply those changes again: the state equals a clean run's."""
     spark = build_session("cdcflow-test")
     rng = random.Random(32)
@@ -488,7 +488,7 @@ def operations(spark: Any, path: Path) -> list[str]:
 def test_the_change_log_is_compacted_by_the_fold_thread_and_reads_stay_exact(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Issue #32: the log gets small files every batch; the sink OPTIMIZEs it every
+    """The log gets small files every batch; the sink OPTIMIZEs it every
     `log_optimize_every` versions in its fold thread, while batches go on, and nothing changes for readers."""
     spark = build_session("cdcflow-test")
     rng = random.Random(33)
@@ -521,7 +521,7 @@ MANY_TABLES = 100
     "per sink (the chain's three, two sources) and replayed older changes after deletes (the MySQL deletes test)",
 )
 def test_a_hundred_tables_in_one_sink_fold_and_read_exactly(tmp_path: Path) -> None:
-    """Issue #32: one sink, 100 MySQL tables, changes spread over all of them in every batch, folds
+    """One sink, 100 MySQL tables, changes spread over all of them in every batch, folds
     running beside the batches, then the first batch delivered again (older creates of rows deleted
     since): every state table after the final fold, and every view, equal the source's rows."""
     spark = build_session("cdcflow-test")

@@ -129,7 +129,7 @@ def test_a_failing_sink_does_not_block_the_others_and_catches_up(
 def test_a_table_created_while_the_pipeline_runs_does_not_stall_the_sink(
     hbase_client: HBaseClient, peer_setup: PeerSetup, kafka: dict[str, Any], hbase: dict[str, Any], tmp_path: Path
 ) -> None:
-    """Issue #15 item 9: a table created (REPLICATION_SCOPE 1) while the pipeline runs made the
+    """A table created (REPLICATION_SCOPE 1) while the pipeline runs made the
     hbase sink fail on the missing `<table>_copy` and stop applying every other table. Now the
     sink creates it; with create_tables false its events go to the dead letters and the other
     tables keep flowing."""

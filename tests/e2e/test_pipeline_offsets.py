@@ -1,4 +1,4 @@
-"""`cdcflow pipeline offsets show | reset` (issue #36) against real Kafka and Spark: refused while the pipeline
+"""`cdcflow pipeline offsets show | reset` against real Kafka and Spark: refused while the pipeline
 runs; a sink rewound to the earliest offsets reads every change again in its next run (batch numbers keep
 growing) and its Delta table, guarded by source position, stays exactly what it was; reset to latest
 starts the next batch at the end of each partition."""

@@ -98,7 +98,7 @@ def test_a_sink_reads_only_its_own_topics_and_dead_letters_cover_all(kafka: dict
 def test_topics_created_during_available_now_end_the_run_done_with_nothing_lost(
     kafka: dict[str, Any], tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Issue #15 item 10: topics keep appearing while an --available-now run starts and runs. When
+    """Topics keep appearing while an --available-now run starts and runs. When
     Spark's Kafka source fails the query for it (MISMATCHED_TOPIC_PARTITIONS_BETWEEN_END_OFFSET_AND_
     PREFETCHED, a narrow window at query start this test cannot force; the restart itself is unit-
     tested in test_pipeline_units.py), the runner restarts it; either way the run ends done and

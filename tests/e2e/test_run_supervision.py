@@ -1,4 +1,4 @@
-"""`cdcflow run`'s children end when it ends, however it ends (issue #36): SIGKILLed or hung up, the parent
+"""`cdcflow run`'s children end when it ends, however it ends: SIGKILLed or hung up, the parent
 leaves no child process and no Spark JVM behind within 20 s.
 
 The parent here is a small stand-in for `cdcflow run` that starts real `cdcflow pipeline run` (with its

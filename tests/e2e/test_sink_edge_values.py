@@ -1,4 +1,4 @@
-"""Issue #15 items 5 and 6: edge values from a real MariaDB through the capture and the pipeline
+"""Edge values from a real MariaDB through the capture and the pipeline
 into Phoenix, Delta and Parquet, compared with literal expectations (not with a second pass
 through the same rendering), and `verify mysql-phoenix` on them."""
 

@@ -1,4 +1,4 @@
-"""Issue #15: the sinks under the interleavings their own workloads never produce, against real
+"""The sinks under the interleavings their own workloads never produce, against real
 HBase, Kafka, Spark, Delta and Phoenix: random batch boundaries, a concurrent writer, two
 pipelines over one table, two sources with the same db.table."""
 

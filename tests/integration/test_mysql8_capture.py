@@ -1,4 +1,4 @@
-"""Oracle MySQL 8.0 (issue #33): what its binlog holds that MariaDB's does not, read by the capture from a
+"""Oracle MySQL 8.0: what its binlog holds that MariaDB's does not, read by the capture from a
 real mysqld and rebuilt from Kafka equal to SELECT *.
 
 MySQL writes savepoints, XA and DDL differently from MariaDB (decision 0015): a ROLLBACK TO SAVEPOINT

@@ -1,4 +1,4 @@
-"""`cdcflow mysql offsets show | set | reset` (issue #36) against both servers: refused while the capture
+"""`cdcflow mysql offsets show | set | reset` against both servers: refused while the capture
 runs; a checkpoint moved back (by GTID state, or by binlog file and position) replays what followed, and the
 table rebuilt from Kafka still equals SELECT *; reset makes the next start begin at mysql.start."""
 

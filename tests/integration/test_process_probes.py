@@ -1,4 +1,4 @@
-"""`cdcflow mysql run` answers its readiness and liveness probes on the metrics port (issue #36): ready once
+"""`cdcflow mysql run` answers its readiness and liveness probes on the metrics port: ready once
 its binlog stream is open, live while it reads."""
 
 from __future__ import annotations

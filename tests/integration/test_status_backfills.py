@@ -1,4 +1,4 @@
-"""HBase backfills on the status page (issue #36: progress and completion visible): the collector reads the
+"""HBase backfills on the status page (progress and completion visible): the collector reads the
 backfill progress topic on the real Kafka, and the served page lists each backfill with its state, regions done
 and rows, as `cdcflow hbase status` does; a finished backfill shows as done."""
 

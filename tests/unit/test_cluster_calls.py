@@ -1,4 +1,4 @@
-"""The master-side calls an HBase 3.0 replication source makes before it replicates (issue #37), answered for the
+"""The master-side calls an HBase 3.0 replication source makes before it replicates, answered for the
 peer (sans-I/O), and the `<parent>/master` znode. The peer's server taking them on real sockets:
 tests/unit/test_peer_server.py."""
 

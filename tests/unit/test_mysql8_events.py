@@ -1,4 +1,4 @@
-"""MySQL's own binlog events (issue #33), from bytes laid out as MySQL 8.0 writes them."""
+"""MySQL's own binlog events, from bytes laid out as MySQL 8.0 writes them."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""MySQL 8's binary JSON and compressed transactions (issue #33), decoded from bytes a real mysqld 8.0.31 wrote
+"""MySQL 8's binary JSON and compressed transactions, decoded from bytes a real mysqld 8.0.31 wrote
 (tests/unit/data/record_mysql80_json.py) and compared with what MySQL's own SELECT printed for them."""
 
 from __future__ import annotations

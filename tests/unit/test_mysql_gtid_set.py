@@ -1,4 +1,4 @@
-"""MySQL GTID sets: text and binary forms (issue #33)."""
+"""MySQL GTID sets: text and binary forms."""
 
 from __future__ import annotations
 

@@ -101,7 +101,7 @@ def test_a_process_that_only_loads_the_peers_metrics_is_not_a_peer() -> None:
 
 
 def test_charts_have_axes_units_and_the_current_value() -> None:
-    """Issue #36 item 6: charts a person can read: a title, the value now, a y axis in the unit, minutes."""
+    """Charts a person can read: a title, the value now, a y axis in the unit, minutes."""
     points = [(1000.0, 5.0), (2800.0, 170.0), (3600.0, 42.0)]
     svg = chart_svg(points, now=3600.0, window_s=3600.0, title="rows/s", unit="rows/s", width=364, height=144)
     assert 'data-points="3"' in svg and 'data-title="rows/s"' in svg

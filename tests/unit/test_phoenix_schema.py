@@ -156,7 +156,7 @@ def test_verify_renders_phoenix_values_like_change_events() -> None:
 
 
 def test_verify_renders_dates_from_epoch_milliseconds_in_the_proleptic_calendar() -> None:
-    """Issue #15 item 5: the rendering must not go through Java's calendar (Julian before 1582-10-15),
+    """The rendering must not go through Java's calendar (Julian before 1582-10-15),
     or a date stored 6 days late reads back as right. Milliseconds are what Phoenix stores."""
     assert render_phoenix_value("date", "date", 0, (-27564624000000, "1096-06-30")) == "1096-07-06"
     assert render_phoenix_value("date", "date", 0, (-12219724800000, "1582-09-30")) == "1582-10-10"
@@ -176,7 +176,7 @@ def test_verify_renders_dates_from_epoch_milliseconds_in_the_proleptic_calendar(
 
 
 def test_verify_renders_decimal_65_30() -> None:
-    """Issue #15 item 6: more than 28 digits crashed quantize (decimal.InvalidOperation)."""
+    """More than 28 digits crashed quantize (decimal.InvalidOperation)."""
     value = "12345678901234567890123456789012345.123456789012345678901234567890"
     assert render_phoenix_value("decimal", "decimal(65,30)", 0, value) == value
     assert render_phoenix_value("decimal", "decimal(65,30)", 0, "-1.5") == "-1.500000000000000000000000000000"

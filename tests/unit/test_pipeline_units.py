@@ -192,7 +192,7 @@ class _TopicsChangedQuery:
 
 
 def test_topics_appearing_during_available_now_restart_the_query_without_counting_a_failure(tmp_path: Path) -> None:
-    """Issue #15 item 10: five of these used to end the run as failed."""
+    """Five of these used to end the run as failed."""
     from cdcflow.pipeline.queries import Query, QuerySink
     from cdcflow.pipeline.runner import MAX_TOPIC_RESTARTS, Pipeline
 

@@ -1,4 +1,4 @@
-"""Liveness and readiness on the metrics port (issue #36): /livez (/healthz) and /readyz answer 200 "ok" or
+"""Liveness and readiness on the metrics port: /livez (/healthz) and /readyz answer 200 "ok" or
 503 with every failing probe's reason, beside /metrics."""
 
 from __future__ import annotations

@@ -73,7 +73,7 @@ def test_retained_versions_are_capped_per_column_and_readers_see_max_versions() 
 
 
 def test_a_version_delete_in_a_later_batch_reveals_the_version_below() -> None:
-    """Issue #15 item 1: [put@5, put@3] then [Delete@5] must equal all three at once (put@3 visible),
+    """[put@5, put@3] then [Delete@5] must equal all three at once (put@3 visible),
     also when readers see one version only."""
     batched = merge(merge(RowState(), [put(b"a", 5, b"five", 1), put(b"a", 3, b"three", 2)]), [marker(D, 5, b"a")])
     at_once = merge(RowState(), [put(b"a", 5, b"five", 1), put(b"a", 3, b"three", 2), marker(D, 5, b"a")])

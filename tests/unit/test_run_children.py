@@ -1,4 +1,4 @@
-"""`cdcflow run`'s children (issue #36): one that dies is started again with back-off, and says so."""
+"""`cdcflow run`'s children: one that dies is started again with back-off, and says so."""
 
 from __future__ import annotations
 

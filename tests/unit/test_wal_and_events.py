@@ -161,7 +161,7 @@ def test_decode_arbitrary_json_only_raises_malformed_event(doc: object) -> None:
 
 
 def test_after_holds_the_newest_visible_version_of_each_column() -> None:
-    """Issue #15 item 7: several puts of a column in one change: `after` is what HBase shows after it
+    """Several puts of a column in one change: `after` is what HBase shows after it
     (newest timestamp; the later in the WAL on a tie; a delete of the same change masks), not the
     last put in WAL order."""
     hints = ValueHints({"cf:*": "utf8"})
@@ -178,7 +178,7 @@ def test_after_holds_the_newest_visible_version_of_each_column() -> None:
 
 
 def test_after_keys_spell_bytes_one_way() -> None:
-    """Issue #15 item 8: the qualifier byte 0xFF and the characters "\\xff" are two keys."""
+    """The qualifier byte 0xFF and the characters "\\xff" are two keys."""
     cells = [put(b"r", b"\xff", b"byte"), put(b"r", b"\\xff", b"text"), put(b"r", b"\x00", b"nul")]
     param, block = make_call([("t", 7, cells)])
     (event,) = row_changes(decode_replicate_call(param, block).entries[0], "s")

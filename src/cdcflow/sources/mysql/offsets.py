@@ -1,5 +1,5 @@
 """`cdcflow mysql offsets show | set | reset`: a stopped capture's checkpoint, read and changed by hand
-(issue #36), the way Kafka Connect's KIP-875 manages a connector's offsets.
+the way Kafka Connect's KIP-875 manages a connector's offsets.
 
 A checkpoint names where the capture resumes: the GTID state (MariaDB: the last GTID per domain;
 MySQL: the executed GTID set) after which it reads. `set` writes a new one (from a GTID state, or

@@ -1,4 +1,4 @@
-"""MySQL GTID sets (issue #33): the text form servers print and the binary form of the binlog.
+"""MySQL GTID sets: the text form servers print and the binary form of the binlog.
 
 A MySQL GTID is `<server uuid>:<transaction number>`; a GTID set holds, per server UUID, the
 numbers as inclusive intervals: `3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5:7,<uuid>:1-3`. After a

@@ -1,4 +1,4 @@
-"""Binlog events only Oracle MySQL writes (issue #33): GTIDs, PREVIOUS_GTIDS, compressed transactions.
+"""Binlog events only Oracle MySQL writes: GTIDs, PREVIOUS_GTIDS, compressed transactions.
 
 MariaDB marks a transaction with its own GTID event (`domain-server-seq`, events.py); MySQL 5.6+
 writes GTID_LOG_EVENT (`server uuid:number`) or, with `gtid_mode=OFF`, ANONYMOUS_GTID_LOG_EVENT
