@@ -1,0 +1,243 @@
+"""The capacity of `make run`'s chain on this machine: the highest demo load at which every sink keeps up.
+
+For each load level (a multiple of the bundled demo load: HBase mutations/s and MariaDB transactions/s scaled
+together) `cdcflow run` is started with the bundled config on a fresh local stack of its own, warms up, then
+is watched for a window (10 minutes by default): every 10 s each sink's lag (now minus the source time of the
+newest change it applied, from its progress file). A level passes when no sink's lag reaches 30 s in the
+window. The ladder stops at the first level that fails.
+
+Per level it also reports, over the window: the changes each sink applied, the CPU of each part of the chain
+(the pipeline process with its Spark JVM and Python workers, the captures, the services) from /proc, and the
+pipeline's executor CPU per sink from Spark's event log (tasks of each sink's streaming batches, and the Delta
+sink's folds), as CPU-seconds per 1,000 applied changes; after the window, the raw copy (Kafka → Parquet, no
+parsing) of every record the level produced, on the same stack, as the anchor.
+
+Usage: .venv/bin/python benchmarks/capacity.py [--levels 1,2,3,5] [--warmup 120] [--minutes 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import yaml
+from machine import machine_summary  # type: ignore[import-not-found]
+from spark_baseline import raw_kafka_to_parquet_seconds  # type: ignore[import-not-found]
+
+from cdcflow.cli.wiring import DEFAULT_CONFIG
+from cdcflow.clients import kafka as k
+from cdcflow.jars import versions
+from cdcflow.pipeline.apply import checkpoint_query_id
+from cdcflow.pipeline.progress import read_progress
+from cdcflow.pipeline.session import build_session
+from cdcflow.stack import Stack
+
+LAG_LIMIT_S = 30.0
+SAMPLE_S = 10.0
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def busy_seconds() -> float:
+    fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(f) for f in fields[:8])
+    return (user + nice + system + irq + softirq + steal) / TICK
+
+
+def process_cpu() -> dict[int, tuple[float, str]]:
+    """pid → (CPU seconds so far, command line) of every process."""
+    out: dict[int, tuple[float, str]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        out[int(entry.name)] = ((int(fields[11]) + int(fields[12])) / TICK, cmd)
+    return out
+
+
+def part_of(cmd: str) -> str:
+    """Which part of the chain a process is, by its command line."""
+    for marker, part in (
+        ("pipeline run", "pipeline (driver)"), ("org.apache.spark.deploy.SparkSubmit", "pipeline (Spark JVM)"),
+        ("pyspark.daemon", "pipeline (Python workers)"), ("pyspark/daemon", "pipeline (Python workers)"),
+        ("hbase run", "hbase peer"), ("mysql run", "mysql capture"), ("cdcflow.cli.main run", "cdcflow run + demo"),
+        ("kafka.Kafka", "kafka"), ("HMaster", "hbase + phoenix"), ("mariadbd", "mariadb"), ("mysqld", "mariadb"),
+    ):  # fmt: skip
+        if marker in cmd:
+            return part
+    return "other"
+
+
+def cpu_by_part(before: dict[int, tuple[float, str]], after: dict[int, tuple[float, str]]) -> dict[str, float]:
+    parts: dict[str, float] = defaultdict(float)
+    for pid, (cpu, cmd) in after.items():
+        parts[part_of(cmd)] += cpu - before.get(pid, (0.0, cmd))[0]
+    return dict(parts)
+
+
+def executor_cpu(event_logs: Path, queries: dict[str, str], since_ms: int, until_ms: int) -> dict[str, float]:
+    """Executor CPU seconds of the tasks of jobs started in [since, until): per sink (its streaming batches, by
+    query id) and the Delta folds (the fold pool), from Spark's event log."""
+    job_of_stage: dict[int, str] = {}
+    out: dict[str, float] = defaultdict(float)
+    for path in sorted(event_logs.glob("*")):
+        for line in path.open():
+            event = json.loads(line)
+            kind = event.get("Event")
+            if kind == "SparkListenerJobStart":
+                if not since_ms <= int(event.get("Submission Time", 0)) < until_ms:
+                    continue
+                props = event.get("Properties") or {}
+                query = props.get("sql.streaming.queryId")
+                owner = queries.get(query or "", "") if query else ""
+                if not owner and props.get("spark.scheduler.pool") == "cdcflow-folds":
+                    owner = "folds"
+                for stage in event.get("Stage IDs", []):
+                    job_of_stage[int(stage)] = owner or "other jobs"
+            elif kind == "SparkListenerTaskEnd":
+                owner = job_of_stage.get(int(event.get("Stage ID", -1)))
+                metrics = event.get("Task Metrics") or {}
+                if owner is not None:
+                    out[owner] += int(metrics.get("Executor CPU Time", 0)) / 1e9
+    return dict(out)
+
+
+def level_config(work: Path, level: float, base: dict[str, Any]) -> Path:
+    cfg = json.loads(json.dumps(base))
+    cfg["stack"]["home"] = str(work / "stack")
+    demo = cfg["demo"]
+    demo["mutations_per_second"] = round(demo["mutations_per_second"] * level)
+    demo["mysql_transactions_per_second"] = round(demo["mysql_transactions_per_second"] * level, 1)
+    (work / "events").mkdir(parents=True, exist_ok=True)
+    event_log = {"spark.eventLog.enabled": "true", "spark.eventLog.dir": str(work / "events"),
+                 "spark.eventLog.compress": "false"}  # fmt: skip
+    cfg["pipeline"]["spark_conf"] = {**(cfg["pipeline"].get("spark_conf") or {}), **event_log}
+    cfg["ui"]["port"] = 0
+    path = work / "cdcflow.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def run_level(level: float, base: dict[str, Any], warmup_s: float, window_s: float) -> dict[str, Any]:
+    work = Path(tempfile.mkdtemp(prefix=f"cdcflow-capacity-{level:g}x-"))
+    config = level_config(work, level, base)
+    log = (work / "run.log").open("wb")
+    proc = subprocess.Popen([sys.executable, "-m", "cdcflow.cli.main", "run", "--config", str(config)], stdout=log,
+                            stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+    checkpoints = work / "stack" / "pipeline" / "checkpoints"
+    try:
+        deadline = time.monotonic() + 600
+        while len(read_progress(checkpoints) if checkpoints.is_dir() else {}) < len(base["pipeline"]["sinks"]):
+            assert proc.poll() is None, f"cdcflow run ended early; see {work / 'run.log'}"
+            assert time.monotonic() < deadline, f"no progress from every sink after 10 minutes; see {work / 'run.log'}"
+            time.sleep(5)
+        time.sleep(warmup_s)
+        cpu_before, busy_before = process_cpu(), busy_seconds()
+        rows_before = {s: int(d.get("total_rows", 0)) for s, d in read_progress(checkpoints).items()}
+        started_ms, started = int(time.time() * 1000), time.monotonic()
+        lags: dict[str, list[float]] = defaultdict(list)
+        while time.monotonic() - started < window_s:
+            time.sleep(SAMPLE_S)
+            now_ms = time.time() * 1000
+            for sink, doc in read_progress(checkpoints).items():
+                ts = doc.get("last_source_ts_ms")
+                lags[sink].append((now_ms - ts) / 1000 if ts else float("inf"))
+            assert proc.poll() is None, f"cdcflow run ended during the window; see {work / 'run.log'}"
+        ended_ms, window = int(time.time() * 1000), time.monotonic() - started
+        cpu = cpu_by_part(cpu_before, process_cpu())
+        busy = busy_seconds() - busy_before
+        progress = read_progress(checkpoints)
+        applied = {s: int(d.get("total_rows", 0)) - rows_before.get(s, 0) for s, d in progress.items()}
+    finally:
+        proc.send_signal(signal.SIGINT)  # stops the workload, then the children, in order
+        try:
+            proc.wait(180)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    queries = {checkpoint_query_id(checkpoints / s) or "": s for s in progress}
+    executors = executor_cpu(work / "events", queries, started_ms, ended_ms)
+    return {"level": level, "work": work, "window_s": window, "lags": dict(lags), "applied": applied, "cpu": cpu,
+            "busy": busy, "executors": executors}  # fmt: skip
+
+
+def raw_copy_per_1k(work: Path) -> tuple[int, float]:
+    """(records, machine CPU-s per 1,000) of a raw Kafka → Parquet copy of every change topic of a level's stack."""
+    stack = Stack(work / "stack")
+    stack.up(("kafka",))
+    try:
+        bootstrap = str(stack.endpoints("kafka")["bootstrap_servers"])
+        topics = [t for t in k.list_topics(bootstrap) if re.fullmatch(r"cdcflow\..*", t)]
+        records = sum(sum(k.end_offsets(bootstrap, t).values()) for t in topics)
+        spark = build_session("cdcflow-capacity-raw-copy")
+        busy = busy_seconds()
+        raw_kafka_to_parquet_seconds(spark, bootstrap, r"cdcflow\..*", 200_000, work / "raw-copy")
+        return records, (busy_seconds() - busy) / records * 1000
+    finally:
+        stack.down()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--levels", default="1,2,3,5", help="multiples of the bundled demo load, in increasing order")
+    ap.add_argument("--warmup", type=float, default=120.0, help="seconds after every sink's first batch")
+    ap.add_argument("--minutes", type=float, default=10.0, help="the window every sink's lag must stay in")
+    args = ap.parse_args()
+    base = yaml.safe_load(DEFAULT_CONFIG.read_text())
+    demo = base["demo"]
+    print(f"machine: {machine_summary()}; Spark {versions.SPARK_VERSION} (local[2]), Delta {versions.DELTA_VERSION}; "
+          f"Kafka {versions.KAFKA_VERSION}; HBase {versions.HBASE_VERSION}")  # fmt: skip
+    print(f"bundled demo load (1x): {demo['mutations_per_second']} HBase mutations/s + "
+          f"{demo['mysql_transactions_per_second']} MariaDB transactions/s; sinks "
+          f"{', '.join(s['name'] for s in base['pipeline']['sinks'])}; window {args.minutes:g} min after "
+          f"{args.warmup:g} s of warm-up; a level passes when every sink's lag stays under "
+          f"{LAG_LIMIT_S:g} s")  # fmt: skip
+    capacity = None
+    for level in (float(x) for x in args.levels.split(",")):
+        r = run_level(level, base, args.warmup, args.minutes * 60)
+        worst = {s: max(v) for s, v in r["lags"].items()}
+        passed = all(v < LAG_LIMIT_S for v in worst.values())
+        print(f"\nlevel {level:g}x ({round(demo['mutations_per_second'] * level)} mutations/s + "
+              f"{demo['mysql_transactions_per_second'] * level:g} transactions/s): {'PASS' if passed else 'FAIL'}; "
+              f"{r['window_s']:.0f} s window, machine CPU {r['busy'] / r['window_s']:.2f} cores")  # fmt: skip
+        for sink in sorted(worst):
+            applied = r["applied"].get(sink, 0)
+            own = r["executors"].get(sink, 0.0)
+            per_k = f"{own / applied * 1000:.3f}" if applied else "-"
+            print(f"  sink {sink:12} lag max {worst[sink]:7.1f} s, applied {applied:8d} changes "
+                  f"({applied / r['window_s']:7.1f}/s); executor CPU {own:7.1f} s = {per_k} CPU-s "
+                  "per 1,000")  # fmt: skip
+        folds = r["executors"].get("folds", 0.0)
+        print(f"  delta folds: executor CPU {folds:.1f} s; other jobs {r['executors'].get('other jobs', 0.0):.1f} s")
+        pipeline_cpu = sum(v for p, v in r["cpu"].items() if p.startswith("pipeline"))
+        applied_all = sum(r["applied"].values())
+        print(f"  pipeline process (JVM, driver, Python workers): {pipeline_cpu / r['window_s']:.2f} cores, "
+              f"{pipeline_cpu / max(applied_all, 1) * 1000:.3f} CPU-s per 1,000 applied changes "
+              "(all sinks)")  # fmt: skip
+        for part, cpu in sorted(r["cpu"].items(), key=lambda kv: -kv[1]):
+            print(f"    {part:28} {cpu / r['window_s']:.2f} cores")
+        records, raw = raw_copy_per_1k(r["work"])
+        print(f"  raw copy anchor (same stack): {records} records, {raw:.3f} machine CPU-s per 1,000")
+        sys.stdout.flush()
+        if not passed:
+            break
+        capacity = level
+    print(f"\ncapacity: {capacity:g}x the bundled demo load" if capacity else "\ncapacity: below the first level")
+
+
+if __name__ == "__main__":
+    main()
