@@ -94,9 +94,13 @@ def executor_cpu(event_logs: Path, queries: dict[str, str], since_ms: int, until
     query id) and the Delta folds (the fold pool), from Spark's event log."""
     job_of_stage: dict[int, str] = {}
     out: dict[str, float] = defaultdict(float)
-    for path in sorted(event_logs.glob("*")):
+    # Spark 4 rolls its event log: a folder per application with events_<n>_<app> files
+    for path in sorted(p for p in event_logs.rglob("*") if p.is_file() and not p.name.startswith("appstatus")):
         for line in path.open():
-            event = json.loads(line)
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
             kind = event.get("Event")
             if kind == "SparkListenerJobStart":
                 if not since_ms <= int(event.get("Submission Time", 0)) < until_ms:
@@ -162,33 +166,38 @@ def run_level(level: float, base: dict[str, Any], warmup_s: float, window_s: flo
         busy = busy_seconds() - busy_before
         progress = read_progress(checkpoints)
         applied = {s: int(d.get("total_rows", 0)) - rows_before.get(s, 0) for s, d in progress.items()}
+        queries = {checkpoint_query_id(checkpoints / s) or "": s for s in progress}
+        stop(proc)
+        executors = executor_cpu(work / "events", queries, started_ms, ended_ms)
+        records, raw = raw_copy_per_1k(work)
     finally:
-        proc.send_signal(signal.SIGINT)  # stops the workload, then the children, in order
-        try:
-            proc.wait(180)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    queries = {checkpoint_query_id(checkpoints / s) or "": s for s in progress}
-    executors = executor_cpu(work / "events", queries, started_ms, ended_ms)
+        stop(proc)
+        Stack(work / "stack").down()
     return {"level": level, "work": work, "window_s": window, "lags": dict(lags), "applied": applied, "cpu": cpu,
-            "busy": busy, "executors": executors}  # fmt: skip
+            "busy": busy, "executors": executors, "raw": (records, raw)}  # fmt: skip
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    """Ctrl-C for `cdcflow run`: the workload stops, then its children, in order (the stack keeps running)."""
+    if proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(180)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
 
 
 def raw_copy_per_1k(work: Path) -> tuple[int, float]:
     """(records, machine CPU-s per 1,000) of a raw Kafka → Parquet copy of every change topic of a level's stack."""
-    stack = Stack(work / "stack")
-    stack.up(("kafka",))
-    try:
-        bootstrap = str(stack.endpoints("kafka")["bootstrap_servers"])
-        topics = [t for t in k.list_topics(bootstrap) if re.fullmatch(r"cdcflow\..*", t)]
-        records = sum(sum(k.end_offsets(bootstrap, t).values()) for t in topics)
-        spark = build_session("cdcflow-capacity-raw-copy")
-        busy = busy_seconds()
-        raw_kafka_to_parquet_seconds(spark, bootstrap, r"cdcflow\..*", 200_000, work / "raw-copy")
-        return records, (busy_seconds() - busy) / records * 1000
-    finally:
-        stack.down()
+    bootstrap = str(Stack(work / "stack").endpoints("kafka")["bootstrap_servers"])
+    topics = [t for t in k.list_topics(bootstrap) if re.fullmatch(r"cdcflow\..*", t)]
+    records = sum(sum(k.end_offsets(bootstrap, t).values()) for t in topics)
+    spark = build_session("cdcflow-capacity-raw-copy")
+    busy = busy_seconds()
+    raw_kafka_to_parquet_seconds(spark, bootstrap, r"cdcflow\..*", 200_000, work / "raw-copy")
+    return records, (busy_seconds() - busy) / max(records, 1) * 1000
 
 
 def main() -> None:
@@ -230,7 +239,7 @@ def main() -> None:
               "(all sinks)")  # fmt: skip
         for part, cpu in sorted(r["cpu"].items(), key=lambda kv: -kv[1]):
             print(f"    {part:28} {cpu / r['window_s']:.2f} cores")
-        records, raw = raw_copy_per_1k(r["work"])
+        records, raw = r["raw"]
         print(f"  raw copy anchor (same stack): {records} records, {raw:.3f} machine CPU-s per 1,000")
         sys.stdout.flush()
         if not passed:
