@@ -42,8 +42,8 @@ browser: ## Debian's chromium, the headless browser of the status page's test (a
 run: install ## Start the local stack (Kafka, HBase, MariaDB) and run cdcflow with the bundled config
 	$(BIN)/cdcflow run
 
-test: install lint browser ## Everything: lint, type checks, unit + integration + e2e tests on real services (three workers: two lanes of Spark tests beside the rest)
-	$(BIN)/pytest -n 3
+test: install lint browser ## Everything: lint, type checks, unit + integration + e2e tests on real services (two lanes: the Spark tests beside the rest)
+	$(BIN)/pytest -n 2
 
 soak: install browser ## The long randomized tests at full size (CDCFLOW_SOAK=1; 100k HBase mutations, a 1M-row snapshot, a 1.4M-cell HBase backfill, 1M fuzzed peer frames, Phoenix SIGKILLs, an HBase restart under Phoenix and the peer, 1,500 steps of rows and DDL with pipeline SIGKILLs)
 	CDCFLOW_SOAK=1 $(BIN)/pytest -m "e2e or fuzz"
@@ -52,7 +52,7 @@ unit: install ## Unit tests only (no servers, seconds)
 	$(BIN)/pytest -m unit
 
 integration: install browser ## Integration tests only (starts the real services once per session)
-	$(BIN)/pytest -n 3 -m "integration or e2e"
+	$(BIN)/pytest -n 2 -m "integration or e2e"
 
 docs: install ## Regenerate docs/configuration.md from the config model (a unit test fails when it is stale)
 	$(BIN)/python -m cdcflow.config.reference > docs/configuration.md

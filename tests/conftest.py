@@ -3,9 +3,10 @@
 Each server starts once per test session (on first use) through cdcflow.stack. Set
 CDCFLOW_TEST_STACK_HOME=<stack home> to use an already running stack instead.
 
-`make test` runs three workers (pytest-xdist, cdcflow.testing.lanes): the files in SPARK_LANE in two lanes, each
-one file after another on one worker, the rest on the third, one stack for all. A test that stops a service
-starts a private one, as test_mysql_capture.py and test_hbase_faults.py do.
+`make test` runs two lanes (pytest-xdist workers, cdcflow.testing.lanes): the files in SPARK_LANE one after
+another on one worker, the rest on the other, one stack for both (with three workers or more, two Spark lanes:
+SPARK_LANE_B). A test that stops a service starts a private one, as test_mysql_capture.py and
+test_hbase_faults.py do.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Test lanes on one shared stack (`make test`): the run's folder.
 
-`make test` runs pytest with three worker processes (pytest-xdist, `-n 3`, the scheduler in tests/conftest.py).
+`make test` runs pytest with two worker processes (pytest-xdist, `-n 2`, the scheduler in tests/conftest.py).
 The Spark test files run one after another on one worker: they are CPU-bound (a local Spark driver,
 pipelines as subprocesses) and would only slow each other down side by side. Everything else (captures, fault
 tests, Flink, unit tests, mostly waiting on servers) runs on the other worker meanwhile. Both use one stack in
