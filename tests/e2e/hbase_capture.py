@@ -17,7 +17,7 @@ import yaml
 
 from cdcflow.clients.hbase import HBaseClient
 from cdcflow.clients.hbase.model import Put
-from cdcflow.clients.kafka import KafkaRecord, TopicReader, read_at
+from cdcflow.clients.kafka import KafkaRecord, TopicReader, end_offsets, read_at
 from cdcflow.events.json_codec import decode
 from cdcflow.events.oversize import reassemble
 from cdcflow.pipeline.sinks.hbase.mutations import event_mutations
@@ -32,15 +32,17 @@ def wait_until_replicated(
 ) -> None:  # fmt: skip
     """Everything written to `table` so far is in `topic` once a row written now, last, in each region
     (`region_starts`: each region's first key) is: a serial peer keeps each region's order (not the order
-    across regions). The sentinel rows stay in the table."""
+    across regions). The sentinel rows stay in the table. Only records past the topic's end before this call
+    count: a sentinel published by an earlier call says nothing about the writes since."""
     sentinels = {start + b"\x00-sentinel" for start in region_starts}
+    ends = end_offsets(bootstrap, topic)
     for row in sentinels:
         client.mutate(table, Put(row).add(b"cf", b"sentinel", b"last", 10**13))
     reader = TopicReader(bootstrap, [topic])
     deadline = time.monotonic() + timeout_s
     try:
         while sentinels:
-            sentinels -= {r.key for r in reader.poll(0.5)}
+            sentinels -= {r.key for r in reader.poll(0.5) if r.offset >= ends.get(r.partition, 0)}
             assert time.monotonic() < deadline, f"{topic}: replication did not deliver the last writes of {sentinels}"
     finally:
         reader.close()
