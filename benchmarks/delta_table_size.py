@@ -38,9 +38,9 @@ from cdcflow.clients import kafka as k
 from cdcflow.config.paths import default_stack_home
 from cdcflow.jars import versions
 from cdcflow.pipeline.session import build_session
-from cdcflow.pipeline.sinks.delta import mysql_typed as mt
+from cdcflow.pipeline.sinks.delta.layouts import mysql_types as mt
+from cdcflow.pipeline.sinks.delta.layouts.mysql_typed import TYPED_TABLE_PROPERTIES
 from cdcflow.pipeline.sinks.delta.records import FoldRecord, write_record
-from cdcflow.pipeline.sinks.delta.state import TYPED_TABLE_PROPERTIES
 from cdcflow.pipeline.sinks.delta.tables import ensure_table
 from cdcflow.pipeline.sinks.mysql_history import mysql_columns
 from cdcflow.stack import Stack

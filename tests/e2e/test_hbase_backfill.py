@@ -27,7 +27,7 @@ from cdcflow.clients.hbase.model import ColumnFamily, Put
 from cdcflow.config import SinkConfig
 from cdcflow.demo.hbase_workload import FAMILIES, TYPED_COLUMNS, HBaseWorkload
 from cdcflow.pipeline.runner import Pipeline
-from cdcflow.pipeline.sinks.delta.state import hbase_state_rows
+from cdcflow.pipeline.sinks.delta.views import hbase_state_rows
 from cdcflow.sources.hbase.backfill import read_status
 from cdcflow.testing import ServiceHarness, soak_size
 from cdcflow.verify.hbase import compare_rows, rows_of, verify_hbase

@@ -25,11 +25,12 @@ from cdcflow.events.json_codec import SCHEMA_ID
 from cdcflow.pipeline import metrics
 from cdcflow.pipeline.runner import Pipeline
 from cdcflow.pipeline.session import build_session
-from cdcflow.pipeline.sinks.delta import state as delta_state
+from cdcflow.pipeline.sinks.delta import fold_service
 from cdcflow.pipeline.sinks.delta.changelog import DeltaChangelogSink, changes
+from cdcflow.pipeline.sinks.delta.layouts.base import FoldHooks
 from cdcflow.pipeline.sinks.delta.records import deletes_path, read_record
-from cdcflow.pipeline.sinks.delta.state import DeltaStateSink, hbase_state_rows
-from cdcflow.pipeline.sinks.delta.views import current_view
+from cdcflow.pipeline.sinks.delta.sink import DeltaStateSink
+from cdcflow.pipeline.sinks.delta.views import current_view, hbase_state_rows
 from cdcflow.testing import soak_size
 from cdcflow.verify.hbase import compare_rows, rows_of
 
@@ -363,7 +364,7 @@ def test_a_state_table_is_compacted_after_every_few_folds_that_wrote_to_it(
 ) -> None:
     """Not by Delta's auto-compaction (it compacts every table at its first commit in each process): the fold
     thread's housekeeping runs OPTIMIZE on a table after every COMPACT_EVERY_FOLDS folds that wrote to it."""
-    monkeypatch.setattr(delta_state, "COMPACT_EVERY_FOLDS", 2)
+    monkeypatch.setattr(fold_service, "COMPACT_EVERY_FOLDS", 2)
     spark = build_session("cdcflow-test")
     rng = random.Random(21)
     events = [hbase_event("w", "t", random_change(rng, b"r%02d" % rng.randrange(8)), seq) for seq in range(1, 61)]
@@ -378,16 +379,16 @@ def test_a_state_table_is_compacted_after_every_few_folds_that_wrote_to_it(
     for b in range(3):
         sink.apply_batch(events_frame(spark, events[b * 20 : (b + 1) * 20]), b)
         sink.flush(spark)
-        sink._housekeeping()  # the fold thread's round after its folds
+        sink.service.housekeeping()  # the fold thread's round after its folds
         seen.append(optimizes())
     sink.close()
     assert seen == [0, 1, 1]  # after the second fold, and not again after the third
 
 
-class _DiesAfterTheMerge(DeltaStateSink):
-    """A sink whose folds die after their MERGE committed, before the fold record is written."""
+class _DiesAfterTheMerge(FoldHooks):
+    """Folds that die after their MERGE committed, before the fold record is written."""
 
-    def _merged_before_record(self, path: str) -> None:
+    def merged(self, path: str) -> None:
         raise RuntimeError("killed inside the fold")
 
 
@@ -410,7 +411,7 @@ def test_a_fold_killed_between_its_merge_and_its_record_is_redone_with_the_same_
     clean.flush(spark)
     expected = list(hbase_state_rows(spark, state(tmp_path / "clean"), 8))
 
-    dying = _DiesAfterTheMerge("dying", DeltaStateOptions(path=str(tmp_path / "dying")), {})
+    dying = DeltaStateSink("dying", DeltaStateOptions(path=str(tmp_path / "dying")), {}, hooks=_DiesAfterTheMerge())
     for b in range(2):
         dying.apply_batch(events_frame(spark, events[b * 50 : (b + 1) * 50]), b)
     failures = metrics.DELTA_FOLD_FAILURES.labels("dying")._value.get()
@@ -496,7 +497,7 @@ def test_the_change_log_is_compacted_by_the_fold_thread_and_reads_stay_exact(
     events = [hbase_event("w", "t", random_change(rng, rng.choice(rows)), seq) for seq in range(1, 81)]
     reference = DeltaStateSink("ref", DeltaStateOptions(path=str(tmp_path / "ref"), log_optimize_every=0), {})
     sink = DeltaStateSink("opt", DeltaStateOptions(path=str(tmp_path / "opt"), log_optimize_every=2), {})
-    with caplog.at_level("INFO", logger="cdcflow.pipeline.sinks.delta.state"):
+    with caplog.at_level("INFO", logger="cdcflow.pipeline.sinks.delta"):
         for b in range(4):
             for s in (reference, sink):
                 s.apply_batch(events_frame(spark, events[b * 20 : (b + 1) * 20]), b)

@@ -16,7 +16,7 @@ from cdcflow.clients.hbase import HBaseClient
 from cdcflow.clients.phoenix import PhoenixJvm
 from cdcflow.pipeline.session import build_session
 from cdcflow.pipeline.sinks.delta.log import changes
-from cdcflow.pipeline.sinks.delta.state import hbase_state_rows
+from cdcflow.pipeline.sinks.delta.views import hbase_state_rows
 from cdcflow.testing import ServiceHarness
 from cdcflow.verify.hbase import compare_rows, rows_of, verify_hbase
 

@@ -30,7 +30,9 @@ from cdcflow.pipeline import metrics
 from cdcflow.pipeline.envelope import dedupe, events_of, parse
 from cdcflow.pipeline.runner import Pipeline
 from cdcflow.pipeline.session import build_session
-from cdcflow.pipeline.sinks.delta.state import DeltaStateSink, hbase_state_rows
+from cdcflow.pipeline.sinks.delta.layouts.base import FoldHooks
+from cdcflow.pipeline.sinks.delta.sink import DeltaStateSink
+from cdcflow.pipeline.sinks.delta.views import hbase_state_rows
 from cdcflow.pipeline.sinks.hbase.mutations import cell_mutations
 from cdcflow.verify.hbase import compare_rows, rows_of
 
@@ -113,16 +115,15 @@ def events_frame(spark: SparkSession, values: list[bytes]) -> DataFrame:
     return dedupe(events)
 
 
-class _InterleavedSink(DeltaStateSink):
-    """A Delta state sink whose first MERGE is overtaken by another writer's commit: the MERGE's
-    source blocks (in the Python worker reading it) until a thread of the test has committed the
-    other writer's batch. The MERGE has already read the table by then."""
+class _OvertakenMerge(FoldHooks):
+    """A Delta state sink's first MERGE is overtaken by another writer's commit: the MERGE's source blocks (in
+    the Python worker reading it) until a thread of the test has committed the other writer's batch. The MERGE
+    has already read the table by then."""
 
-    def __init__(self, path: str, flags: Path) -> None:
-        super().__init__("first", DeltaStateOptions(table_map={"w/default.t": path}, log_path=f"{flags}/log-1"), {})
+    def __init__(self, flags: Path) -> None:
         self.flags = flags
 
-    def _merge_source(self, path: str, batch: DataFrame) -> DataFrame:
+    def merge_source(self, path: str, batch: DataFrame) -> DataFrame:
         reading, committed = str(self.flags / "reading"), str(self.flags / "committed")
 
         def wait_for_the_other_writer(_row_key: bytes) -> bool:
@@ -158,7 +159,10 @@ def test_a_concurrent_delta_writer_loses_nothing(tmp_path: Path, caplog: pytest.
     )
     other.apply_batch(events_frame(spark, seed), 0)
     other.flush(spark)  # the table exists with some rows
-    first = _InterleavedSink(path, tmp_path)
+    first = DeltaStateSink(
+        "first", DeltaStateOptions(table_map={"w/default.t": path}, log_path=f"{tmp_path}/log-1"), {},
+        hooks=_OvertakenMerge(tmp_path),
+    )  # fmt: skip
     their_events = events_frame(spark, theirs)
 
     def other_writer() -> None:
@@ -174,7 +178,7 @@ def test_a_concurrent_delta_writer_loses_nothing(tmp_path: Path, caplog: pytest.
     thread = threading.Thread(target=other_writer)
     thread.start()
     conflicts = metrics.DELTA_CONFLICTS.labels("first")._value.get()
-    with caplog.at_level("WARNING", logger="cdcflow.pipeline.sinks.delta.state"):
+    with caplog.at_level("WARNING", logger="cdcflow.pipeline.sinks.delta"):
         first.apply_batch(events_frame(spark, ours), 0)
         first.flush(spark)  # the fold's MERGE is the one the other writer overtakes
     thread.join()

@@ -30,7 +30,7 @@ from cdcflow.pipeline.runner import Pipeline
 from cdcflow.pipeline.session import build_session
 from cdcflow.pipeline.sinks.delta.log import WHOLE_TABLE
 from cdcflow.pipeline.sinks.delta.records import deletes_path
-from cdcflow.pipeline.sinks.delta.state import DeltaStateSink
+from cdcflow.pipeline.sinks.delta.sink import DeltaStateSink
 from cdcflow.pipeline.sinks.delta.views import current_view
 from cdcflow.testing import ServiceHarness, unique_name
 from cdcflow.testing.mysql import (

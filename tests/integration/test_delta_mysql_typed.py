@@ -13,7 +13,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from cdcflow.pipeline.session import build_session
-from cdcflow.pipeline.sinks.delta.mysql_typed import typed_rows
+from cdcflow.pipeline.sinks.delta.layouts.mysql_types import typed_rows
 from cdcflow.pipeline.sinks.mysql_history import MySqlColumn
 
 COLUMNS = [

@@ -139,7 +139,7 @@ def test_state_rows_of_a_key_range_follow_hbase_order(spark: SparkSession, tmp_p
     unsigned, byte by byte, as HBase orders them (0x80 after 0x7f, a prefix before its extensions)."""
     from pyspark.sql.types import BooleanType
 
-    from cdcflow.pipeline.sinks.delta.state import hbase_state_rows
+    from cdcflow.pipeline.sinks.delta.views import hbase_state_rows
 
     keys = [b"", b"\x00", b"a", b"ab", b"\x7f", b"\x80", b"\xff", b"\xff\x01"]
     schema = StructType([StructField("row_key", BinaryType()), StructField("exists", BooleanType()),

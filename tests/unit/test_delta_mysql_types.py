@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from cdcflow.errors import ConfigError
-from cdcflow.pipeline.sinks.delta import mysql_typed as mt
+from cdcflow.pipeline.sinks.delta.layouts import mysql_types as mt
 from cdcflow.pipeline.sinks.mysql_history import MySqlColumn
 
 pytestmark = pytest.mark.unit

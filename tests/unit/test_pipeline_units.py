@@ -15,7 +15,8 @@ from cdcflow.config.sinks import DeltaStateOptions, HBaseSinkOptions
 from cdcflow.errors import ConfigError
 from cdcflow.pipeline.runner import TOPICS_FILE, _first_line, check_topic_patterns
 from cdcflow.pipeline.session import DELTA_CATALOG, DELTA_EXTENSION, session_conf, spark_submit_command
-from cdcflow.pipeline.sinks.delta.state import DeltaStateSink, vacuum_is_safe
+from cdcflow.pipeline.sinks.delta.fold_service import vacuum_is_safe
+from cdcflow.pipeline.sinks.delta.sink import DeltaStateSink
 from cdcflow.pipeline.sinks.registry import make_sink
 
 

@@ -172,7 +172,7 @@ def verify_hbase_delta_cmd(
     difference; --every, --sample and --grace as for `verify hbase`."""
     from cdcflow.clients.hbase import connect
     from cdcflow.pipeline.session import build_session
-    from cdcflow.pipeline.sinks.delta.state import hbase_state_rows
+    from cdcflow.pipeline.sinks.delta.views import hbase_state_rows
     from cdcflow.verify.continuous import DeltaRangeCheck
 
     cfg = wiring.load(config_path)
@@ -265,7 +265,7 @@ def verify_mysql_delta_cmd(
     next N keys each round (in the table's key order). Exit 1 if any has a confirmed difference; --every and
     --grace as for `verify hbase`."""
     from cdcflow.pipeline.session import build_session
-    from cdcflow.pipeline.sinks.delta.state import DeltaStateSink
+    from cdcflow.pipeline.sinks.delta.sink import DeltaStateSink
     from cdcflow.pipeline.sinks.registry import make_sink
     from cdcflow.verify.continuous import TableCheck
     from cdcflow.verify.delta import MySqlDeltaWindows, mysql_delta_rows

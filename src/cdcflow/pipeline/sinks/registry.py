@@ -15,7 +15,7 @@ from cdcflow.pipeline.sinks.base import Sink
 # type → (module, class); each type's options model is in cdcflow.config.sinks
 SINK_TYPES: dict[str, tuple[str, str]] = {
     "hbase": ("cdcflow.pipeline.sinks.hbase", "HBaseSink"),
-    "delta": ("cdcflow.pipeline.sinks.delta.state", "DeltaStateSink"),
+    "delta": ("cdcflow.pipeline.sinks.delta.sink", "DeltaStateSink"),
     "delta_changelog": ("cdcflow.pipeline.sinks.delta.changelog", "DeltaChangelogSink"),
     "parquet": ("cdcflow.pipeline.sinks.simple", "ParquetChangelogSink"),
     "phoenix": ("cdcflow.pipeline.sinks.phoenix.sink", "PhoenixSink"),

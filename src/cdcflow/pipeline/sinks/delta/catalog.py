@@ -17,8 +17,8 @@ import logging
 from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
-from cdcflow.pipeline.sinks.delta.mysql_typed import quoted, sql_string
-from cdcflow.pipeline.sinks.delta.views import delta_path, view_sql
+from cdcflow.pipeline.sinks.delta.sql import delta_path, quoted, sql_string
+from cdcflow.pipeline.sinks.delta.views import view_sql
 
 log = logging.getLogger(__name__)
 

@@ -32,7 +32,6 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from cdcflow.pipeline.envelope import newest_per_key
 from cdcflow.pipeline.sinks.delta.records import read_text
 from cdcflow.pipeline.sinks.delta.tables import drop_log_without_commits
 
@@ -254,43 +253,6 @@ def table_changes(
 # The deletes table's key for "every row of the table" (a TRUNCATE): no row's key is empty (MySQL keys are
 # JSON objects), so the row never matches one key and stands for all of them.
 WHOLE_TABLE = ""
-
-
-def newest_row_changes(changes: DataFrame) -> DataFrame:
-    """A MySQL table's logged row changes reduced to the newest per key (by position), in the columns the
-    fold's MERGE and the view read: key, after, deleted, op, pos, source_ts_ms. Truncates (op t) are not
-    rows: `after_deletes` applies them once recorded."""
-    rows = changes.where(F.col("op") != "t").select(
-        "key", "after", (F.col("op") == "d").alias("deleted"), "op", "pos", "source_ts_ms"
-    )
-    return newest_per_key(rows, ["key"])
-
-
-def newest_per_key_counted(changes: DataFrame) -> DataFrame:
-    """A MySQL table's logged changes reduced to one row per key, the newest (by position), with `_changes` the
-    number of changes of the key: key, after, deleted, op, pos, source_ts_ms, _changes. Truncates (op t) are
-    under key WHOLE_TABLE (no row's key is empty), the newest of them kept."""
-    key = F.when(F.col("op") == "t", F.lit(WHOLE_TABLE)).otherwise(F.col("key"))
-    newest = F.struct("after", (F.col("op") == "d").alias("deleted"), "op", "pos", "source_ts_ms")
-    return (
-        changes.select(key.alias("key"), newest.alias("_newest"), "pos")
-        .groupBy("key")
-        .agg(F.max_by("_newest", "pos").alias("_newest"), F.count("*").alias("_changes"))
-        .select("key", "_newest.*", "_changes")
-    )
-
-
-def after_deletes(latest: DataFrame, deleted_keys: DataFrame | None, truncated_at: list[int] | None) -> DataFrame:
-    """The newest changes per key less those older than their key's recorded delete or than the table's
-    newest truncate (a replayed change must not bring a deleted row back). Strictly older: the delete
-    itself, folded again after a kill, still applies."""
-    if deleted_keys is not None:
-        gone = deleted_keys.select(F.col("key").alias("_gone_key"), F.col("pos").alias("_gone_pos"))
-        on = (F.col("key") == F.col("_gone_key")) & (F.col("_gone_pos") > F.col("pos"))
-        latest = latest.join(gone, on, "left_anti")
-    if truncated_at is not None:
-        latest = latest.where(F.col("pos") > F.array(*(F.lit(p).cast("bigint") for p in truncated_at)))
-    return latest
 
 
 def changes(spark: SparkSession, path: str) -> DataFrame:

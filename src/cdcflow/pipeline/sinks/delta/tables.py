@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 
 from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 from pyspark.sql.types import StructType
 
 from cdcflow.errors import ConfigError
+from cdcflow.pipeline import metrics
 
 log = logging.getLogger(__name__)
 
@@ -22,7 +24,7 @@ def ensure_table(
 
     Without Delta's auto-compaction: it compacts every table at its first commit in each process
     whatever its files (measured: 1-2 s per table and fold, a state table and its deletes table alike);
-    the sink compacts its tables itself (DeltaStateSink._compact_if_due).
+    the sink compacts its tables itself (FoldService.compact_if_due).
     """
     drop_log_without_commits(spark, path)
     if not DeltaTable.isDeltaTable(spark, path):
@@ -67,6 +69,26 @@ def commit_conflict(exc: BaseException) -> str | None:
     """The name of the Delta conflict `exc` reports, or None when it is some other failure."""
     text = f"{type(exc).__name__}: {exc}"
     return next((name for name in _CONFLICTS if name in text), None)
+
+
+# How often a MERGE runs again after another writer committed first.
+CONFLICT_RETRIES = 8
+
+
+def merge_guarded(sink: str, path: str, merge: Callable[[], None]) -> None:
+    """Run a MERGE whose guard is inside it; when Delta refuses the commit because another writer committed
+    first, run it again (it re-reads the table)."""
+    for attempt in range(CONFLICT_RETRIES + 1):
+        try:
+            merge()
+            return
+        except Exception as exc:
+            if not commit_conflict(exc) or attempt == CONFLICT_RETRIES:
+                raise
+            log.warning("sink %s: %s: another writer committed first (%s); merging again", sink, path,
+                        commit_conflict(exc))  # fmt: skip
+            metrics.DELTA_CONFLICTS.labels(sink).inc()
+            time.sleep(min(5.0, 0.2 * 2**attempt))
 
 
 def refuse_old_layout(spark: SparkSession, sink: str, old: str, new: str) -> None:

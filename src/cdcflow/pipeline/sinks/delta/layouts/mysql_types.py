@@ -44,6 +44,7 @@ from pyspark.sql.types import (
 )
 
 from cdcflow.errors import ConfigError
+from cdcflow.pipeline.sinks.delta.sql import quoted, sql_string
 from cdcflow.pipeline.sinks.mysql_history import ZERO_DATE_PATTERN, MySqlColumn, parse_sql_type
 
 DELETED, OP, POS, SOURCE_TS = "_cdcflow_deleted", "_cdcflow_op", "_cdcflow_pos", "_cdcflow_source_ts_ms"
@@ -198,15 +199,6 @@ def typed_rows(latest: DataFrame, columns: Sequence[MySqlColumn]) -> DataFrame:
 def _raw(name: str, key: bool) -> str:
     value = f"try_element_at(_values, {sql_string(name)})"
     return value if key else f"CASE WHEN op != 'd' THEN {value} END"
-
-
-def quoted(column: str) -> str:
-    return "`" + column.replace("`", "``") + "`"
-
-
-def sql_string(text: str) -> str:
-    """A SQL string literal of `text`."""
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def type_changes(current: StructType, wanted: StructType) -> tuple[list[str], list[str]]:
