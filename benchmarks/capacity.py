@@ -205,8 +205,22 @@ def main() -> None:
     ap.add_argument("--levels", default="1,2,3,5", help="multiples of the bundled demo load, in increasing order")
     ap.add_argument("--warmup", type=float, default=120.0, help="seconds after every sink's first batch")
     ap.add_argument("--minutes", type=float, default=10.0, help="the window every sink's lag must stay in")
+    ap.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
+                    help="a Spark setting added to the bundled config's pipeline.spark_conf")  # fmt: skip
+    ap.add_argument("--sink-option", action="append", default=[], metavar="SINK.KEY=VALUE",
+                    help="a sink option of the bundled config set to VALUE (YAML), to compare settings")  # fmt: skip
     args = ap.parse_args()
     base = yaml.safe_load(DEFAULT_CONFIG.read_text())
+    extra = dict(kv.split("=", 1) for kv in args.spark_conf)
+    if extra:
+        base["pipeline"]["spark_conf"] = {**(base["pipeline"].get("spark_conf") or {}), **extra}
+        print(f"spark_conf added: {extra}")
+    for setting in args.sink_option:
+        name_key, value = setting.split("=", 1)
+        name, key = name_key.split(".", 1)
+        sink = next(s for s in base["pipeline"]["sinks"] if s["name"] == name)
+        sink.setdefault("options", {})[key] = yaml.safe_load(value)
+        print(f"sink {name}: {key} = {value}")
     demo = base["demo"]
     print(f"machine: {machine_summary()}; Spark {versions.SPARK_VERSION} (local[2]), Delta {versions.DELTA_VERSION}; "
           f"Kafka {versions.KAFKA_VERSION}; HBase {versions.HBASE_VERSION}")  # fmt: skip

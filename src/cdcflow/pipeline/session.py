@@ -59,7 +59,18 @@ SESSION_CONF = {
     "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
     # Jobs of several threads (the Delta sinks' folds beside the batches) share the cores fairly.
     "spark.scheduler.mode": "FAIR",
+    # Change events are wide (every field of source, before, after and cells counts): at Spark's default of 100
+    # fields, their stages run without whole-stage code generation, and every task generates its projections'
+    # code again (in a profile of `make run`, creating projections was 12% of the Spark JVM's samples). The code
+    # cache holds the plans of several queries and the folds' MERGEs. Measured together with adaptive execution
+    # off (local masters, below): 1.82 instead of 2.12 CPU-s per 1,000 applied changes (benchmarks/capacity.py).
+    "spark.sql.codegen.maxFields": "2000",
+    "spark.sql.codegen.cache.maxEntries": "2000",
 }
+# On a local master (a few cores, spark.sql.shuffle.partitions = the cores) adaptive execution has nothing to
+# coalesce, and its re-planning after every shuffle stage is driver work on the same cores (and a Spark job per
+# stage).
+LOCAL_CONF = {"spark.sql.adaptive.enabled": "false"}
 
 
 def session_conf(user_conf: Mapping[str, str], user_set: Collection[str] = ()) -> dict[str, str]:
@@ -97,6 +108,9 @@ def build_session(
         # Delta reads its log with 50 tasks by default: on a few local cores that scheduling is most
         # of a small MERGE (measured: 5-6 s → 1.8-2.5 s per MERGE warm, 16 s → 7 s cold).
         builder = builder.config("spark.databricks.delta.snapshotPartitions", str(shuffle_partitions))
+        if master.startswith("local"):
+            for key, value in LOCAL_CONF.items():
+                builder = builder.config(key, value)
     given: set[str] = set()
     if not master:  # spark-submit's --conf settings: in the JVM's configuration once the gateway is up
         SparkContext._ensure_initialized()
