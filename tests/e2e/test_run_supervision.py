@@ -21,9 +21,10 @@ import yaml
 from cdcflow.testing import unique_name
 
 PARENT = """
-import sys, time
+import signal, sys, time
 from pathlib import Path
 from cdcflow.demo.children import Child
+signal.signal(signal.SIGHUP, signal.SIG_DFL)  # as from a terminal, also when the tests run under nohup
 config, logs, names = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3].split(",")
 commands = {"pipeline": ["pipeline", "run"], "ui": ["ui", "--port", "0"]}
 kids = [Child(n, commands[n], logs / f"{n}.log") for n in names]
@@ -111,7 +112,7 @@ def test_children_and_the_spark_jvm_end_with_a_killed_or_hung_up_parent(
     parent, (ui,) = start_parent(tmp_path, config, "ui")
     time.sleep(2)
     parent.send_signal(signal.SIGHUP)
-    parent.wait()
+    parent.wait(30)
     left = wait_gone([ui])
     for pid in left:
         os.kill(pid, signal.SIGKILL)
