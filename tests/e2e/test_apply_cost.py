@@ -1,7 +1,8 @@
 """What a steady-state micro-batch costs each sink, counted in Spark jobs (a count, not a timing: timings
 belong in benchmarks/). The Delta sinks' append path is one job per batch: parse, count and append in one
 action, the log's idempotence kept by its batch marks instead of Delta's transaction ids (which recompute the
-log's state, three jobs, on every commit). A sink whose count grows fails here."""
+log's state, three jobs, on every commit). The HBase sink's is one job too: its executors write the tables
+known to exist and report what they saw. A sink whose count grows fails here."""
 
 from __future__ import annotations
 
@@ -13,8 +14,11 @@ from typing import Any
 import pytest
 
 from cdcflow.clients import kafka as k
+from cdcflow.clients.hbase import HBaseClient
 from cdcflow.config import PipelineConfig, SinkConfig
-from cdcflow.events.json_codec import SCHEMA_ID
+from cdcflow.events.cells import Cell, CellType
+from cdcflow.events.json_codec import SCHEMA_ID, encode
+from cdcflow.events.model import ChangeEvent, Op, SourceInfo
 from cdcflow.pipeline.batch_jobs import jobs_per_batch
 from cdcflow.pipeline.runner import Pipeline, checkpoint_query_id
 from cdcflow.pipeline.sinks.delta.log import changes
@@ -91,3 +95,52 @@ def test_a_steady_state_batch_of_the_delta_and_parquet_sinks_runs_one_spark_job(
     assert {r["id"]: r["qty"] for r in view.collect()} == expected
     assert changes(spark, str(tmp_path / "log")).count() == BATCH * BATCHES
     assert spark.read.parquet(str(tmp_path / "files")).count() == BATCH * BATCHES
+
+
+def _hbase_event(table: str, row: bytes, seq: int, deleted: bool) -> bytes:
+    cell = (Cell(row, b"cf", b"q", seq, CellType.DELETE_COLUMN, b"") if deleted
+            else Cell(row, b"cf", b"q", seq, CellType.PUT, b"v%d" % seq))  # fmt: skip
+    info = SourceInfo("hbase", SOURCE, "default", table, 1_700_000_000_000 + seq, (seq, 0),
+                      extra={"region": "r1", "cluster_id": "c1"})  # fmt: skip
+    return encode(ChangeEvent(row, Op.DELETE if deleted else Op.UPDATE, info, cells=(cell,)))
+
+
+def test_a_steady_state_batch_of_the_hbase_sink_runs_one_spark_job(
+    kafka: dict[str, Any], hbase: dict[str, Any], hbase_client: HBaseClient, tmp_path: Path
+) -> None:
+    """The executors write the tables known to exist and report what they saw; only the first batch, which
+    brings the new target table, runs a second job (its rows, once the table is created)."""
+    bootstrap = kafka["bootstrap_servers"]
+    prefix = unique_name("jobs")
+    table = unique_name("copy")
+    topic = f"{prefix}.default.{table}"
+    k.create_topic(bootstrap, topic, partitions=1)
+    records, expected = [], {}
+    for seq in range(1, BATCH * BATCHES + 1):  # puts and column deletes over 70 rows, one timestamp each
+        row = b"r%02d" % (seq % 70)
+        deleted = seq % 9 == 8
+        records.append((row, _hbase_event(table, row, seq, deleted)))
+        if deleted:
+            expected.pop(row, None)
+        else:
+            expected[row] = b"v%d" % seq
+    k.produce_sync(bootstrap, topic, records)
+    cfg = PipelineConfig(
+        topics=f"{prefix}\\..*", dead_letter_topic=f"{prefix}-dead", max_offsets_per_trigger=BATCH,
+        sinks=(SinkConfig(name="copy", type="hbase", options={"table_suffix": "_copy", "create_tables": True}),),
+    )  # fmt: skip
+    pipeline = Pipeline(cfg, {"bootstrap_servers": bootstrap, "zk_quorum": hbase["zk_quorum"]},
+                        tmp_path / "checkpoints")  # fmt: skip
+    assert pipeline.run(available_now=True) == {"copy": "done"}
+    assert pipeline.spark is not None
+    query = checkpoint_query_id(tmp_path / "checkpoints" / "copy")
+    assert query is not None
+    batches = jobs_per_batch(pipeline.spark, query)
+    assert sorted(batches) == list(range(BATCHES)), batches
+    assert len(batches[0]) == 2, batches[0]  # the new table's rows, after it was created
+    steady = {b: jobs for b, jobs in batches.items() if b > 0}
+    assert all(len(jobs) <= 1 for jobs in steady.values()), steady
+    # and the work was done: the copy holds every row's newest value, the deleted columns gone
+    copy = {c.row: c.value for c in hbase_client.scan(f"{table}_copy")}
+    hbase_client.delete_table(f"{table}_copy")
+    assert copy == expected
