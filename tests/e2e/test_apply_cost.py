@@ -15,6 +15,7 @@ import pytest
 
 from cdcflow.clients import kafka as k
 from cdcflow.clients.hbase import HBaseClient
+from cdcflow.clients.phoenix import PhoenixJvm
 from cdcflow.config import PipelineConfig, SinkConfig
 from cdcflow.events.cells import Cell, CellType
 from cdcflow.events.json_codec import SCHEMA_ID, encode
@@ -33,21 +34,25 @@ BATCH, BATCHES = 40, 6
 STEADY_JOBS = {"delta": 1, "log": 1, "files": 1}
 
 
-def _event(op: str, key: int, seq: int, after: dict[str, Any] | None) -> bytes:
+def _event(op: str, key: int, seq: int, after: dict[str, Any] | None, db: str = DB, table: str = TABLE) -> bytes:
     return json.dumps({
         "schema": SCHEMA_ID, "op": op, "key": {"id": key}, "before": None, "after": after,
-        "source": {"connector": "mysql", "name": SOURCE, "db": DB, "table": TABLE, "ts_ms": int(time.time() * 1000),
+        "source": {"connector": "mysql", "name": SOURCE, "db": db, "table": table, "ts_ms": int(time.time() * 1000),
                    "snapshot": False, "pos": [1, seq, 0]},
         "ts_ms": int(time.time() * 1000),
     }).encode()  # fmt: skip
 
 
 def _history() -> bytes:
+    return _history_of(DB, TABLE)
+
+
+def _history_of(db: str, table: str) -> bytes:
     columns = [
         {"name": "id", "type": "BIGINT", "sql_type": "BIGINT", "nullable": False, "key": True, "key_order": 0},
         {"name": "qty", "type": "INT", "sql_type": "INT", "nullable": True, "key": False, "key_order": None},
     ]
-    return json.dumps({"kind": "table", "source": SOURCE, "db": DB, "table": TABLE, "columns": columns}).encode()
+    return json.dumps({"kind": "table", "source": SOURCE, "db": db, "table": table, "columns": columns}).encode()
 
 
 def test_a_steady_state_batch_of_the_delta_and_parquet_sinks_runs_one_spark_job(
@@ -144,3 +149,54 @@ def test_a_steady_state_batch_of_the_hbase_sink_runs_one_spark_job(
     copy = {c.row: c.value for c in hbase_client.scan(f"{table}_copy")}
     hbase_client.delete_table(f"{table}_copy")
     assert copy == expected
+
+
+PHOENIX_TABLES = ("items", "orders", "users")
+PHOENIX_STEADY_JOBS = 3  # the batch's tables and columns; every value checked; every table's rows written
+
+
+def test_a_steady_state_batch_of_the_phoenix_sink_runs_three_spark_jobs_for_three_tables(
+    kafka: dict[str, Any], services: Any, tmp_path: Path, phoenix_jvm: PhoenixJvm
+) -> None:
+    """Three tables in every batch: one job finds the batch's tables and columns, one checks every value of every
+    table against its column type (a value that does not fit stops the batch before anything is written), one
+    writes the rows of every table. Each used to be one job per table, in threads of their own."""
+    bootstrap = kafka["bootstrap_servers"]
+    prefix = unique_name("jobs")
+    db = f"shop_{prefix}"
+    history = f"{prefix}-history"
+    k.create_topic(bootstrap, history, partitions=1)
+    k.produce_sync(bootstrap, history, [(SOURCE.encode(), _history_of(db, t)) for t in PHOENIX_TABLES])
+    topic = f"{prefix}.{db}"
+    k.create_topic(bootstrap, topic, partitions=1)
+    records, expected = [], {t: {} for t in PHOENIX_TABLES}  # type: dict[str, dict[int, int]]
+    for seq in range(BATCH * BATCHES):
+        table = PHOENIX_TABLES[seq % 3]
+        key = (seq // 3) % 25
+        op = "d" if seq % 11 == 10 and key in expected[table] else ("u" if key in expected[table] else "c")
+        after = None if op == "d" else {"id": key, "qty": seq}
+        records.append((json.dumps({"id": key}).encode(), _event(op, key, seq + 1, after, db, table)))
+        if after is None:
+            expected[table].pop(key, None)
+        else:
+            expected[table][key] = seq
+    k.produce_sync(bootstrap, topic, records)
+    url = str(services.endpoints("phoenix")["jdbc_url"])
+    options = {"url": url, "create_tables": True, "schema_history_topic": history}
+    cfg = PipelineConfig(
+        topics=f"{prefix}\\..*", dead_letter_topic=f"{prefix}-dead", max_offsets_per_trigger=BATCH,
+        sinks=(SinkConfig(name="phoenix", type="phoenix", options=options),),
+    )  # fmt: skip
+    pipeline = Pipeline(cfg, {"bootstrap_servers": bootstrap, "zk_quorum": "unused"}, tmp_path / "checkpoints")
+    assert pipeline.run(available_now=True) == {"phoenix": "done"}
+    assert pipeline.spark is not None
+    query = checkpoint_query_id(tmp_path / "checkpoints" / "phoenix")
+    assert query is not None
+    batches = jobs_per_batch(pipeline.spark, query)
+    assert sorted(batches) == list(range(BATCHES)), batches
+    steady = {b: jobs for b, jobs in batches.items() if b > 0}
+    assert all(len(jobs) <= PHOENIX_STEADY_JOBS for jobs in steady.values()), steady
+    # and the work was done: each table holds every key's newest quantity, the deleted keys gone
+    for table in PHOENIX_TABLES:
+        rows = phoenix_jvm.query(f'SELECT "ID", "QTY" FROM "{db.upper()}"."{table.upper()}"')
+        assert {int(r[0]): int(r[1]) for r in rows} == expected[table], table

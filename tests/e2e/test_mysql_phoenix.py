@@ -166,7 +166,7 @@ def finish_and_verify(
 @pytest.mark.skipif(
     soak_size(0, 1) == 0,
     reason="make soak only (three SIGKILLs at full rate); make test kills the sink at its two replay-relevant "
-    "points in test_pipeline_phoenix.py::test_a_batch_that_dies_between_its_statements_is_replayed_exactly",
+    "points in test_pipeline_phoenix.py::test_a_batch_that_dies_during_its_write_is_replayed_exactly",
 )
 def test_randomized_workload_into_phoenix_survives_pipeline_sigkills(
     mariadb: dict[str, Any], kafka: dict[str, Any], hbase: dict[str, Any], services: ServiceHarness, tmp_path: Path

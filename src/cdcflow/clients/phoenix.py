@@ -126,6 +126,16 @@ def write_from_executors(
 ) -> int:  # fmt: skip
     """Run `sql` once per row of the DataFrame `rows` in Spark's executors (GuardedUpsert.java, in
     cdcflow's helper jar on the session's classpath); the number of rows written."""
+    return write_tables_from_executors(rows, url, [(sql, params)], -1, sql_types, kinds, commit_rows, name)
+
+
+def write_tables_from_executors(
+    rows: Any, url: str, statements: list[tuple[str, list[int]]], table_column: int, sql_types: list[int],
+    kinds: list[int], commit_rows: int, name: str,
+) -> int:  # fmt: skip
+    """Write every row of the DataFrame `rows` with the statement its int column `table_column` names (an index
+    into `statements`: SQL, and the row's column bound to each `?`; -1: every row takes the first), in one Spark
+    job (GuardedUpsert.java); the number of rows written. `sql_types` and `kinds` are per column of `rows`."""
     sc = rows.sparkSession.sparkContext
     gateway, jvm = sc._gateway, sc._jvm
 
@@ -135,13 +145,19 @@ def write_from_executors(
             array[i] = v
         return array
 
+    sqls = gateway.new_array(jvm.java.lang.String, len(statements))
+    starts = [0]
+    for i, (sql, params) in enumerate(statements):
+        sqls[i] = sql
+        starts.append(starts[-1] + len(params))
     counter = sc._jsc.sc().longAccumulator(name)
     try:
-        jvm.io.cdcflow.spark.GuardedUpsert.write(
-            rows._jdf, url, sql, ints(params), ints(sql_types), ints(kinds), commit_rows, counter
-        )
+        jvm.io.cdcflow.spark.GuardedUpsert.writeTables(
+            rows._jdf, url, sqls, ints([p for _, params in statements for p in params]), ints(starts), table_column,
+            ints(sql_types), ints(kinds), commit_rows, counter,
+        )  # fmt: skip
     except (Py4JError, Py4JJavaError) as exc:
-        raise translate(exc, sql) from exc
+        raise translate(exc, statements[0][0] if len(statements) == 1 else None) from exc
     return int(counter.value())
 
 

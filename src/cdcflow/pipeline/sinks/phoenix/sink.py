@@ -1,10 +1,13 @@
 """Apache Phoenix sink: MySQL-sourced change events as rows of typed Phoenix tables.
 
-Per batch and table (docs/phoenix.md, "How a batch is applied"; decision 0016):
+Per batch (docs/phoenix.md, "How a batch is applied"; decision 0016), three Spark jobs whatever the
+number of tables:
 
-1. the newest event per primary key is converted to the Phoenix column types (exactly: see
-   cdcflow.pipeline.sinks.phoenix.schema), and every value checked to fit before anything is written;
-2. each Spark partition (the batch is partitioned by key) writes its rows straight into the table
+1. the newest event per primary key (kept in memory for the next steps), and the tables, columns and
+   truncates of the batch;
+2. every value converted to its Phoenix column type (exactly: see cdcflow.pipeline.sinks.phoenix.schema)
+   and checked to fit, for every table at once, before anything is written;
+3. each Spark partition (the batch is partitioned by key) writes its rows straight into their tables
    from its executor, one guarded `UPSERT ... ON DUPLICATE KEY UPDATE` per row, committed every
    `commit_rows` rows (GuardedUpsert.java): Phoenix compares the incoming position with the one the
    row holds, under the row lock on the region server, and keeps the newer change. Deletes are
@@ -35,7 +38,6 @@ from __future__ import annotations
 import logging
 import re
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -43,7 +45,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import MapType, StringType
 
 from cdcflow.clients.kafka.client import KafkaEndpoint
-from cdcflow.clients.phoenix import PhoenixConnection, PhoenixError, write_from_executors
+from cdcflow.clients.phoenix import PhoenixConnection, PhoenixError, write_tables_from_executors
 from cdcflow.config.sinks import PhoenixOptions, SinkOptions
 from cdcflow.errors import ConfigError, TerminalError
 from cdcflow.jars import phoenix as phoenix_jars
@@ -58,7 +60,6 @@ from cdcflow.pipeline.sinks.table_events import under_policy
 from cdcflow.pipeline.writer_lease import WriterLeases
 
 log = logging.getLogger(__name__)
-TABLE_THREADS = 4  # tables of a batch written at the same time
 _ZERO_DATE = ZERO_DATE_PATTERN
 _CATALOG = (
     "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_SIZE, DECIMAL_DIGITS, NULLABLE, KEY_SEQ, ORDINAL_POSITION "
@@ -100,6 +101,10 @@ def zk_quorum_of(url: str) -> str:
 
 
 class PhoenixSink(Sink):
+    # The batch's events are read by its first job, which keeps their newest change per key in memory for the
+    # check and the write: the runner's counts ride along that job.
+    reads_events_once = True
+
     def __init__(self, name: str, options: SinkOptions, context: dict[str, Any]) -> None:
         super().__init__(name, options, context)
         assert isinstance(options, PhoenixOptions)
@@ -382,23 +387,26 @@ class PhoenixSink(Sink):
             for key, _ in wanted:  # ... truncates applied there before the rows that follow them ...
                 if key in truncates:
                     self._truncate(spark, targets[key], key, truncates[key], batch_id)
-            # ... and written side by side: each table's check and write are Spark jobs of their own, and
-            # a small table's jobs are mostly fixed waits (scheduling, connections, round trips).
-            with ThreadPoolExecutor(max_workers=max(1, min(TABLE_THREADS, len(wanted)))) as pool:
-                done = [
-                    pool.submit(self._apply_table, spark, latest, targets[key], key, batch_id, truncates.get(key))
-                    for key, _ in wanted
-                ]
-                unfit = []
-                for (key, _), future in zip(wanted, done, strict=True):
-                    try:
-                        future.result()  # the first failure fails the batch (the others ran to their end)
-                    except UnfitValuesError:
-                        unfit.append(key)
-            for key in unfit:  # the table as the schema history has it now (a MODIFY), then the rows once more
-                self._targets.pop(key, None)
-                target = self._target(spark, *key, tables[key])
-                self._apply_table(spark, latest, target, key, batch_id, truncates.get(key))
+            # ... then every value of every table checked against its column type (one job) ...
+            keys = [key for key, _ in wanted]
+            unfit = self._unfit(latest, keys, targets, truncates)
+            if unfit:  # the tables as the schema history has them now (a MODIFY), then checked once more
+                for key in unfit:
+                    self._targets.pop(key, None)
+                    targets[key] = self._target(spark, *key, tables[key])
+                unfit = self._unfit(latest, list(unfit), targets, truncates)
+                if unfit:
+                    raise UnfitValuesError(
+                        "values that do not fit the Phoenix column types (nothing of this batch was applied; the "
+                        "events stay in Kafka): " + "; ".join(
+                            f"{db}.{table} into {targets[(source, db, table)].display}: {examples}"
+                            for (source, db, table), examples in sorted(unfit.items())
+                        )
+                    )  # fmt: skip
+            # ... and the rows of every table written in one job: a job's fixed cost (planning, scheduling,
+            # connections) is paid once per batch, not once per table.
+            if keys:
+                self._write_tables(spark, latest, keys, targets, truncates, batch_id)
         except PhoenixError:
             self._reset()  # reconnect and re-check the tables on the retry
             raise
@@ -416,11 +424,12 @@ class PhoenixSink(Sink):
         log.info("phoenix %s: batch %d: truncate of %s/%s.%s at %s: %d rows made tombstones in %.1f s",
                  target.display, batch_id, *key, position, changed, time.perf_counter() - started)  # fmt: skip
 
-    def _apply_table(
-        self, spark: SparkSession, latest: DataFrame, target: ps.PhoenixTable, key: tuple[str, str, str],
-        batch_id: int, truncated_at: str | None = None,
-    ) -> None:  # fmt: skip
-        started = time.perf_counter()
+    def _prepared(
+        self, latest: DataFrame, index: int, target: ps.PhoenixTable, key: tuple[str, str, str],
+        truncated_at: str | None,
+    ) -> DataFrame:  # fmt: skip
+        """A table's rows of the batch, converted to its column types: `_t` (the table's index in the batch),
+        `_<index>_<n>` (its n-th column), `_pos`, `_deleted`, `_problem` (the values that do not fit) and `_key`."""
         source, db, table = key
         rows = latest.where(
             (F.col("source") == source) & (F.col("db") == db) & (F.col("table") == table) & (F.col("op") != "t")
@@ -437,7 +446,7 @@ class PhoenixSink(Sink):
                 }
             )
         converted, problems = [], []
-        for c in guarded.data_columns(target):
+        for n, c in enumerate(guarded.data_columns(target)):
             raw = F.col("values")[c.name]
             value = _convert(raw, ps.spark_type(c.type))
             zero = raw.rlike(_ZERO_DATE) if c.type in ("DATE", "TIMESTAMP") else F.lit(False)
@@ -445,33 +454,67 @@ class PhoenixSink(Sink):
             problems.append(F.when(raw.isNotNull() & unfit, F.concat(F.lit(f"{c.name}="), raw)))
             if c.name not in target.primary_key:
                 value = F.when(~deleted, value)  # a tombstone holds its key and position only
-            converted.append(_bindable(value, c.type).alias(c.name))
-        prepared = rows.select(
-            *converted, F.col("pos").alias(guarded.GUARD_POS), deleted.alias(guarded.GUARD_DELETED),
+            converted.append(_bindable(value, c.type).alias(f"_{index}_{n}"))
+        return rows.select(
+            F.lit(index).alias("_t"), *converted, F.col("pos").alias("_pos"), deleted.alias("_deleted"),
             F.concat_ws(", ", *problems).alias("_problem"), F.col("key").alias("_key"),
         )  # fmt: skip
-        # Every value is checked before any row is written: the executors commit as they go, so a
-        # value that does not fit must stop the batch before its first commit.
-        bad = prepared.where(F.col("_problem") != "").select("_key", "_problem", guarded.GUARD_POS).limit(5).collect()
-        if bad:
-            examples = "; ".join(f"key {r['_key']} at {r[guarded.GUARD_POS]}: {r['_problem']}" for r in bad)
-            raise UnfitValuesError(
-                f"{db}.{table}: values that do not fit the Phoenix column types of {target.display} "
-                f"(nothing of this batch was applied; the events stay in Kafka): {examples}"
-            )
-        checked = time.perf_counter()
-        written = self._write(spark, target, prepared.drop("_problem", "_key"))
-        log.info("phoenix %s: batch %d: %d rows written by the executors (prepare and check %.1f s, write %.1f s)",
-                 target.display, batch_id, written, checked - started, time.perf_counter() - checked)  # fmt: skip
 
-    def _write(self, spark: SparkSession, target: ps.PhoenixTable, rows: DataFrame) -> int:
-        """Every row through GuardedUpsert.java, in the executors; the number of rows written."""
-        sql, params = guarded.upsert_sql(target)
-        layout = [*guarded.data_columns(target), *guarded.GUARD_COLUMNS]
-        return write_from_executors(
-            rows, self.url, sql, params, [guarded.sql_type(c.type) for c in layout],
-            [guarded.bind_kind(c.type) for c in layout], self.commit_rows, f"cdcflow-phoenix-{self.name}",
-        )  # fmt: skip
+    def _unfit(
+        self, latest: DataFrame, keys: list[tuple[str, str, str]], targets: dict[tuple[str, str, str], ps.PhoenixTable],
+        truncates: dict[tuple[str, str, str], str],
+    ) -> dict[tuple[str, str, str], str]:  # fmt: skip
+        """The tables with values their Phoenix column types cannot hold, with examples; one job for them all.
+        Every value is checked before any row is written: the executors commit as they go."""
+        if not keys:
+            return {}
+        bad = None
+        for i, key in enumerate(keys):
+            frame = self._prepared(latest, i, targets[key], key, truncates.get(key))
+            text = F.concat(F.lit("key "), F.col("_key"), F.lit(" at "), F.col("_pos"), F.lit(": "), F.col("_problem"))
+            part = frame.where(F.col("_problem") != "").select("_t", text.alias("_text"))
+            bad = part if bad is None else bad.unionByName(part)
+        assert bad is not None
+        found = bad.groupBy("_t").agg(F.count("*").alias("n"), F.min("_text").alias("a"), F.max("_text").alias("b"))
+        unfit = {}
+        for r in found.collect():
+            examples = r["a"] if r["a"] == r["b"] else f"{r['a']}; {r['b']}"
+            unfit[keys[r["_t"]]] = f"{r['n']} row(s), e.g. {examples}"
+        return unfit
+
+    def _write_tables(
+        self, spark: SparkSession, latest: DataFrame, keys: list[tuple[str, str, str]],
+        targets: dict[tuple[str, str, str], ps.PhoenixTable], truncates: dict[tuple[str, str, str], str],
+        batch_id: int,
+    ) -> None:  # fmt: skip
+        """Every table's rows through GuardedUpsert.java, in the executors, in one Spark job."""
+        started = time.perf_counter()
+        frames = [self._prepared(latest, i, targets[k], k, truncates.get(k)).drop("_problem", "_key")
+                  for i, k in enumerate(keys)]  # fmt: skip
+        rows = frames[0]
+        for frame in frames[1:]:
+            rows = rows.unionByName(frame, allowMissingColumns=True)
+        at = {name: n for n, name in enumerate(rows.columns)}
+        sql_types, kinds = [0] * len(at), [guarded.PLAIN] * len(at)
+        statements = []
+        for i, k in enumerate(keys):
+            data = guarded.data_columns(targets[k])
+            layout = [*(f"_{i}_{n}" for n in range(len(data))), "_pos", "_deleted"]
+            for name, c in zip(layout, [*data, *guarded.GUARD_COLUMNS], strict=True):
+                sql_types[at[name]], kinds[at[name]] = guarded.sql_type(c.type), guarded.bind_kind(c.type)
+            sql, params = guarded.upsert_sql(targets[k])
+            statements.append((sql, [at[layout[p]] for p in params]))
+        written = self._write(rows, statements, at["_t"], sql_types, kinds)
+        log.info("phoenix sink %s: batch %d: %d rows of %d table(s) written by the executors in %.1f s", self.name,
+                 batch_id, written, len(keys), time.perf_counter() - started)  # fmt: skip
+
+    def _write(
+        self, rows: DataFrame, statements: list[tuple[str, list[int]]], table_column: int, sql_types: list[int],
+        kinds: list[int],
+    ) -> int:  # fmt: skip
+        """The executors' write (GuardedUpsert.java); the number of rows written."""
+        return write_tables_from_executors(rows, self.url, statements, table_column, sql_types, kinds,
+                                           self.commit_rows, f"cdcflow-phoenix-{self.name}")  # fmt: skip
 
 
 def _bindable(value: Column, phoenix_type: str) -> Column:

@@ -7,7 +7,9 @@
 // one, and a delete is a tombstone row that keeps its position. Phoenix locks and reads the row
 // on the region server; nothing is read back to the client.
 //
-// Rows arrive as the DataFrame's columns; `params[i]` names the column bound to the i-th '?'.
+// Rows arrive as the DataFrame's columns; `params[i]` names the column bound to the i-th '?'. Several
+// tables are written in one Spark job by writeTables: each row names its table (an int column), and
+// table t's statement binds params[paramStarts[t] .. paramStarts[t + 1]).
 // Dates and timestamps arrive as epoch days / epoch microseconds and become java.sql.Date /
 // Timestamp from the epoch count, never from calendar fields: Java's calendar is Julian before
 // 1582-10-15, MySQL's proleptic Gregorian.
@@ -36,24 +38,40 @@ public final class GuardedUpsert {
   public static void write(
       Dataset<Row> rows, String url, String sql, int[] params, int[] sqlTypes, int[] kinds, int commitRows,
       LongAccumulator written) {
-    rows.foreachPartition(new PartitionWriter(url, sql, params, sqlTypes, kinds, commitRows, written));
+    writeTables(rows, url, new String[] {sql}, params, new int[] {0, params.length}, -1, sqlTypes, kinds,
+        commitRows, written);
+  }
+
+  /**
+   * Writes every row of `rows` into the table its column `tableColumn` names (an index into `sqls`; -1:
+   * every row is table 0), in one Spark job; throws (failing the job) if any partition fails.
+   */
+  public static void writeTables(
+      Dataset<Row> rows, String url, String[] sqls, int[] params, int[] paramStarts, int tableColumn,
+      int[] sqlTypes, int[] kinds, int commitRows, LongAccumulator written) {
+    rows.foreachPartition(
+        new PartitionWriter(url, sqls, params, paramStarts, tableColumn, sqlTypes, kinds, commitRows, written));
   }
 
   static final class PartitionWriter implements ForeachPartitionFunction<Row> {
     private static final long serialVersionUID = 1L;
     private final String url;
-    private final String sql;
+    private final String[] sqls;
     private final int[] params;
+    private final int[] paramStarts;
+    private final int tableColumn;
     private final int[] sqlTypes;
     private final int[] kinds;
     private final int commitRows;
     private final LongAccumulator written;
 
-    PartitionWriter(String url, String sql, int[] params, int[] sqlTypes, int[] kinds, int commitRows,
-        LongAccumulator written) {
+    PartitionWriter(String url, String[] sqls, int[] params, int[] paramStarts, int tableColumn, int[] sqlTypes,
+        int[] kinds, int commitRows, LongAccumulator written) {
       this.url = url;
-      this.sql = sql;
+      this.sqls = sqls;
       this.params = params;
+      this.paramStarts = paramStarts;
+      this.tableColumn = tableColumn;
       this.sqlTypes = sqlTypes;
       this.kinds = kinds;
       this.commitRows = commitRows;
@@ -73,12 +91,18 @@ public final class GuardedUpsert {
         // Mutations are buffered in the connection and sent every commitRows rows: a crash
         // leaves some committed, which the replay writes again with the same result.
         conn.setAutoCommit(false);
-        try (PreparedStatement ps = conn.prepareStatement(sql)) {
+        PreparedStatement[] statements = new PreparedStatement[sqls.length];
+        try {
           long pending = 0;
           while (rows.hasNext()) {
             Row row = rows.next();
-            for (int i = 0; i < params.length; i++) {
-              bind(ps, i + 1, row, params[i]);
+            int table = tableColumn < 0 ? 0 : row.getInt(tableColumn);
+            PreparedStatement ps = statements[table];
+            if (ps == null) {
+              ps = statements[table] = conn.prepareStatement(sqls[table]);
+            }
+            for (int i = paramStarts[table]; i < paramStarts[table + 1]; i++) {
+              bind(ps, i - paramStarts[table] + 1, row, params[i]);
             }
             ps.executeUpdate();
             if (++pending == commitRows) {
@@ -89,6 +113,12 @@ public final class GuardedUpsert {
           }
           conn.commit();
           written.add(pending);
+        } finally {
+          for (PreparedStatement ps : statements) {
+            if (ps != null) {
+              ps.close();
+            }
+          }
         }
       }
     }
