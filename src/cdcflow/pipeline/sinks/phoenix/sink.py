@@ -475,7 +475,7 @@ class PhoenixSink(Sink):
             part = frame.where(F.col("_problem") != "").select("_t", text.alias("_text"))
             bad = part if bad is None else bad.unionByName(part)
         assert bad is not None
-        found = bad.groupBy("_t").agg(F.count("*").alias("n"), F.min("_text").alias("a"), F.max("_text").alias("b"))
+        found = bad.coalesce(_tasks(latest.sparkSession)).groupBy("_t").agg(F.count("*").alias("n"), F.min("_text").alias("a"), F.max("_text").alias("b"))
         unfit = {}
         for r in found.collect():
             examples = r["a"] if r["a"] == r["b"] else f"{r['a']}; {r['b']}"
@@ -494,6 +494,9 @@ class PhoenixSink(Sink):
         rows = frames[0]
         for frame in frames[1:]:
             rows = rows.unionByName(frame, allowMissingColumns=True)
+        # A union has each table's partitions; coalesced, a task (a Phoenix connection, a statement per table)
+        # writes a share of every table.
+        rows = rows.coalesce(_tasks(spark))
         at = {name: n for n, name in enumerate(rows.columns)}
         sql_types, kinds = [0] * len(at), [guarded.PLAIN] * len(at)
         statements = []
@@ -515,6 +518,11 @@ class PhoenixSink(Sink):
         """The executors' write (GuardedUpsert.java); the number of rows written."""
         return write_tables_from_executors(rows, self.url, statements, table_column, sql_types, kinds,
                                            self.commit_rows, f"cdcflow-phoenix-{self.name}")  # fmt: skip
+
+
+def _tasks(spark: SparkSession) -> int:
+    """Tasks for a batch's work over all of its tables: as many as the batch has partitions."""
+    return max(1, int(spark.conf.get("spark.sql.shuffle.partitions") or 1))
 
 
 def _bindable(value: Column, phoenix_type: str) -> Column:
