@@ -475,7 +475,11 @@ class PhoenixSink(Sink):
             part = frame.where(F.col("_problem") != "").select("_t", text.alias("_text"))
             bad = part if bad is None else bad.unionByName(part)
         assert bad is not None
-        found = bad.coalesce(_tasks(latest.sparkSession)).groupBy("_t").agg(F.count("*").alias("n"), F.min("_text").alias("a"), F.max("_text").alias("b"))
+        found = (
+            bad.coalesce(_tasks(latest.sparkSession))
+            .groupBy("_t")
+            .agg(F.count("*").alias("n"), F.min("_text").alias("a"), F.max("_text").alias("b"))
+        )
         unfit = {}
         for r in found.collect():
             examples = r["a"] if r["a"] == r["b"] else f"{r['a']}; {r['b']}"
