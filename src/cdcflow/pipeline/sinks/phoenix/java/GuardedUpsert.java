@@ -120,22 +120,16 @@ public final class GuardedUpsert {
     }
 
     /**
-     * Phoenix's driver from the loader that holds its jars (Spark's), not DriverManager's: its one instance,
-     * whose connections share the executor's cluster connection (a new driver object connects to the cluster
-     * anew, 0.4 s per task on an idle machine).
+     * Phoenix's driver from the loader that holds its jars (Spark's), not DriverManager's. A new driver object
+     * per task, which connects to the cluster anew (about 0.4 s on an idle machine): Phoenix's shared instance
+     * keeps table metadata across tasks, and after a table was dropped and created again with another key
+     * (written from the driver's own connection) its statements failed on columns it did not know.
      */
     private static Driver driver() throws ReflectiveOperationException {
-      Driver known = shared;
-      if (known == null) {
-        ClassLoader loader = Thread.currentThread().getContextClassLoader();
-        known = (Driver) Class.forName("org.apache.phoenix.jdbc.PhoenixDriver", true, loader)
-            .getField("INSTANCE").get(null);
-        shared = known;
-      }
-      return known;
+      ClassLoader loader = Thread.currentThread().getContextClassLoader();
+      return (Driver) Class.forName("org.apache.phoenix.jdbc.PhoenixDriver", true, loader)
+          .getDeclaredConstructor().newInstance();
     }
-
-    private static volatile Driver shared;
 
     private void bind(PreparedStatement ps, int index, Row row, int column) throws SQLException {
       if (row.isNullAt(column)) {
