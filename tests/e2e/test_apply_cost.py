@@ -55,6 +55,18 @@ def _history_of(db: str, table: str) -> bytes:
     return json.dumps({"kind": "table", "source": SOURCE, "db": db, "table": table, "columns": columns}).encode()
 
 
+def _batch_jobs(pipeline: Pipeline, checkpoints: Path, sink: str, ceiling: int) -> dict[int, list[str]]:
+    """The jobs of each batch of `sink`'s query; every batch ran, and each after the first at most `ceiling`."""
+    assert pipeline.spark is not None
+    query = checkpoint_query_id(checkpoints / sink)
+    assert query is not None
+    batches = jobs_per_batch(pipeline.spark, query)
+    assert sorted(batches) == list(range(BATCHES)), (sink, batches)
+    steady = {b: jobs for b, jobs in batches.items() if b > 0}
+    assert all(len(jobs) <= ceiling for jobs in steady.values()), (sink, steady)
+    return batches
+
+
 def test_a_steady_state_batch_of_the_delta_and_parquet_sinks_runs_one_spark_job(
     kafka: dict[str, Any], tmp_path: Path
 ) -> None:
@@ -89,12 +101,7 @@ def test_a_steady_state_batch_of_the_delta_and_parquet_sinks_runs_one_spark_job(
     spark = pipeline.spark
     assert spark is not None
     for sink, ceiling in STEADY_JOBS.items():
-        query = checkpoint_query_id(tmp_path / "checkpoints" / sink)
-        assert query is not None
-        batches = jobs_per_batch(spark, query)
-        assert sorted(batches) == list(range(BATCHES)), (sink, batches)
-        steady = {b: jobs for b, jobs in batches.items() if b > 0}
-        assert all(len(jobs) <= ceiling for jobs in steady.values()), (sink, steady)
+        _batch_jobs(pipeline, tmp_path / "checkpoints", sink, ceiling)
     # and the work was done: every change applied
     view = current_view(spark, str(tmp_path / "delta" / SOURCE / DB / TABLE))
     assert {r["id"]: r["qty"] for r in view.collect()} == expected
@@ -137,14 +144,8 @@ def test_a_steady_state_batch_of_the_hbase_sink_runs_one_spark_job(
     pipeline = Pipeline(cfg, {"bootstrap_servers": bootstrap, "zk_quorum": hbase["zk_quorum"]},
                         tmp_path / "checkpoints")  # fmt: skip
     assert pipeline.run(available_now=True) == {"copy": "done"}
-    assert pipeline.spark is not None
-    query = checkpoint_query_id(tmp_path / "checkpoints" / "copy")
-    assert query is not None
-    batches = jobs_per_batch(pipeline.spark, query)
-    assert sorted(batches) == list(range(BATCHES)), batches
+    batches = _batch_jobs(pipeline, tmp_path / "checkpoints", "copy", 1)
     assert len(batches[0]) == 2, batches[0]  # the new table's rows, after it was created
-    steady = {b: jobs for b, jobs in batches.items() if b > 0}
-    assert all(len(jobs) <= 1 for jobs in steady.values()), steady
     # and the work was done: the copy holds every row's newest value, the deleted columns gone
     copy = {c.row: c.value for c in hbase_client.scan(f"{table}_copy")}
     hbase_client.delete_table(f"{table}_copy")
@@ -189,13 +190,7 @@ def test_a_steady_state_batch_of_the_phoenix_sink_runs_three_spark_jobs_for_thre
     )  # fmt: skip
     pipeline = Pipeline(cfg, {"bootstrap_servers": bootstrap, "zk_quorum": "unused"}, tmp_path / "checkpoints")
     assert pipeline.run(available_now=True) == {"phoenix": "done"}
-    assert pipeline.spark is not None
-    query = checkpoint_query_id(tmp_path / "checkpoints" / "phoenix")
-    assert query is not None
-    batches = jobs_per_batch(pipeline.spark, query)
-    assert sorted(batches) == list(range(BATCHES)), batches
-    steady = {b: jobs for b, jobs in batches.items() if b > 0}
-    assert all(len(jobs) <= PHOENIX_STEADY_JOBS for jobs in steady.values()), steady
+    _batch_jobs(pipeline, tmp_path / "checkpoints", "phoenix", PHOENIX_STEADY_JOBS)
     # and the work was done: each table holds every key's newest quantity, the deleted keys gone
     for table in PHOENIX_TABLES:
         rows = phoenix_jvm.query(f'SELECT "ID", "QTY" FROM "{db.upper()}"."{table.upper()}"')
