@@ -53,6 +53,7 @@ def test_parse_names_the_problem_of_each_unusable_record_and_keeps_only_their_by
         json.dumps(event([1], source={"name": "it", "pos": [1]})).encode(): "source.connector missing",
         json.dumps(event([])).encode(): "source.pos must be a non-empty array of non-negative integers",
         json.dumps(event([3, -1])).encode(): "source.pos must be a non-empty array of non-negative integers",
+        json.dumps(event([3, None])).encode(): "source.pos must be a non-empty array of non-negative integers",
         json.dumps(event([1], cells=None)).encode(): "hbase event without cells",
         json.dumps(event([1], oversize={"topic": "big", "id": "x1"})).encode():
             "oversize change: values left out here, the whole event is in topic big under key x1 (the marker "
@@ -67,6 +68,14 @@ def test_parse_names_the_problem_of_each_unusable_record_and_keeps_only_their_by
         assert (rows[offset]["problem"], bytes(rows[offset]["raw"])) == (problem, value)
     assert "_corrupt" not in parsed.columns
     assert events_of(parsed).count() == 1 and malformed_of(parsed).count() == len(bad)
+
+
+def test_the_parse_checks_hold_no_lambda(spark: SparkSession) -> None:
+    """Only from_json keeps the parse out of whole-stage code generation: a lambda in the checks (`exists(pos,
+    ...)`) would keep the projection above it out too, and every task would generate that wide projection's code
+    again (the tests run interpreted, so the plan's text is what is checked)."""
+    plan = parse(kafka_frame(spark, [json.dumps(event([1, 2])).encode()]))._jdf.queryExecution().executedPlan()
+    assert "lambdafunction" not in plan.toString()
 
 
 def test_an_oversized_delete_and_a_truncate_are_usable_events(spark: SparkSession) -> None:
