@@ -184,7 +184,8 @@ def format_fold(path: str, table: dict[str, Any], now_ms: int) -> str:
     """A merge-on-read Delta table's freshness: changes not folded yet, the last fold."""
     last = table.get("last_fold_ms")
     folded = f"folded {(now_ms - last) / 1000:.0f}s ago in {table.get('fold_seconds')}s" if last else "not folded yet"
-    warn = "  STALE: the state table is older than fold_interval_s + 30 s" if table.get("stale") else ""
+    stale = table.get("stale")
+    warn = "  STALE: the state table is older than fold_interval_s + the folds' rest + 30 s" if stale else ""
     error = f"  fold failing: {table['fold_error']}" if table.get("fold_error") else ""
     return (f"{'':16}{path}: {table.get('pending_rows', 0)} pending (oldest {table.get('pending_age_s', 0)}s), "
             f"{folded}{warn}{error}")  # fmt: skip

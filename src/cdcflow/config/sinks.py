@@ -85,6 +85,9 @@ class DeltaStateOptions(_Mapped):
     fold_rows: int = Field(default=200_000, ge=1)
     # Fold a table once its oldest pending change is this old.
     fold_interval_s: float = Field(default=60.0, gt=0)
+    # At most this share of the time goes to folding: after folds that took R s, the next wait at least
+    # R * (1 - share) / share (a table with fold_rows pending does not wait). 1: fold whenever due.
+    fold_time_share: float = Field(default=0.25, gt=0, le=1)
     # The log gets small files every batch: OPTIMIZE it (in the fold thread) every this many log
     # versions; 0: never (then run OPTIMIZE on your own schedule).
     log_optimize_every: int = Field(default=100, ge=0)

@@ -381,7 +381,7 @@ def fold_rows(
     sink: str, tables: Mapping[str, Mapping[str, Any]], now: float, warnings: list[str]
 ) -> list[dict[str, Any]]:
     """A merge-on-read Delta sink's tables as the page shows them (pending changes, last fold), with a
-    warning per table whose state is older than its fold interval + 30 s or whose fold fails."""
+    warning per table whose state is older than its fold interval + the folds' rest + 30 s or whose fold fails."""
     rows = []
     for path, t in sorted(tables.items()):
         last = t.get("last_fold_ms")
@@ -394,5 +394,5 @@ def fold_rows(
             warnings.append(f"sink {sink}: folding {path} fails (its changes stay in the log): {t['fold_error']}")
         elif t.get("stale"):
             warnings.append(f"sink {sink}: the state table {path} is {t.get('pending_age_s')} s behind its log "
-                            "(older than fold_interval_s + 30 s)")  # fmt: skip
+                            "(older than fold_interval_s + the folds' rest + 30 s)")  # fmt: skip
     return rows

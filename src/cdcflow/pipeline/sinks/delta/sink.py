@@ -1,8 +1,9 @@
 """Delta Lake current-state sink, merge-on-read (decision 0014): every batch is one append to the
 sink's change log (`log.py`, all tables in one commit); each source table's changes are folded into
 its current-state table behind it (`fold_service.py`, scheduled by `folds.py`: when `fold_rows` changes
-are pending or the oldest is `fold_interval_s` old, in a background thread); `views.current_view` reads a
-table exactly as of the last applied batch (the state plus the changes not folded yet).
+are pending or the oldest is `fold_interval_s` old, in a background thread that folds at most
+`fold_time_share` of the time); `views.current_view` reads a table exactly as of the last applied batch
+(the state plus the changes not folded yet).
 
 State tables are at <path>/<source name>/<db>/<table> (two sources with the same db.table stay apart), each
 with its fold record beside it (`records.py`), in one of three layouts (`layouts/`): HBase cells, typed MySQL
@@ -63,7 +64,7 @@ class DeltaStateSink(Sink):
                                    hooks or FoldHooks())  # fmt: skip
         self.folds = FoldScheduler(
             name, self.service.fold, options.fold_rows, options.fold_interval_s, MERGE_THREADS,
-            self.service.housekeeping,
+            self.service.housekeeping, options.fold_time_share,
         )  # fmt: skip
 
     def table_path(self, source: str, db: str, table: str) -> str:
@@ -129,6 +130,7 @@ class DeltaStateSink(Sink):
         self.batches.open(spark)
         self.service.opened(spark, self.batches.version)
         self._log_ready = True
+        self.folds.sized_to(spark.sparkContext.defaultParallelism)
         self.folds.start(self.service.registered_tables(spark))
 
     def open(self, spark: SparkSession) -> None:
