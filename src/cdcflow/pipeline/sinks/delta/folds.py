@@ -3,8 +3,8 @@
 A table is due when `fold_rows` of its changes are pending or its oldest pending change was logged
 `fold_interval_s` ago. A thread of the sink's own looks every second and folds the due tables,
 several at once on half the cores (a MERGE is mostly fixed cost on the driver, which overlaps with the
-others' jobs; the other half is left to the batches, which keep appending meanwhile). A failed fold is logged, counted and tried again later: its
-changes stay in the log, and the current view still shows them.
+others' jobs; the other half is left to the batches, which keep appending meanwhile). A failed fold is
+logged, counted and tried again later: its changes stay in the log, and the current view still shows them.
 
 Folds are paced by their cost: after a round of folds that took R seconds, the thread rests
 R * (1 - share) / share before the next round (`fold_time_share`), so folding takes at most that share
