@@ -35,3 +35,14 @@ def test_create_topic_is_idempotent(kafka: dict[str, Any]) -> None:
     k.create_topic(kafka["bootstrap_servers"], topic)
     k.create_topic(kafka["bootstrap_servers"], topic)
     assert topic in k.list_topics(kafka["bootstrap_servers"])
+
+
+def test_a_created_topic_is_served_by_every_partition_at_once(kafka: dict[str, Any]) -> None:
+    """A broker lists a new topic a moment before it opens the topic's partitions; records produced in that
+    moment by an idempotent producer can be refused as out of order until their delivery timeout. Right after
+    create_topic returns, every partition's leader answers for it (a ListOffsets request, asked once)."""
+    bootstrap = kafka["bootstrap_servers"]
+    for _ in range(5):
+        topic = unique_name("it_served")
+        k.create_topic(bootstrap, topic, partitions=8)
+        assert k.end_offsets(bootstrap, topic) == dict.fromkeys(range(8), 0)

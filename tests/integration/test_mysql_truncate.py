@@ -46,6 +46,7 @@ def test_truncate_is_an_event_in_every_partition_at_its_place(
         records = consume(bootstrap, f"{cfg.topic_prefix}.{db}.t", expected=9, timeout_s=60)
     finally:
         capture.stop()
+    assert len(records) == 9, [(r.partition, r.offset, r.value) for r in records]
     assert capture.capture.stats.truncates == 1
     events = [(r, decode(r.value or b"")) for r in records]
     truncates = [(r, e) for r, e in events if e.op.value == "t"]

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._config import ConfigResource
+from confluent_kafka.admin._listoffsets import OffsetSpec
 from confluent_kafka.cimpl import NewTopic
 
 from cdcflow.errors import RetryableError, ServiceUnavailable, TerminalError
@@ -89,7 +90,9 @@ def create_topic(
     bootstrap: KafkaTarget, name: str, partitions: int = 1, replication: int = 1, timeout_s: float = 30.0,
     config: dict[str, str] | None = None,
 ) -> None:  # fmt: skip
-    """Create `name` (with topic-level `config`); an existing topic is fine (idempotent)."""
+    """Create `name` (with topic-level `config`); an existing topic is fine (idempotent). Returns once every
+    partition's leader serves it (`wait_until_served`), so records produced next cannot meet a partition that
+    its broker has not opened yet."""
     admin = _admin(bootstrap)  # must outlive the future: a collected client cancels its requests
     topic = NewTopic(name, num_partitions=partitions, replication_factor=replication, config=config or {})
     futures = admin.create_topics([topic], request_timeout=timeout_s)
@@ -99,10 +102,48 @@ def create_topic(
         raise ServiceUnavailable(f"create topic {name}: no answer from Kafka in {timeout_s:.0f} s") from exc
     except KafkaException as exc:
         err: KafkaError = exc.args[0]
-        if err.code() == KafkaError.TOPIC_ALREADY_EXISTS:
-            return
-        cls = RetryableError if err.retriable() else TerminalError
-        raise cls(f"create topic {name}: {err.str()}") from exc
+        if err.code() != KafkaError.TOPIC_ALREADY_EXISTS:
+            cls = RetryableError if err.retriable() else TerminalError
+            raise cls(f"create topic {name}: {err.str()}") from exc
+    wait_until_served(admin, name, timeout_s)
+
+
+# Answers that waiting does not change (anything else, NOT_LEADER_OR_FOLLOWER above all, is a partition
+# still opening).
+_REFUSED = frozenset({KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+                      KafkaError.SASL_AUTHENTICATION_FAILED, KafkaError._AUTHENTICATION})  # fmt: skip
+
+
+def wait_until_served(admin: AdminClient, topic: str, timeout_s: float = 30.0) -> int:
+    """Wait until the leader of every partition of `topic` answers a ListOffsets request for it; returns how
+    many partitions it has.
+
+    Why: a broker lists a new topic in its metadata a moment before it opens the topic's partitions. An
+    idempotent producer that sends two requests to a partition in that moment can see the first refused
+    (NOT_LEADER_OR_FOLLOWER) and the second written, as the broker has no sequence state for the producer
+    yet; the first one's records are then refused as out of order until their delivery timeout (Apache
+    Kafka's KAFKA-15591). A partition that answers ListOffsets is open on its leader."""
+    deadline = time.monotonic() + timeout_s
+    last: object = "topic not in metadata"
+    while True:
+        try:
+            meta = admin.list_topics(topic=topic, timeout=max(1.0, min(10.0, deadline - time.monotonic())))
+            found = meta.topics.get(topic)
+            if found is not None and found.error is None and found.partitions:
+                wanted = {TopicPartition(topic, p): OffsetSpec.latest() for p in found.partitions}  # type: ignore[no-untyped-call]
+                answers = admin.list_offsets(wanted, request_timeout=max(1.0, min(10.0, deadline - time.monotonic())))
+                for future in answers.values():
+                    future.result()
+                return len(found.partitions)
+            last = found.error if found is not None else "topic not in metadata"
+        except KafkaException as exc:
+            err = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+            if err is not None and err.code() in _REFUSED:
+                raise TerminalError(f"topic {topic}: {err.str()}") from exc
+            last = err.str() if err is not None else exc
+        if time.monotonic() >= deadline:
+            raise ServiceUnavailable(f"topic {topic}: its partitions are not served after {timeout_s:.0f} s ({last})")
+        time.sleep(0.05)
 
 
 def produce_sync(
