@@ -410,3 +410,38 @@ def test_rows_a_hand_made_table_had_before_cdcflow_take_changes_and_show(
     assert run_pipeline(kafka, phoenix_url, prefix, tmp_path / "cp")["phoenix"] == "done"
     live = phoenix_jvm.query(f'SELECT "ID" FROM {name} WHERE "_CDCFLOW_DELETED" = FALSE ORDER BY "ID"')
     assert [int(r[0]) for r in live] == [1, 3]
+
+
+def test_the_executors_keep_one_phoenix_driver_from_batch_to_batch(
+    kafka: dict[str, Any], phoenix_url: str, tmp_path: Path, phoenix_jvm: PhoenixJvm
+) -> None:
+    """A Phoenix driver connects to the cluster anew (seconds under load): the executors keep one per sink from
+    one batch to the next while no table changed, and the sink's close releases it."""
+    from pyspark.sql import SparkSession
+
+    prefix = f"px{uuid.uuid4().hex[:8]}"
+    db, table = f"shop_{prefix}", "Kept"
+    history = f"{prefix}-history"
+    bootstrap = kafka["bootstrap_servers"]
+    k.create_topic(bootstrap, history, partitions=1)
+    record = {"kind": "table", "source": "db1", "db": db, "table": table, "columns": COLUMNS, "pos": [1, 4, 0]}
+    k.produce_sync(bootstrap, history, [(b"db1", json.dumps(record).encode())])
+    topic = f"{prefix}.{db}.{table}"
+    k.create_topic(bootstrap, topic, partitions=2)
+    events = [event(db, table, "c", {"Region": "eu", "id": i}, [1, 100 + i, 0], row(i, "eu", qty=i)) for i in range(16)]
+    k.produce_sync(bootstrap, topic, [(str(i % 2).encode(), e) for i, e in enumerate(events)])
+    jvm = SparkSession.builder.getOrCreate().sparkContext._jvm
+    assert jvm is not None
+    helper = jvm.io.cdcflow.spark.GuardedUpsert
+    made = helper.driversMade()
+
+    checkpoints = tmp_path / "cp"
+    status = run_pipeline(kafka, phoenix_url, prefix, checkpoints, create_tables=True, schema_history_topic=history)
+
+    assert status["phoenix"] == "done", status
+    batches = len([p for p in (checkpoints / "phoenix").rglob("commits/*") if p.name.isdigit()])
+    assert batches >= 4  # 16 events, 4 per trigger: the later batches are where a driver is kept
+    assert helper.driversMade() - made == 1  # two tasks a batch; one driver (the table was made in batch 0)
+    assert not helper.keeps(f"{phoenix_url}|phoenix")  # released when the pipeline closed the sink
+    got = phoenix_jvm.query(f'SELECT "ID", "QTY" FROM "{db.upper()}"."KEPT" ORDER BY "QTY"')
+    assert [(int(i), q) for i, q in got] == [(i, i) for i in range(16)]

@@ -9,11 +9,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from cdcflow.events.heartbeats import heartbeat_record
 from cdcflow.events.json_codec import SCHEMA_ID
-from cdcflow.pipeline.envelope import OVERSIZE, dedupe, events_of, heartbeat_ts, malformed_of, parse
+from cdcflow.pipeline.envelope import OVERSIZE, batch_value, dedupe, events_of, heartbeat_ts, malformed_of, parse
 from cdcflow.pipeline.session import build_session
 
 KAFKA = "key binary, value binary, topic string, partition int, offset long"
@@ -135,3 +136,29 @@ def test_heartbeat_records_are_neither_events_nor_dead_letters_and_carry_their_s
     assert parsed.agg(heartbeat_ts().alias("ts")).first()["ts"] == 1_700_000_000_900  # type: ignore[index]
     without = parse(kafka_frame(spark, [json.dumps(event([1, 2])).encode()]))
     assert without.agg(heartbeat_ts().alias("ts")).first()["ts"] is None  # type: ignore[index]
+
+
+def test_the_batch_id_column_generates_the_same_code_in_every_batch(spark: SparkSession) -> None:
+    """A long literal is written into the generated class: with `F.lit(batch_id)` every batch's stage was a new
+    class for Janino to compile. `batch_value` keeps the id out of the code, with the type `F.lit` gives."""
+
+    def code(column: Column) -> str:
+        frame = spark.range(3).select(column.alias("batch_id"), (F.col("id") * 2).alias("twice"))
+        generated = frame._jdf.queryExecution().debug().codegenToSeq()
+        return "\n".join(str(generated.apply(i)._2()) for i in range(generated.size()))
+
+    generated = {"spark.sql.codegen.wholeStage": "true", "spark.sql.codegen.factoryMode": "FALLBACK"}
+    previous = {key: spark.conf.get(key) for key in generated}  # the tests run interpreted otherwise
+    for key, value in generated.items():
+        spark.conf.set(key, value)
+    try:
+        assert code(F.lit(5)) != code(F.lit(6))  # what the literal did
+        assert code(batch_value(5)) == code(batch_value(6)) != ""
+    finally:
+        for key, value in previous.items():
+            spark.conf.set(key, value)
+    rows = spark.range(2).select(batch_value(7).alias("b"), F.lit(7).alias("lit")).collect()
+    assert [r["b"] for r in rows] == [7, 7]
+    types = spark.range(1).select(batch_value(7).alias("a"), F.lit(7).alias("b"), batch_value(2**31).alias("c"),
+                                  F.lit(2**31).alias("d")).schema  # fmt: skip
+    assert [f.dataType for f in types[:2]] == [types[1].dataType] * 2 and types[2].dataType == types[3].dataType

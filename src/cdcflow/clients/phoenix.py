@@ -131,11 +131,13 @@ def write_from_executors(
 
 def write_tables_from_executors(
     rows: Any, url: str, statements: list[tuple[str, list[int]]], table_column: int, sql_types: list[int],
-    kinds: list[int], commit_rows: int, name: str,
+    kinds: list[int], commit_rows: int, name: str, driver: tuple[str, str] = ("", ""),
 ) -> int:  # fmt: skip
     """Write every row of the DataFrame `rows` with the statement its int column `table_column` names (an index
     into `statements`: SQL, and the row's column bound to each `?`; -1: every row takes the first), in one Spark
-    job (GuardedUpsert.java); the number of rows written. `sql_types` and `kinds` are per column of `rows`."""
+    job (GuardedUpsert.java); the number of rows written. `sql_types` and `kinds` are per column of `rows`.
+    `driver`: (scope, epoch) under which the executors keep their Phoenix driver from one call to the next
+    (("", ""): a new driver per task)."""
     sc = rows.sparkSession.sparkContext
     gateway, jvm = sc._gateway, sc._jvm
 
@@ -153,12 +155,21 @@ def write_tables_from_executors(
     counter = sc._jsc.sc().longAccumulator(name)
     try:
         jvm.io.cdcflow.spark.GuardedUpsert.writeTables(
-            rows._jdf, url, sqls, ints([p for _, params in statements for p in params]), ints(starts), table_column,
-            ints(sql_types), ints(kinds), commit_rows, counter,
+            rows._jdf, url, driver[0], driver[1], sqls, ints([p for _, params in statements for p in params]),
+            ints(starts), table_column, ints(sql_types), ints(kinds), commit_rows, counter,
         )  # fmt: skip
     except (Py4JError, Py4JJavaError) as exc:
         raise translate(exc, statements[0][0] if len(statements) == 1 else None) from exc
     return int(counter.value())
+
+
+def release_executor_driver(jvm: Any, scope: str) -> None:
+    """Close the Phoenix driver that `jvm` (the Spark driver's, which holds the executors in local mode) keeps
+    for `scope`; nothing if it keeps none or is gone."""
+    try:
+        jvm.io.cdcflow.spark.GuardedUpsert.release(scope)
+    except (Py4JError, Py4JJavaError):
+        pass  # the JVM is gone, and its drivers with it
 
 
 class PhoenixJvm:

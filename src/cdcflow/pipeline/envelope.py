@@ -158,6 +158,18 @@ def malformed_of(parsed: DataFrame) -> DataFrame:
     return parsed.where(is_malformed(F.col("problem")))
 
 
+def batch_value(batch_id: int) -> Column:
+    """`batch_id` as a column of every row, typed as `F.lit(batch_id)` is (int, long from 2^31: the change log's
+    column was made that way), whose generated code is the same in every batch.
+
+    Code generation writes a long literal into the generated class, so `F.lit(batch_id)` made each batch's
+    stage a class of its own, compiled again (Janino, on the driver and in the tasks). A string literal is
+    kept out of the code (a reference); the empty string made from the partition id, which is not known before
+    the rows run, keeps the optimizer from folding the cast back into a number in the code."""
+    unknown_empty = F.substring(F.spark_partition_id().cast("string"), 1, 0)
+    return F.concat(F.lit(str(batch_id)), unknown_empty).cast("int" if batch_id < 2**31 else "long")
+
+
 def heartbeat_ts(among: Column | None = None) -> Column:
     """The newest source time the heartbeat records of a parsed batch (those `among` marks) vouch for (an
     aggregate; null without any)."""

@@ -32,6 +32,7 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
+from cdcflow.pipeline.envelope import batch_value
 from cdcflow.pipeline.sinks.delta.records import read_text
 from cdcflow.pipeline.sinks.delta.tables import drop_log_without_commits
 
@@ -62,7 +63,7 @@ def changelog_rows(events: DataFrame, batch_id: int) -> DataFrame:
         F.col("topic").alias("kafka_topic"),
         F.col("partition").alias("kafka_partition"),
         F.col("offset").alias("kafka_offset"),
-        F.lit(batch_id).alias("batch_id"),
+        batch_value(batch_id).alias("batch_id"),
     )
 
 

@@ -38,6 +38,7 @@ from __future__ import annotations
 import logging
 import re
 import time
+import uuid
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -45,7 +46,13 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import MapType, StringType
 
 from cdcflow.clients.kafka.client import KafkaEndpoint
-from cdcflow.clients.phoenix import PhoenixConnection, PhoenixError, write_tables_from_executors
+from cdcflow.clients.phoenix import (
+    PhoenixConnection,
+    PhoenixError,
+    PhoenixUnavailable,
+    release_executor_driver,
+    write_tables_from_executors,
+)
 from cdcflow.config.sinks import PhoenixOptions, SinkOptions
 from cdcflow.errors import ConfigError, TerminalError
 from cdcflow.jars import phoenix as phoenix_jars
@@ -126,6 +133,12 @@ class PhoenixSink(Sink):
         self._targets: dict[tuple[str, str, str], ps.PhoenixTable] = {}  # → the guarded table written
         self._sources: dict[str, str] = {}  # Phoenix table → the source that writes it
         self._leases: WriterLeases | None = None
+        # The executors keep a Phoenix driver per sink while its epoch stays (GuardedUpsert.driver): the epoch
+        # moves whenever a table was checked, created or altered, or a batch failed, so the next write's
+        # tasks start with fresh table metadata.
+        self._driver_scope = f"{self.url}|{name}"
+        self._epoch_token, self._epoch = uuid.uuid4().hex[:8], 0
+        self._jvm: Any = None  # the Spark driver's JVM, once a connection was made there
 
     def jars(self) -> list[str]:
         return [str(j) for j in (*phoenix_jars.client_jars(), phoenix_jars.helper_jar())]
@@ -137,6 +150,7 @@ class PhoenixSink(Sink):
             assert jvm is not None
             loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
             self._conn = PhoenixConnection(jvm, loader, self.url)
+            self._jvm = jvm
         return self._conn
 
     def _reset(self) -> None:
@@ -144,9 +158,13 @@ class PhoenixSink(Sink):
             self._conn.close()
         self._conn = None
         self._targets.clear()
+        self._epoch += 1
 
     def close(self) -> None:
         self._reset()
+        if self._jvm is not None:  # the Spark driver JVM's kept driver (the executors' end with their JVMs)
+            release_executor_driver(self._jvm, self._driver_scope)
+            self._jvm = None
         if self._leases is not None:
             self._leases.close()  # the session ends: every lease of this sink is released
             self._leases = None
@@ -199,6 +217,7 @@ class PhoenixSink(Sink):
                 f"'{schema}_{source.upper()}.{name}'}}"
             )
         written = self._guarded_table(conn, spark, label, source, db, table, schema, name, rekeyed)
+        self._epoch += 1  # the table may have been created or altered: the executors take new drivers
         unknown = sorted(columns - {c.name for c in guarded.data_columns(written)})
         if unknown:
             raise PhoenixSchemaError(
@@ -407,7 +426,7 @@ class PhoenixSink(Sink):
             # connections) is paid once per batch, not once per table.
             if keys:
                 self._write_tables(spark, latest, keys, targets, truncates, batch_id)
-        except PhoenixError:
+        except (PhoenixError, PhoenixUnavailable):
             self._reset()  # reconnect and re-check the tables on the retry
             raise
         finally:
@@ -521,7 +540,8 @@ class PhoenixSink(Sink):
     ) -> int:  # fmt: skip
         """The executors' write (GuardedUpsert.java); the number of rows written."""
         return write_tables_from_executors(rows, self.url, statements, table_column, sql_types, kinds,
-                                           self.commit_rows, f"cdcflow-phoenix-{self.name}")  # fmt: skip
+                                           self.commit_rows, f"cdcflow-phoenix-{self.name}",
+                                           (self._driver_scope, f"{self._epoch_token}.{self._epoch}"))  # fmt: skip
 
 
 def _tasks(spark: SparkSession) -> int:

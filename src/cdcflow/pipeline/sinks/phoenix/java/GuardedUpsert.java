@@ -1,6 +1,10 @@
 // Writes a batch's newest change per key into a Phoenix table from the Spark executors, one
 // JDBC connection per partition, guarded on the server (decision 0016).
 //
+// Each executor keeps one Phoenix driver per writer `scope` (a sink) for as long as the writer's
+// `epoch` stays the same; the writer changes its epoch whenever it changed a table's schema (see
+// driver()).
+//
 // The statement is an UPSERT ... ON DUPLICATE KEY UPDATE built by cdcflow's Python side
 // (cdcflow.pipeline.sinks.phoenix.guarded): every column is set only when the incoming position is
 // greater than the one stored in the row, so an older or replayed change never overwrites a newer
@@ -20,8 +24,11 @@ import java.sql.Driver;
 import java.sql.PreparedStatement;
 import java.sql.SQLException;
 import java.sql.Timestamp;
+import java.util.HashMap;
 import java.util.Iterator;
+import java.util.Map;
 import java.util.Properties;
+import java.util.concurrent.atomic.AtomicLong;
 import org.apache.spark.api.java.function.ForeachPartitionFunction;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
@@ -38,24 +45,101 @@ public final class GuardedUpsert {
   public static void write(
       Dataset<Row> rows, String url, String sql, int[] params, int[] sqlTypes, int[] kinds, int commitRows,
       LongAccumulator written) {
-    writeTables(rows, url, new String[] {sql}, params, new int[] {0, params.length}, -1, sqlTypes, kinds,
+    writeTables(rows, url, "", "", new String[] {sql}, params, new int[] {0, params.length}, -1, sqlTypes, kinds,
         commitRows, written);
   }
 
   /**
    * Writes every row of `rows` into the table its column `tableColumn` names (an index into `sqls`; -1:
-   * every row is table 0), in one Spark job; throws (failing the job) if any partition fails.
+   * every row is table 0), in one Spark job; throws (failing the job) if any partition fails. `scope` names
+   * the writer whose driver the executors keep while `epoch` stays the same ("": a new driver per task).
    */
   public static void writeTables(
-      Dataset<Row> rows, String url, String[] sqls, int[] params, int[] paramStarts, int tableColumn,
-      int[] sqlTypes, int[] kinds, int commitRows, LongAccumulator written) {
-    rows.foreachPartition(
-        new PartitionWriter(url, sqls, params, paramStarts, tableColumn, sqlTypes, kinds, commitRows, written));
+      Dataset<Row> rows, String url, String scope, String epoch, String[] sqls, int[] params, int[] paramStarts,
+      int tableColumn, int[] sqlTypes, int[] kinds, int commitRows, LongAccumulator written) {
+    rows.foreachPartition(new PartitionWriter(url, scope, epoch, sqls, params, paramStarts, tableColumn, sqlTypes,
+        kinds, commitRows, written));
+  }
+
+  /** The drivers this JVM keeps: scope -> {epoch, driver}. */
+  private static final Map<String, Object[]> DRIVERS = new HashMap<>();
+
+  /** Drivers this JVM made for writes (each one connected to the cluster anew). */
+  private static final AtomicLong MADE = new AtomicLong();
+
+  public static long driversMade() {
+    return MADE.get();
+  }
+
+  /** Whether this JVM keeps a driver for `scope`. */
+  public static boolean keeps(String scope) {
+    synchronized (DRIVERS) {
+      return DRIVERS.containsKey(scope);
+    }
+  }
+
+  /**
+   * Phoenix's driver from the loader that holds its jars (Spark's), not DriverManager's.
+   *
+   * <p>A driver connects to the cluster when it makes its first connection (about 0.4 s on an idle machine,
+   * seconds under load) and keeps table metadata from then on. Phoenix's shared instance is not used: after a
+   * table was dropped and created again with another key (from the writer's own connection on the Spark
+   * driver) its statements failed on columns it did not know. So a driver is kept per writer and epoch, and
+   * the writer moves to a new epoch after every schema change it makes: the next batch's tasks get a new
+   * driver, and the old one is closed (a writer runs one batch at a time, so none of its tasks uses it).
+   */
+  static Driver driver(String scope, String epoch) throws Exception {
+    if (scope.isEmpty()) {
+      return newDriver();
+    }
+    Object[] stale = null;
+    Driver kept;
+    synchronized (DRIVERS) {
+      Object[] entry = DRIVERS.get(scope);
+      if (entry != null && epoch.equals(entry[0])) {
+        return (Driver) entry[1];
+      }
+      stale = entry;
+      kept = newDriver();
+      DRIVERS.put(scope, new Object[] {epoch, kept});
+    }
+    if (stale != null) {
+      close((Driver) stale[1]);
+    }
+    return kept;
+  }
+
+  /** Closes the driver kept for `scope`, if any (the writer is done: a sink closed). */
+  public static void release(String scope) {
+    Object[] entry;
+    synchronized (DRIVERS) {
+      entry = DRIVERS.remove(scope);
+    }
+    if (entry != null) {
+      close((Driver) entry[1]);
+    }
+  }
+
+  private static Driver newDriver() throws ReflectiveOperationException {
+    MADE.incrementAndGet();
+    ClassLoader loader = Thread.currentThread().getContextClassLoader();
+    return (Driver) Class.forName("org.apache.phoenix.jdbc.PhoenixDriver", true, loader)
+        .getDeclaredConstructor().newInstance();
+  }
+
+  private static void close(Driver driver) {
+    try {
+      driver.getClass().getMethod("close").invoke(driver); // PhoenixDriver.close: its cluster connections
+    } catch (ReflectiveOperationException | RuntimeException e) {
+      // nothing to do: a driver that cannot close holds only what the JVM frees at its end
+    }
   }
 
   static final class PartitionWriter implements ForeachPartitionFunction<Row> {
     private static final long serialVersionUID = 1L;
     private final String url;
+    private final String scope;
+    private final String epoch;
     private final String[] sqls;
     private final int[] params;
     private final int[] paramStarts;
@@ -65,9 +149,11 @@ public final class GuardedUpsert {
     private final int commitRows;
     private final LongAccumulator written;
 
-    PartitionWriter(String url, String[] sqls, int[] params, int[] paramStarts, int tableColumn, int[] sqlTypes,
-        int[] kinds, int commitRows, LongAccumulator written) {
+    PartitionWriter(String url, String scope, String epoch, String[] sqls, int[] params, int[] paramStarts,
+        int tableColumn, int[] sqlTypes, int[] kinds, int commitRows, LongAccumulator written) {
       this.url = url;
+      this.scope = scope;
+      this.epoch = epoch;
       this.sqls = sqls;
       this.params = params;
       this.paramStarts = paramStarts;
@@ -83,7 +169,7 @@ public final class GuardedUpsert {
       if (!rows.hasNext()) {
         return;
       }
-      try (Connection conn = driver().connect(url, new Properties())) {
+      try (Connection conn = driver(scope, epoch).connect(url, new Properties())) {
         // Mutations are buffered in the connection and sent every commitRows rows: a crash
         // leaves some committed, which the replay writes again with the same result.
         conn.setAutoCommit(false);
@@ -117,18 +203,6 @@ public final class GuardedUpsert {
           }
         }
       }
-    }
-
-    /**
-     * Phoenix's driver from the loader that holds its jars (Spark's), not DriverManager's. A new driver object
-     * per task, which connects to the cluster anew (about 0.4 s on an idle machine): Phoenix's shared instance
-     * keeps table metadata across tasks, and after a table was dropped and created again with another key
-     * (written from the driver's own connection) its statements failed on columns it did not know.
-     */
-    private static Driver driver() throws ReflectiveOperationException {
-      ClassLoader loader = Thread.currentThread().getContextClassLoader();
-      return (Driver) Class.forName("org.apache.phoenix.jdbc.PhoenixDriver", true, loader)
-          .getDeclaredConstructor().newInstance();
     }
 
     private void bind(PreparedStatement ps, int index, Row row, int column) throws SQLException {
