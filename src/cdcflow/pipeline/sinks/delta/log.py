@@ -70,12 +70,18 @@ def changelog_rows(events: DataFrame, batch_id: int) -> DataFrame:
 def ensure_log(spark: SparkSession, path: str, schema: StructType) -> None:
     """Create the log (partitioned by source table, Change Data Feed on: folds read the rows of a
     version range from it) unless it exists. A log made by an earlier cdcflow (the changelog sink's
-    unpartitioned table) is continued as it is."""
+    unpartitioned table) is continued as it is.
+
+    Column statistics only on `batch_id`: nothing reads the log by a column's range (folds read versions of a
+    table's partition), and by default Delta takes minimum, maximum and null count of its first 32 columns in
+    every append, the event's JSON texts among them (about a tenth of a plain Delta append of change events,
+    benchmarks/delta_append_breakdown.py). Row counts are kept: `_added_rows` reads them."""
     drop_log_without_commits(spark, path)
     if DeltaTable.isDeltaTable(spark, path):
         return
     builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(schema).partitionedBy(*PARTITIONS)
-    builder.property("delta.enableChangeDataFeed", "true").execute()
+    builder = builder.property("delta.enableChangeDataFeed", "true")
+    builder.property("delta.dataSkippingStatsColumns", "batch_id").execute()
 
 
 # The key of cdcflow's mark in a batch commit's `userMetadata`.
