@@ -24,7 +24,6 @@ import argparse
 import logging
 import statistics
 import tempfile
-import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -33,7 +32,7 @@ from delta.tables import DeltaTable
 from delta_merge_on_read import DB, cdcflow_seconds, produce  # type: ignore[import-not-found]
 from machine import machine_summary  # type: ignore[import-not-found]
 from pyspark.sql import DataFrame, SparkSession
-from spark_baseline import raw_kafka_to_parquet_seconds  # type: ignore[import-not-found]
+from spark_baseline import foreach_batch_seconds, raw_kafka_to_parquet_seconds  # type: ignore[import-not-found]
 
 from cdcflow.config.paths import default_stack_home
 from cdcflow.jars import versions
@@ -43,19 +42,6 @@ from cdcflow.pipeline.sinks.delta.log import PARTITIONS, changelog_rows, ensure_
 from cdcflow.stack import Stack
 
 Step = Callable[[DataFrame, int], None]
-
-
-def streamed_seconds(spark: SparkSession, bootstrap: str, pattern: str, max_offsets: int, work: Path,
-                     step: Step) -> float:  # fmt: skip
-    started = time.perf_counter()
-    (
-        spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
-        .option("subscribePattern", pattern).option("startingOffsets", "earliest")
-        .option("maxOffsetsPerTrigger", str(max_offsets)).load()
-        .writeStream.foreachBatch(step).option("checkpointLocation", str(work / "checkpoint"))
-        .trigger(availableNow=True).start().awaitTermination()
-    )  # fmt: skip
-    return time.perf_counter() - started
 
 
 def steps(spark: SparkSession, work: Path) -> dict[str, Step]:
@@ -113,7 +99,7 @@ def main() -> None:
             work = Path(tmp)
             took = {"raw copy": raw_kafka_to_parquet_seconds(spark, bootstrap, pattern, args.max_offsets, work / "raw")}
             for n, (name, step) in enumerate(steps(spark, work).items()):
-                took[name] = streamed_seconds(spark, bootstrap, pattern, args.max_offsets, work / f"step{n}", step)
+                took[name] = foreach_batch_seconds(spark, bootstrap, pattern, args.max_offsets, work / f"step{n}", step)
             total, append, batches = cdcflow_seconds(bootstrap, pattern, prefix, args.max_offsets, work,
                                                      fold_interval_s=1e9, fold_rows=10**12)  # fmt: skip
             took["delta sink, append path (runner)"] = append

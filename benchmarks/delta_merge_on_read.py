@@ -39,7 +39,7 @@ from delta.tables import DeltaTable
 from machine import machine_summary  # type: ignore[import-not-found]
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from spark_baseline import raw_kafka_to_parquet_seconds  # type: ignore[import-not-found]
+from spark_baseline import foreach_batch_seconds, raw_kafka_to_parquet_seconds  # type: ignore[import-not-found]
 
 from cdcflow.clients import kafka as k
 from cdcflow.config import PipelineConfig, SinkConfig
@@ -142,15 +142,7 @@ def docs_merge_seconds(
             .execute()
         )  # fmt: skip
 
-    started = time.perf_counter()
-    (
-        spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
-        .option("subscribePattern", pattern).option("startingOffsets", "earliest")
-        .option("maxOffsetsPerTrigger", str(max_offsets)).load()
-        .writeStream.foreachBatch(upsert).option("checkpointLocation", str(workdir / "docs-merge-checkpoint"))
-        .trigger(availableNow=True).start().awaitTermination()
-    )  # fmt: skip
-    return time.perf_counter() - started
+    return foreach_batch_seconds(spark, bootstrap, pattern, max_offsets, workdir / "docs-merge-checkpoint", upsert)
 
 
 def cdcflow_seconds(

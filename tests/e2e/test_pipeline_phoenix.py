@@ -88,18 +88,24 @@ def run_pipeline(kafka: dict[str, Any], url: str, prefix: str, checkpoints: Path
     return Pipeline(cfg, context, checkpoints).run(available_now=True, max_failures=1)
 
 
-def test_exact_types_position_guard_and_table_creation(
-    kafka: dict[str, Any], phoenix_url: str, tmp_path: Path, phoenix_jvm: PhoenixJvm
-) -> None:
-    prefix = f"px{uuid.uuid4().hex[:8]}"
-    db, table = f"shop_{prefix}", "Orders"
+def table_topics(bootstrap: str, prefix: str, db: str, table: str) -> tuple[str, str]:
+    """A schema history holding the table's columns (source db1) and the table's change topic (2 partitions)."""
     history = f"{prefix}-history"
-    bootstrap = kafka["bootstrap_servers"]
     k.create_topic(bootstrap, history, partitions=1)
     record = {"kind": "table", "source": "db1", "db": db, "table": table, "columns": COLUMNS, "pos": [1, 4, 0]}
     k.produce_sync(bootstrap, history, [(b"db1", json.dumps(record).encode())])
     topic = f"{prefix}.{db}.{table}"
     k.create_topic(bootstrap, topic, partitions=2)
+    return history, topic
+
+
+def test_exact_types_position_guard_and_table_creation(
+    kafka: dict[str, Any], phoenix_url: str, tmp_path: Path, phoenix_jvm: PhoenixJvm
+) -> None:
+    prefix = f"px{uuid.uuid4().hex[:8]}"
+    db, table = f"shop_{prefix}", "Orders"
+    bootstrap = kafka["bootstrap_servers"]
+    history, topic = table_topics(bootstrap, prefix, db, table)
     key = lambda i, r: {"Region": r, "id": i}  # noqa: E731
     full = row(
         18446744073709551615, "eu", price="12345678.0100", qty=4294967295, ratio=1.1, seen="2024-02-29 23:59:59.123456",
@@ -421,13 +427,8 @@ def test_the_executors_keep_one_phoenix_driver_from_batch_to_batch(
 
     prefix = f"px{uuid.uuid4().hex[:8]}"
     db, table = f"shop_{prefix}", "Kept"
-    history = f"{prefix}-history"
     bootstrap = kafka["bootstrap_servers"]
-    k.create_topic(bootstrap, history, partitions=1)
-    record = {"kind": "table", "source": "db1", "db": db, "table": table, "columns": COLUMNS, "pos": [1, 4, 0]}
-    k.produce_sync(bootstrap, history, [(b"db1", json.dumps(record).encode())])
-    topic = f"{prefix}.{db}.{table}"
-    k.create_topic(bootstrap, topic, partitions=2)
+    history, topic = table_topics(bootstrap, prefix, db, table)
     events = [event(db, table, "c", {"Region": "eu", "id": i}, [1, 100 + i, 0], row(i, "eu", qty=i)) for i in range(16)]
     k.produce_sync(bootstrap, topic, [(str(i % 2).encode(), e) for i, e in enumerate(events)])
     jvm = SparkSession.builder.getOrCreate().sparkContext._jvm
