@@ -492,6 +492,7 @@ def test_the_change_log_is_compacted_by_the_fold_thread_and_reads_stay_exact(
     """The log gets small files every batch; the sink OPTIMIZEs it every
     `log_optimize_every` versions in its fold thread, while batches go on, and nothing changes for readers."""
     spark = build_session("cdcflow-test")
+    first_job = newest_job_id(spark) + 1
     rng = random.Random(33)
     rows = [b"r%02d" % i for i in range(10)]
     events = [hbase_event("w", "t", random_change(rng, rng.choice(rows)), seq) for seq in range(1, 81)]
@@ -511,6 +512,21 @@ def test_the_change_log_is_compacted_by_the_fold_thread_and_reads_stay_exact(
     expected = list(hbase_state_rows(spark, str(tmp_path / "ref" / "w" / "default" / "t"), 8))
     assert expected and list(hbase_state_rows(spark, str(tmp_path / "opt" / "w" / "default" / "t"), 8)) == expected
     assert spark.read.format("delta").load(str(tmp_path / "opt" / "_changes")).count() == len(events)
+    # Everything above, VACUUM included, in a few thousand tasks: VACUUM's file listing alone ran 70,000 at
+    # Spark's default listing parallelism (session.py).
+    assert tasks_since(spark, first_job) < 5_000
+
+
+def newest_job_id(spark: Any) -> int:
+    listed = spark.sparkContext._jsc.sc().statusStore().jobsList(None)  # newest first
+    return int(listed.apply(0).jobId()) if listed.size() else -1
+
+
+def tasks_since(spark: Any, first_job: int) -> int:
+    """Tasks of the session's jobs from `first_job` on."""
+    listed = spark.sparkContext._jsc.sc().statusStore().jobsList(None)
+    jobs = [listed.apply(i) for i in range(listed.size())]
+    return sum(int(j.numTasks()) for j in jobs if int(j.jobId()) >= first_job)
 
 
 MANY_TABLES = 100
