@@ -24,6 +24,7 @@ from cdcflow.stack import Stack
 from cdcflow.testing import EXISTING_STACK_ENV, ServiceHarness, soak_size
 from cdcflow.testing.flink import FlinkReader
 from cdcflow.testing.lanes import RUN_DIR_ENV, run_dir
+from cdcflow.testing.suite_time import LaneClock, ProcessCpu, report
 
 _harness: ServiceHarness | None = None
 
@@ -165,9 +166,34 @@ def _is_lane_controller(config: pytest.Config) -> bool:
     return bool(getattr(config.option, "numprocesses", None)) and not hasattr(config, "workerinput")
 
 
+# Where the run's time went (cdcflow.testing.suite_time), kept by the process that reports (not by workers).
+_lanes: LaneClock | None = None
+_cpu: ProcessCpu | None = None
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    global _lanes, _cpu
     if _is_lane_controller(config):
         os.environ[RUN_DIR_ENV] = tempfile.mkdtemp(prefix="cdcflow-test-run-")  # the workers inherit it
+    if not hasattr(config, "workerinput"):
+        _lanes, _cpu = LaneClock(), ProcessCpu()
+        _cpu.start()
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if _lanes is not None:
+        node = getattr(report, "node", None)  # set by pytest-xdist on the reports of its workers
+        worker = node.gateway.id if node is not None else "main"
+        _lanes.record(worker, report.nodeid, report.when, report.duration)
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    """The lanes, the slowest files and the CPU by kind of process, for runs of 100 tests or more."""
+    if _lanes is None or _cpu is None or sum(_lanes.tests.values()) < 100:
+        return
+    terminalreporter.section("where the time went")
+    for line in report(_lanes, _cpu.stop()):
+        terminalreporter.write_line(line)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -1,0 +1,150 @@
+"""Where `make test`'s time went, printed at the end of every run (tests/conftest.py): each lane's test time and
+when its last test ended, the files that took longest, and the CPU seconds of each kind of process. The suite
+is CPU-bound on two cores, so the CPU by kind of process says what a shorter run has to take away; the lanes
+say whether the two workers ended together."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+# Kinds of process by a marker in their command line, first match wins (a Spark JVM's kind also depends on who
+# started it: see ProcessCpu._kind).
+_KINDS = (
+    ("org.apache.spark.deploy.master.Master", "Spark standalone cluster"),
+    ("org.apache.spark.deploy.worker.Worker", "Spark standalone cluster"),
+    ("CoarseGrainedExecutorBackend", "Spark standalone cluster"),
+    ("org.apache.spark.deploy.SparkSubmit", "Spark driver JVMs"),
+    ("pyspark.daemon", "PySpark Python workers"),
+    ("pyspark/daemon", "PySpark Python workers"),
+    ("kafka.Kafka", "Kafka"),
+    ("org.apache.hadoop.hbase", "HBase"),
+    ("phoenix-client", "Phoenix client JVM"),
+    ("flink", "Flink"),
+    ("org.apache.kafka.connect", "Debezium (Kafka Connect)"),
+    ("mariadbd", "MariaDB"),
+    ("mysqld", "MySQL"),
+    ("chrom", "Chromium"),
+    ("pipeline run", "cdcflow pipelines (Python)"),
+    ("pipeline submit", "cdcflow pipelines (Python)"),
+    ("cdcflow", "cdcflow captures and commands (Python)"),
+    ("exec(eval(sys.stdin.readline()))", "pytest workers"),
+    ("pytest", "pytest workers"),
+    ("java", "other Java"),
+)
+
+
+def _read_processes() -> dict[tuple[int, int], tuple[float, int, str]]:
+    """(pid, start time) → (CPU seconds so far, parent pid, command line) of every process."""
+    out: dict[tuple[int, int], tuple[float, int, str]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        cpu = (int(fields[11]) + int(fields[12])) / TICK
+        out[(int(entry.name), int(fields[19]))] = (cpu, int(fields[1]), cmd)
+    return out
+
+
+def _busy_seconds() -> float:
+    fields = [int(f) for f in Path("/proc/stat").read_text().splitlines()[0].split()[1:9]]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = fields
+    return (user + nice + system + irq + softirq + steal) / TICK
+
+
+class ProcessCpu:
+    """Samples every process's CPU time every `every_s` seconds in a thread (a process that lives less than
+    that is missed) and sums it by kind of process."""
+
+    def __init__(self, every_s: float = 2.0) -> None:
+        self.every_s = every_s
+        self._seen: dict[tuple[int, int], tuple[float, str]] = {}  # process → (CPU seconds, kind)
+        self._before: dict[tuple[int, int], float] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._busy_before = 0.0
+        self._started = 0.0
+
+    def start(self) -> None:
+        self._before = {key: cpu for key, (cpu, _, _) in _read_processes().items()}
+        self._busy_before, self._started = _busy_seconds(), time.monotonic()
+        self._thread = threading.Thread(target=self._loop, name="suite-cpu", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.every_s):
+            self.sample()
+
+    def sample(self) -> None:
+        processes = _read_processes()
+        commands = {pid: cmd for (pid, _), (_, _, cmd) in processes.items()}
+        for key, (cpu, parent, cmd) in processes.items():
+            self._seen[key] = (cpu - self._before.get(key, 0.0), self._kind(cmd, commands.get(parent, "")))
+
+    @staticmethod
+    def _kind(cmd: str, parent_cmd: str) -> str:
+        for marker, kind in _KINDS:
+            if marker in cmd:
+                if kind == "Spark driver JVMs":  # the tests' own session, or a pipeline's or reader's process
+                    in_test = "exec(eval(sys.stdin" in parent_cmd or "pytest" in parent_cmd
+                    return f"{kind} (test processes)" if in_test else f"{kind} (pipelines and readers)"
+                return kind
+        return "other"
+
+    def stop(self) -> tuple[dict[str, float], float, float]:
+        """CPU seconds by kind of process, the machine's busy CPU seconds and the seconds since `start`."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self.sample()
+        by_kind: dict[str, float] = defaultdict(float)
+        for cpu, kind in self._seen.values():
+            by_kind[kind] += cpu
+        return dict(by_kind), _busy_seconds() - self._busy_before, time.monotonic() - self._started
+
+
+class LaneClock:
+    """Test time per worker (lane) and per file, and when each worker's last test ended."""
+
+    def __init__(self) -> None:
+        self._started = time.monotonic()
+        self.seconds: dict[str, float] = defaultdict(float)
+        self.tests: Counter[str] = Counter()
+        self.ended_at: dict[str, float] = {}
+        self.by_file: dict[str, float] = defaultdict(float)
+
+    def record(self, worker: str, nodeid: str, when: str, duration: float) -> None:
+        self.seconds[worker] += duration
+        self.by_file[nodeid.split("::", 1)[0]] += duration
+        if when == "teardown":
+            self.tests[worker] += 1
+            self.ended_at[worker] = time.monotonic() - self._started
+
+
+def report(lanes: LaneClock, cpu: tuple[dict[str, float], float, float] | None, files: int = 15) -> list[str]:
+    lines = ["lanes (worker: tests, their time, when its last test ended):"]
+    for worker in sorted(lanes.seconds):
+        lines.append(f"  {worker}: {lanes.tests[worker]} tests, {lanes.seconds[worker]:,.0f} s, "
+                     f"ended at {lanes.ended_at.get(worker, 0):,.0f} s")  # fmt: skip
+    lines.append(f"slowest files (setup, call and teardown of their tests; {files} of {len(lanes.by_file)}):")
+    for path, seconds in sorted(lanes.by_file.items(), key=lambda kv: -kv[1])[:files]:
+        lines.append(f"  {seconds:7,.0f} s  {path}")
+    if cpu is not None:
+        by_kind, busy, wall = cpu
+        cores = os.cpu_count() or 1
+        lines.append(f"CPU by kind of process (the machine was busy {busy:,.0f} CPU-s of the {wall * cores:,.0f} its "
+                     f"{cores} cores had in {wall:,.0f} s; processes shorter than a sample are missed):")  # fmt: skip
+        for kind, seconds in sorted(by_kind.items(), key=lambda kv: -kv[1]):
+            if seconds >= 1:
+                lines.append(f"  {seconds:7,.0f} CPU-s  {kind}")
+    return lines

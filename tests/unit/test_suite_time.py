@@ -1,0 +1,40 @@
+"""The end-of-run report of where `make test`'s time went (cdcflow.testing.suite_time)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+from cdcflow.testing.suite_time import LaneClock, ProcessCpu, report
+
+pytestmark = pytest.mark.unit
+
+
+def test_lanes_sum_their_tests_and_files_and_know_when_each_ended() -> None:
+    lanes = LaneClock()
+    for worker, nodeid, seconds in (("gw0", "tests/a.py::t1", 3.0), ("gw0", "tests/a.py::t2", 4.0),
+                                    ("gw1", "tests/b.py::t3", 2.5)):  # fmt: skip
+        for when in ("setup", "call", "teardown"):
+            lanes.record(worker, nodeid, when, seconds if when == "call" else 0.25)
+    assert lanes.tests == {"gw0": 2, "gw1": 1}
+    assert lanes.seconds == {"gw0": 8.0, "gw1": 3.0}
+    assert lanes.by_file == {"tests/a.py": 8.0, "tests/b.py": 3.0}
+    lines = report(lanes, None)
+    assert "  gw0: 2 tests, 8 s, ended at 0 s" in lines
+    files = [line.split() for line in lines if line.endswith(".py")]
+    assert files == [["8", "s", "tests/a.py"], ["3", "s", "tests/b.py"]]
+
+
+def test_the_cpu_of_a_process_is_counted_under_its_kind_after_it_ended() -> None:
+    cpu = ProcessCpu(every_s=0.1)
+    cpu.start()
+    busy = "import time\nt = time.process_time()\nwhile time.process_time() - t < 1.2: pass\ntime.sleep(0.3)"
+    subprocess.run([sys.executable, "-c", busy, "kafka.Kafka"], check=True)  # a command line Kafka's marks
+    time.sleep(0.2)
+    by_kind, busy_s, wall_s = cpu.stop()
+    assert 1.1 <= by_kind["Kafka"] <= 1.6, by_kind
+    assert busy_s >= 1.1 and wall_s >= 1.5
+    assert any("CPU-s  Kafka" in line for line in report(LaneClock(), (by_kind, busy_s, wall_s)))
