@@ -446,3 +446,29 @@ def test_the_executors_keep_one_phoenix_driver_from_batch_to_batch(
     assert not helper.keeps(f"{phoenix_url}|phoenix")  # released when the pipeline closed the sink
     got = phoenix_jvm.query(f'SELECT "ID", "QTY" FROM "{db.upper()}"."KEPT" ORDER BY "QTY"')
     assert [(int(i), q) for i, q in got] == [(i, i) for i in range(16)]
+
+
+def test_a_write_without_a_kept_driver_closes_each_tasks_own(phoenix_url: str, phoenix_jvm: PhoenixJvm) -> None:
+    """`write_from_executors` keeps no driver: each task makes one and closes it at its end (its ZooKeeper session
+    and HBase connection with it)."""
+    from pyspark.sql import SparkSession
+
+    from cdcflow.clients.phoenix import write_from_executors
+    from cdcflow.pipeline.sinks.phoenix.guarded import PLAIN
+
+    table = f"PX{uuid.uuid4().hex[:8].upper()}.UNKEPT"
+    phoenix_jvm.execute(f"CREATE TABLE {table} (ID BIGINT NOT NULL PRIMARY KEY, V VARCHAR)")
+    spark = SparkSession.builder.getOrCreate()
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    helper = jvm.io.cdcflow.spark.GuardedUpsert
+    made, closed = helper.driversMade(), helper.driversClosed()
+    rows = spark.createDataFrame([(i, f"v{i}") for i in range(10)], "ID BIGINT, V STRING").repartition(2)
+    types = [jvm.java.sql.Types.BIGINT, jvm.java.sql.Types.VARCHAR]
+    written = write_from_executors(rows, phoenix_url, f"UPSERT INTO {table} (ID, V) VALUES (?, ?)", [0, 1], types,
+                                   [PLAIN, PLAIN], 100, "unkept")  # fmt: skip
+    assert written == 10
+    assert helper.driversMade() - made == 2  # one per task
+    assert helper.driversClosed() - closed == 2
+    got = phoenix_jvm.query(f"SELECT ID, V FROM {table} ORDER BY ID")
+    assert [(int(i), v) for i, v in got] == [(i, f"v{i}") for i in range(10)]

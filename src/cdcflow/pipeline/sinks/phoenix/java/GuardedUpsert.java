@@ -67,8 +67,15 @@ public final class GuardedUpsert {
   /** Drivers this JVM made for writes (each one connected to the cluster anew). */
   private static final AtomicLong MADE = new AtomicLong();
 
+  /** Drivers this JVM closed (a task's own at its end; a kept one at a new epoch or its release). */
+  private static final AtomicLong CLOSED = new AtomicLong();
+
   public static long driversMade() {
     return MADE.get();
+  }
+
+  public static long driversClosed() {
+    return CLOSED.get();
   }
 
   /** Whether this JVM keeps a driver for `scope`. */
@@ -128,6 +135,7 @@ public final class GuardedUpsert {
   }
 
   private static void close(Driver driver) {
+    CLOSED.incrementAndGet();
     try {
       driver.getClass().getMethod("close").invoke(driver); // PhoenixDriver.close: its cluster connections
     } catch (ReflectiveOperationException | RuntimeException e) {
@@ -169,7 +177,18 @@ public final class GuardedUpsert {
       if (!rows.hasNext()) {
         return;
       }
-      try (Connection conn = driver(scope, epoch).connect(url, new Properties())) {
+      Driver driver = driver(scope, epoch);
+      try {
+        write(driver, rows);
+      } finally {
+        if (scope.isEmpty()) {
+          close(driver); // made for this task alone: its cluster connections end with it
+        }
+      }
+    }
+
+    private void write(Driver driver, Iterator<Row> rows) throws Exception {
+      try (Connection conn = driver.connect(url, new Properties())) {
         // Mutations are buffered in the connection and sent every commitRows rows: a crash
         // leaves some committed, which the replay writes again with the same result.
         conn.setAutoCommit(false);
