@@ -89,7 +89,10 @@ class ProcessCpu:
         processes = _read_processes()
         commands = {pid: cmd for (pid, _), (_, _, cmd) in processes.items()}
         for key, (cpu, parent, cmd) in processes.items():
-            self._seen[key] = (cpu - self._before.get(key, 0.0), self._kind(cmd, commands.get(parent, "")))
+            known = self._seen.get(key)
+            # A process that ended and is not reaped yet (a zombie) has no command line: it keeps its kind.
+            kind = self._kind(cmd, commands.get(parent, "")) if cmd or not known else known[1]
+            self._seen[key] = (cpu - self._before.get(key, 0.0), kind)
 
     @staticmethod
     def _kind(cmd: str, parent_cmd: str) -> str:
