@@ -90,9 +90,9 @@ class ProcessCpu:
         commands = {pid: cmd for (pid, _), (_, _, cmd) in processes.items()}
         for key, (cpu, parent, cmd) in processes.items():
             known = self._seen.get(key)
-            # A process that ended and is not reaped yet (a zombie) has no command line: it keeps its kind.
-            kind = self._kind(cmd, commands.get(parent, "")) if cmd or not known else known[1]
-            self._seen[key] = (cpu - self._before.get(key, 0.0), kind)
+            if known is not None and not cmd:  # ended, not reaped yet (a zombie): it may show no CPU time either
+                continue
+            self._seen[key] = (cpu - self._before.get(key, 0.0), self._kind(cmd, commands.get(parent, "")))
 
     @staticmethod
     def _kind(cmd: str, parent_cmd: str) -> str:
