@@ -275,13 +275,13 @@ def test_one_large_transaction_in_bounded_memory(
 def test_snapshot_of_a_million_rows_while_writing_then_streaming(
     server: str, kafka: dict[str, Any], services: ServiceHarness, tmp_path: Path
 ) -> None:
-    """1M rows (250k outside `make soak`) snapshotted in chunks while random writes hit the same table; the
+    """1M rows (120k outside `make soak`) snapshotted in chunks while random writes hit the same table; the
     capture is killed once mid-snapshot and resumes from its last acknowledged chunk; streaming goes on after."""
     bootstrap = kafka["bootstrap_servers"]
     mariadb = services.endpoints(server)
     admin = admin_endpoint(mariadb)
     db = unique_name("snap")
-    total = soak_size(250_000, 1_000_000)
+    total = soak_size(120_000, 1_000_000)
     execute(
         admin,
         f"CREATE DATABASE {db}",
