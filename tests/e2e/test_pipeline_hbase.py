@@ -311,7 +311,11 @@ def test_a_truncated_source_table_empties_the_copy_and_the_delta_state(
     wait_until_replicated(hbase_client, bootstrap, source, topic, [b"", b"m"])
     events = [json.loads(r.value or b"{}") for r in k.read_to_end(bootstrap, topic)]
     truncates = [e for e in events if e["op"] == "t"]
-    assert len(truncates) == k.partition_count(bootstrap, topic) and truncates[0]["truncate"]["cause"] == "truncate"
+    # One per partition; a look that came while HBase's truncate had the table out of hbase:meta also published it
+    # as dropped first (then, made anew, as truncated), which is what the source showed at the time.
+    causes = [e["truncate"]["cause"] for e in truncates]
+    assert causes.count("truncate") == k.partition_count(bootstrap, topic) and set(causes) <= {"truncate", "drop"}
+    assert causes[-1] == "truncate", causes
 
     sinks = (
         SinkConfig(name="hbase_copy", type="hbase", options={}),

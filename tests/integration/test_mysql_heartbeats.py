@@ -14,7 +14,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from cdcflow.clients.kafka import TopicReader
 from cdcflow.clients.mysql import execute
 from cdcflow.testing import unique_name
-from cdcflow.testing.mysql import CaptureThread, admin_endpoint, server_position, source_config
+from cdcflow.testing.mysql import CaptureThread, admin_endpoint, position_reached, server_position, source_config
 
 
 def heartbeats(bootstrap: str, topic: str, wanted: int, timeout_s: float = 30) -> list[Any]:
@@ -55,6 +55,7 @@ def test_heartbeats_carry_the_position_and_move_while_the_server_is_idle(
         time.sleep(3)  # idle: nothing but heartbeats
     finally:
         stats = {kind: capture.stop() for kind, capture in captures.items()}
+    final = server_position(admin)
     got = {kind: heartbeats(bootstrap, cfg.output.heartbeat_topic or "", stats[kind].heartbeats)
            for kind, cfg in configs.items()}  # fmt: skip
     assert all(s.heartbeats >= 5 for s in stats.values()), {k: s.heartbeats for k, s in stats.items()}
@@ -62,7 +63,9 @@ def test_heartbeats_carry_the_position_and_move_while_the_server_is_idle(
     cdcflow = [json.loads(v) for _, v in got["cdcflow"]]
     assert len(cdcflow) >= 5 and all(k == configs["cdcflow"].name.encode() for k, _ in got["cdcflow"])
     last = cdcflow[-1]
-    assert last["schema"] == "cdcflow.heartbeat/1" and last["source"]["gtid_state"] == end
+    # Bounds, not equality: tests in the other lane write to the same server meanwhile.
+    assert last["schema"] == "cdcflow.heartbeat/1"
+    assert position_reached(last["source"]["gtid_state"], end) and position_reached(final, last["source"]["gtid_state"])
     # idle and caught up: the newest change time follows the clock (a sink's lag can read 0)
     assert last["ts_ms"] >= started + 2000 and last["source"]["ts_ms"] >= started + 1000, (started, last)
 

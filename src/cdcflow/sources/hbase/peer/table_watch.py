@@ -10,7 +10,10 @@ in HBase) and compares each table's region ids (the time the master made each re
   `truncate.before_ts` that time. Splits and merges make new regions too, but their daughters hold the
   parents' cells, so the scan finds one and nothing is published;
 - a table gone from hbase:meta is published as dropped (`cause: drop`: sinks follow their on_drop option);
-  created again later, it is a candidate like the others.
+  created again later, it is a candidate like the others. HBase's truncate takes the table out of hbase:meta
+  and makes it anew, so a look in between (seen under load, when the truncate took 2 s) publishes a drop and
+  the next one the truncate: both true of the source at the time, and with on_drop `keep` only the truncate
+  empties the sinks.
 
 The event goes to every partition of the table's topic. Sinks apply it by cell timestamp, not by arrival:
 every cell older than `before_ts` is gone, including changes written before the truncate that reach them
