@@ -41,32 +41,15 @@ from cdcflow.pipeline.apply import checkpoint_query_id
 from cdcflow.pipeline.progress import read_progress
 from cdcflow.pipeline.session import build_session
 from cdcflow.stack import Stack
+from cdcflow.testing.suite_time import busy_seconds, read_processes
 
 LAG_LIMIT_S = 30.0
 SAMPLE_S = 10.0
-TICK = os.sysconf("SC_CLK_TCK")
-
-
-def busy_seconds() -> float:
-    fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
-    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(f) for f in fields[:8])
-    return (user + nice + system + irq + softirq + steal) / TICK
 
 
 def process_cpu() -> dict[int, tuple[float, str]]:
     """pid → (CPU seconds so far, command line) of every process."""
-    out: dict[int, tuple[float, str]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2 :].split()
-        out[int(entry.name)] = ((int(fields[11]) + int(fields[12])) / TICK, cmd)
-    return out
+    return {pid: (cpu, cmd) for (pid, _), (cpu, _, cmd) in read_processes().items()}
 
 
 def part_of(cmd: str) -> str:

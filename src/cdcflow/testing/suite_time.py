@@ -39,7 +39,7 @@ _KINDS = (
 )
 
 
-def _read_processes() -> dict[tuple[int, int], tuple[float, int, str]]:
+def read_processes() -> dict[tuple[int, int], tuple[float, int, str]]:
     """(pid, start time) → (CPU seconds so far, parent pid, command line) of every process."""
     out: dict[tuple[int, int], tuple[float, int, str]] = {}
     for entry in Path("/proc").iterdir():
@@ -56,7 +56,7 @@ def _read_processes() -> dict[tuple[int, int], tuple[float, int, str]]:
     return out
 
 
-def _busy_seconds() -> float:
+def busy_seconds() -> float:
     fields = [int(f) for f in Path("/proc/stat").read_text().splitlines()[0].split()[1:9]]
     user, nice, system, _idle, _iowait, irq, softirq, steal = fields
     return (user + nice + system + irq + softirq + steal) / TICK
@@ -76,8 +76,8 @@ class ProcessCpu:
         self._started = 0.0
 
     def start(self) -> None:
-        self._before = {key: cpu for key, (cpu, _, _) in _read_processes().items()}
-        self._busy_before, self._started = _busy_seconds(), time.monotonic()
+        self._before = {key: cpu for key, (cpu, _, _) in read_processes().items()}
+        self._busy_before, self._started = busy_seconds(), time.monotonic()
         self._thread = threading.Thread(target=self._loop, name="suite-cpu", daemon=True)
         self._thread.start()
 
@@ -86,7 +86,7 @@ class ProcessCpu:
             self.sample()
 
     def sample(self) -> None:
-        processes = _read_processes()
+        processes = read_processes()
         commands = {pid: cmd for (pid, _), (_, _, cmd) in processes.items()}
         for key, (cpu, parent, cmd) in processes.items():
             known = self._seen.get(key)
@@ -113,7 +113,7 @@ class ProcessCpu:
         by_kind: dict[str, float] = defaultdict(float)
         for cpu, kind in self._seen.values():
             by_kind[kind] += cpu
-        return dict(by_kind), _busy_seconds() - self._busy_before, time.monotonic() - self._started
+        return dict(by_kind), busy_seconds() - self._busy_before, time.monotonic() - self._started
 
 
 class LaneClock:
