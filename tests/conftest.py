@@ -24,6 +24,9 @@ from cdcflow.stack import Stack
 from cdcflow.testing import EXISTING_STACK_ENV, ServiceHarness, soak_size
 from cdcflow.testing.flink import FlinkReader
 from cdcflow.testing.lanes import RUN_DIR_ENV, run_dir
+from cdcflow.testing.spark_classes import ArchiveMaker
+from cdcflow.testing.spark_classes import archive_path as spark_class_archive
+from cdcflow.testing.spark_classes import java_options as spark_class_options
 from cdcflow.testing.suite_time import LaneClock, ProcessCpu, report
 
 _harness: ServiceHarness | None = None
@@ -94,11 +97,18 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 # Recorder) showed code generation taking 38% of the Java threads' samples (mostly building and stripping the
 # source of the events' wide projections) and the JIT 224 s of compiler time in 318 s (63,000 compilations);
 # interpreted, that file took 258 s against 331 s (cold driver, same stack).
-# `make soak` keeps Spark's default, so its full-size runs go through the generated code as production does.
+#
+# Most of the run's Spark drivers are short (pipelines, readers and backfills as subprocesses): they start with
+# Java's C1 compiler only, whose code is ready sooner and cheaper than C2's. test_pipeline_chain.py alone (one
+# test, four pipeline processes): 281 CPU-s, 176 s; with C1 and the class archive (pytest_configure) 166 CPU-s,
+# 117 s. (The long-lived test process's driver pays a little for it: test_pipeline_delta.py 227 → 237 CPU-s.)
+# `make soak` keeps Spark's and Java's defaults, so its full-size runs go through the generated code and the
+# optimizing compiler as production does.
 os.environ.setdefault("SPARK_DRIVER_MEMORY", "3g")
 _SPARK_OPTS = ["-XX:+UseParallelGC"]  # spark-submit adds these to the driver's JVM only
 if not soak_size(0, 1):
     _SPARK_OPTS += ["-Dspark.sql.codegen.factoryMode=NO_CODEGEN", "-Dspark.sql.codegen.wholeStage=false"]
+    _SPARK_OPTS += ["-XX:TieredStopAtLevel=1"]
 os.environ.setdefault("SPARK_SUBMIT_OPTS", " ".join(_SPARK_OPTS))
 
 
@@ -169,12 +179,23 @@ def _is_lane_controller(config: pytest.Config) -> bool:
 # Where the run's time went (cdcflow.testing.suite_time), kept by the process that reports (not by workers).
 _lanes: LaneClock | None = None
 _cpu: ProcessCpu | None = None
+_archive_maker: ArchiveMaker | None = None
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    global _lanes, _cpu
+    global _lanes, _cpu, _archive_maker
     if _is_lane_controller(config):
         os.environ[RUN_DIR_ENV] = tempfile.mkdtemp(prefix="cdcflow-test-run-")  # the workers inherit it
+    if not hasattr(config, "workerinput") and config.option.markexpr != "unit":
+        # Every Spark JVM of the run (this process's workers and their subprocesses inherit the variable) maps
+        # pyspark's classes from one archive instead of loading them: an empty pipeline run's JVM 11.0 → 6.7 CPU-s.
+        # A fresh install makes it in the background while the first tests start (their JVMs start as usual).
+        archive = spark_class_archive()
+        if archive is not None:
+            os.environ["SPARK_SUBMIT_OPTS"] = " ".join([os.environ["SPARK_SUBMIT_OPTS"], *spark_class_options(archive)])
+            if not archive.exists():
+                _archive_maker = ArchiveMaker(archive)
+                _archive_maker.start()
     if not hasattr(config, "workerinput"):
         _lanes, _cpu = LaneClock(), ProcessCpu()
         _cpu.start()
@@ -197,6 +218,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if _archive_maker is not None:
+        _archive_maker.stop()  # a short run ended first: the next run makes it
     folder = run_dir()
     if not _is_lane_controller(session.config) or folder is None:
         return
