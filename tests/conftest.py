@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from pyspark.core import context as pyspark_context
 
 from cdcflow.clients.hbase import HBaseClient, connect
 from cdcflow.stack import Stack
@@ -101,15 +102,32 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 # Most of the run's Spark drivers are short (pipelines, readers and backfills as subprocesses): they start with
 # Java's C1 compiler only, whose code is ready sooner and cheaper than C2's. test_pipeline_chain.py alone (one
 # test, four pipeline processes): 281 CPU-s, 176 s; with C1 and the class archive (pytest_configure) 166 CPU-s,
-# 117 s. (The long-lived test process's driver pays a little for it: test_pipeline_delta.py 227 → 237 CPU-s.)
+# 117 s. The test process's own driver lives for the whole lane and keeps C2 (`_launch_own_driver`): with C1
+# only (and C1's default code cache of 48 MB) test_pipeline_delta.py took 352 s in a whole run instead of 164.
 # `make soak` keeps Spark's and Java's defaults, so its full-size runs go through the generated code and the
 # optimizing compiler as production does.
 os.environ.setdefault("SPARK_DRIVER_MEMORY", "3g")
 _SPARK_OPTS = ["-XX:+UseParallelGC"]  # spark-submit adds these to the driver's JVM only
+_SHORT_DRIVER_OPTS = ("-XX:TieredStopAtLevel=1", "-XX:ReservedCodeCacheSize=240m")
 if not soak_size(0, 1):
     _SPARK_OPTS += ["-Dspark.sql.codegen.factoryMode=NO_CODEGEN", "-Dspark.sql.codegen.wholeStage=false"]
-    _SPARK_OPTS += ["-XX:TieredStopAtLevel=1"]
+    _SPARK_OPTS += _SHORT_DRIVER_OPTS
 os.environ.setdefault("SPARK_SUBMIT_OPTS", " ".join(_SPARK_OPTS))
+_launch_gateway = pyspark_context.launch_gateway
+
+
+def _launch_own_driver(conf: Any = None, popen_kwargs: Any = None) -> Any:
+    """pyspark's launch of this process's driver JVM, with the short drivers' JIT options left out (the
+    variable is read at the launch; the subprocesses this process starts later still get them)."""
+    inherited = os.environ["SPARK_SUBMIT_OPTS"]
+    os.environ["SPARK_SUBMIT_OPTS"] = " ".join(o for o in inherited.split() if o not in _SHORT_DRIVER_OPTS)
+    try:
+        return _launch_gateway(conf, popen_kwargs)
+    finally:
+        os.environ["SPARK_SUBMIT_OPTS"] = inherited
+
+
+pyspark_context.launch_gateway = _launch_own_driver
 
 
 @pytest.fixture(scope="session")
