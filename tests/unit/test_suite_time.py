@@ -46,3 +46,15 @@ def test_the_cpu_of_a_process_is_counted_under_its_kind_after_it_ended() -> None
     assert by_kind["Kafka"] >= 1.1, by_kind  # (a Kafka of the stack may add its own)
     assert busy_s >= 1.1 and wall_s >= 1.5
     assert any("CPU-s  Kafka" in line for line in report(LaneClock(), (by_kind, busy_s, wall_s)))
+
+
+def test_a_spark_driver_is_a_test_processs_only_when_pytest_started_it() -> None:
+    driver = "java -cp /venv/pyspark/jars/* org.apache.spark.deploy.SparkSubmit pyspark-shell"
+    kind = ProcessCpu._kind
+    assert kind(driver, "/venv/bin/python -u -c import sys;exec(eval(sys.stdin.readline()))").endswith(
+        "(test processes)"
+    )
+    assert kind(driver, "/venv/bin/python /venv/bin/pytest -n 2").endswith("(test processes)")
+    assert kind(driver, "python3.11 -m pytest tests/e2e").endswith("(test processes)")
+    pipeline = "/venv/bin/python -m cdcflow.cli.main pipeline run --config /tmp/pytest-of-root/pytest-3/t0/c.yaml"
+    assert kind(driver, pipeline).endswith("(pipelines and readers)")

@@ -39,6 +39,13 @@ _KINDS = (
 )
 
 
+def _is_test_process(cmd: str) -> bool:
+    """pytest itself or one of its xdist workers (not a process whose arguments merely name a pytest tmp path)."""
+    argv = cmd.split()
+    program = [Path(arg).name for arg in argv[:2]]
+    return "exec(eval(sys.stdin" in cmd or "pytest" in program or " -m pytest" in cmd
+
+
 def read_processes() -> dict[tuple[int, int], tuple[float, int, str]]:
     """(pid, start time) → (CPU seconds so far, parent pid, command line) of every process."""
     out: dict[tuple[int, int], tuple[float, int, str]] = {}
@@ -99,7 +106,7 @@ class ProcessCpu:
         for marker, kind in _KINDS:
             if marker in cmd:
                 if kind == "Spark driver JVMs":  # the tests' own session, or a pipeline's or reader's process
-                    in_test = "exec(eval(sys.stdin" in parent_cmd or "pytest" in parent_cmd
+                    in_test = _is_test_process(parent_cmd)
                     return f"{kind} (test processes)" if in_test else f"{kind} (pipelines and readers)"
                 return kind
         return "other"
