@@ -39,6 +39,8 @@ def test_only_the_newest_archives_of_other_installs_are_kept(tmp_path: Path) -> 
     paths = [tmp_path / f"{n}.jsa" for n in range(5)]
     for age, path in enumerate(paths):
         path.write_text("archive")
+        path.with_suffix(".lock").touch()
         os.utime(path, (1_000_000 - age * 10, 1_000_000 - age * 10))
     spark_classes._prune(tmp_path, keep=paths[4], others=2)
     assert sorted(p.name for p in tmp_path.glob("*.jsa")) == ["0.jsa", "1.jsa", "4.jsa"]
+    assert sorted(p.name for p in tmp_path.glob("*.lock")) == ["0.lock", "1.lock", "4.lock"]

@@ -21,7 +21,7 @@ from cdcflow.stack.service import Service
 WORKERS = 2
 
 
-def _pyspark_home() -> Path:
+def pyspark_home() -> Path:
     """The pyspark install: a complete SPARK_HOME (located, not imported: only pipeline/ imports Spark)."""
     spec = importlib.util.find_spec("pyspark")
     if spec is None or not spec.origin:
@@ -41,11 +41,11 @@ class SparkService(Service):
         self.worker_cores, self.worker_memory = worker_cores, worker_memory
 
     def install(self) -> None:
-        if not (_pyspark_home() / "bin" / "spark-class").exists():
-            raise StackError(f"pyspark at {_pyspark_home()} has no bin/spark-class; reinstall it (make install)")
+        if not (pyspark_home() / "bin" / "spark-class").exists():
+            raise StackError(f"pyspark at {pyspark_home()} has no bin/spark-class; reinstall it (make install)")
 
     def start(self, home: Path, ports: dict[str, int], log: Path) -> tuple[int, dict[str, Any]]:
-        spark_class = str(_pyspark_home() / "bin" / "spark-class")
+        spark_class = str(pyspark_home() / "bin" / "spark-class")
         master = f"spark://127.0.0.1:{ports['master']}"
         # One shell holds the three JVMs in one process group, so `stack down` stops all of them.
         lines = [
@@ -62,7 +62,7 @@ class SparkService(Service):
                             "--work-dir", str(work_dir)]) + " &"
             )  # fmt: skip
         lines.append("wait")
-        env = {"SPARK_HOME": str(_pyspark_home()), "SPARK_LOG_DIR": str(home), "SPARK_NO_DAEMONIZE": "1"}
+        env = {"SPARK_HOME": str(pyspark_home()), "SPARK_LOG_DIR": str(home), "SPARK_NO_DAEMONIZE": "1"}
         pid = process.spawn(["bash", "-c", "\n".join(lines)], log, cwd=home, env=env)
         return pid, {
             "master_url": master,

@@ -7,7 +7,7 @@ class-data sharing maps them from an archive instead: measured on two cores, an 
 
 The archive holds the classes of the JVM's own class path (pyspark's jars; Delta's and Kafka's connector jars
 come through Spark's class loader and are loaded as usual). It is made once per Java and pyspark install by a
-small Spark job that exits with `-XX:ArchiveClassesAtExit` (about 20 s) and kept in cdcflow's cache. A JVM
+small Spark job that exits with `-XX:ArchiveClassesAtExit` (about 40 s of one core) and kept in cdcflow's cache. A JVM
 given an archive that does not match its class path loads classes as usual (Java's default `-Xshare:auto`),
 so a stale archive costs speed, never correctness.
 """
@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
-import importlib.util
 import logging
 import os
 import shutil
@@ -29,6 +28,8 @@ import threading
 from pathlib import Path
 
 from cdcflow.config.paths import cache_dir
+from cdcflow.errors import StackError
+from cdcflow.stack.spark import pyspark_home
 
 log = logging.getLogger(__name__)
 
@@ -42,8 +43,10 @@ def _java() -> Path | None:
 
 
 def pyspark_jars() -> Path | None:
-    spec = importlib.util.find_spec("pyspark")  # found, not imported: only pipeline/ imports Spark
-    return Path(spec.origin).parent / "jars" if spec is not None and spec.origin is not None else None
+    try:
+        return pyspark_home() / "jars"
+    except StackError:
+        return None
 
 
 def archive_path(java: Path | None = None, jars: Path | None = None) -> Path | None:
@@ -134,6 +137,7 @@ def _prune(folder: Path, keep: Path, others: int = 2) -> None:
     old = sorted((p for p in folder.glob("*.jsa") if p != keep), key=lambda p: p.stat().st_mtime, reverse=True)
     for path in old[others:]:
         path.unlink(missing_ok=True)
+        path.with_suffix(".lock").unlink(missing_ok=True)
 
 
 def java_options(path: Path) -> list[str]:
