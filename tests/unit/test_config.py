@@ -95,9 +95,9 @@ def test_the_pipeline_reads_debezium_topics_only_with_their_types(tmp_path: Path
         return debezium_input(load_config(path, environ={}))
 
     assert context("{format: cdcflow}") == {}
-    assert context("{format: debezium, schemas: true}") == {"debezium_topics": [[r"cdcflow\.mysql\..*", "json"]]}
+    assert context("{format: debezium, schemas: true}") == {"debezium_topics": ((r"cdcflow\.mysql\..*", "json"),)}
     assert context("{format: debezium, serialization: avro}") == {
-        "debezium_topics": [[r"cdcflow\.mysql\..*", "avro"]], "schema_registry_url": "http://r:8081"}  # fmt: skip
+        "debezium_topics": ((r"cdcflow\.mysql\..*", "avro"),), "schema_registry_url": "http://r:8081"}  # fmt: skip
     with pytest.raises(ConfigError, match="without their schemas"):
         context("{format: debezium}")
     with pytest.raises(ConfigError, match="propagate_source_types"):
@@ -105,9 +105,9 @@ def test_the_pipeline_reads_debezium_topics_only_with_their_types(tmp_path: Path
     assert context("{format: debezium}", ", topics: 'cdcflow\\.hbase\\..*'") == {}  # HBase topics only
     # Debezium heartbeats are transcoded when a sink reads their topic, with or without the change topics
     beats = "{format: debezium, schemas: true, heartbeat_topic: cdcflow.beats}"
-    assert context(beats)["debezium_heartbeat_topics"] == ["cdcflow.beats"]
+    assert context(beats)["debezium_heartbeat_topics"] == ("cdcflow.beats",)
     assert context(beats, ", topics: 'cdcflow\\.beats'") == {
-        "debezium_topics": [[r"cdcflow\.mysql\..*", "json"]],
-        "debezium_heartbeat_topics": ["cdcflow.beats"],
+        "debezium_topics": ((r"cdcflow\.mysql\..*", "json"),),
+        "debezium_heartbeat_topics": ("cdcflow.beats",),
     }
     assert "debezium_heartbeat_topics" not in context(beats, ", topics: 'cdcflow\\.mysql\\..*'")

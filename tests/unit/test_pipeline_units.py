@@ -13,11 +13,35 @@ from cdcflow.cli.pipeline import format_progress
 from cdcflow.config import PipelineConfig, SinkConfig
 from cdcflow.config.sinks import DeltaStateOptions, HBaseSinkOptions
 from cdcflow.errors import ConfigError
+from cdcflow.pipeline.context import Endpoints
 from cdcflow.pipeline.runner import TOPICS_FILE, _first_line, check_topic_patterns
 from cdcflow.pipeline.session import DELTA_CATALOG, DELTA_EXTENSION, session_conf, spark_submit_command
 from cdcflow.pipeline.sinks.delta.fold_service import vacuum_is_safe
 from cdcflow.pipeline.sinks.delta.sink import DeltaStateSink
 from cdcflow.pipeline.sinks.registry import make_sink
+
+ENDPOINTS = Endpoints(bootstrap_servers="unused:9092")
+
+
+def test_endpoints_are_checked_where_they_are_made() -> None:
+    with pytest.raises(ConfigError, match="bootstrap_servers is required"):
+        Endpoints.of({"zk_quorum": "zk:2181"})
+    with pytest.raises(ConfigError, match="unknown bootstrap; known: bootstrap_servers"):  # a typo names the keys
+        Endpoints.of({"bootstrap": "k:9092"})
+    with pytest.raises(ConfigError, match="jdbc:phoenix:"):
+        Endpoints("k:9092", phoenix_url="zk:2181")
+    with pytest.raises(ConfigError, match="json or avro"):
+        Endpoints("k:9092", debezium_topics=(("x\\..*", "protobuf"),))
+    given = Endpoints.of(
+        {"bootstrap_servers": "k:9092", "heartbeat_topics": ["beats"], "debezium_topics": [["d", "avro"]]}
+    )
+    assert given.heartbeat_topics == ("beats",) and given.debezium_topics == (("d", "avro"),)
+    assert Endpoints.of(given) is given
+    # an hbase sink has a cluster to write to, or says what to set
+    with pytest.raises(ConfigError, match="sink h: no HBase cluster to write to"):
+        make_sink(SinkConfig(name="h", type="hbase"), ENDPOINTS)
+    sink = make_sink(SinkConfig(name="h", type="hbase", options={"zk_quorum": "target:2181"}), ENDPOINTS)
+    assert sink.context is ENDPOINTS
 
 
 def test_sink_options_are_typed_and_checked_when_the_config_is_loaded() -> None:
@@ -32,12 +56,14 @@ def test_sink_options_are_typed_and_checked_when_the_config_is_loaded() -> None:
     with pytest.raises(ValidationError, match=r"write 'ns\.t'"):
         SinkConfig(name="h", type="hbase", options={"table_map": {"ns:t": "x"}})
     with pytest.raises(ConfigError, match=r"set path .* or log_path"):  # the change log needs a home
-        DeltaStateSink("d", DeltaStateOptions(), {})
+        DeltaStateSink("d", DeltaStateOptions(), ENDPOINTS)
     with pytest.raises(ConfigError, match=r"no path"):
-        DeltaStateSink("d", DeltaStateOptions(log_path="/log"), {}).table_path("mysql", "db", "t")
+        DeltaStateSink("d", DeltaStateOptions(log_path="/log"), ENDPOINTS).table_path("mysql", "db", "t")
     with pytest.raises(ValidationError, match="fold_rows"):
         SinkConfig(name="d", type="delta", options={"fold_rows": 0})
-    sink = make_sink(SinkConfig(name="d", type="delta"), {"data_dir": "/data"})  # default path beside the checkpoints
+    sink = make_sink(
+        SinkConfig(name="d", type="delta"), Endpoints("unused:9092", data_dir="/data")
+    )  # default path beside the checkpoints
     assert isinstance(sink, DeltaStateSink)
     assert sink.table_path("hbase", "default", "users") == "/data/delta/hbase/default/users"
     assert sink.log_path == "/data/delta/_changes"
@@ -136,7 +162,7 @@ def test_every_sink_reads_table_map_keys_the_same_way() -> None:
     assert target_table(HBaseSinkOptions(), "hbase", "default", "t") == "t_copy"
     assert target_name("shop", "orders", table_map, "upper") == ("SALES", "ORDERS")
     assert target_name("shop", "orders", table_map, "upper", "eu") == ("EU", "ORDERS")
-    sink = DeltaStateSink("d", DeltaStateOptions(path="/root", table_map={"ns.t": "/elsewhere"}), {})
+    sink = DeltaStateSink("d", DeltaStateOptions(path="/root", table_map={"ns.t": "/elsewhere"}), ENDPOINTS)
     assert sink.table_path("hbase", "ns", "t") == "/elsewhere"
     assert sink.table_path("hbase", "ns", "u") == "/root/hbase/ns/u"
     assert sink.table_path("mysql-eu", "ns", "u") == "/root/mysql-eu/ns/u"  # two sources stay apart
@@ -170,7 +196,7 @@ def test_the_last_batch_of_an_available_now_run_reaches_the_progress(tmp_path: P
     from cdcflow.pipeline.queries import Query, QuerySink
     from cdcflow.pipeline.runner import Pipeline
 
-    pipeline = Pipeline(PipelineConfig(sinks=(SinkConfig(name="c", type="console"),)), {}, tmp_path)
+    pipeline = Pipeline(PipelineConfig(sinks=(SinkConfig(name="c", type="console"),)), ENDPOINTS, tmp_path)
     runner = Query("c", [QuerySink("c", pipeline.sinks[0], "t")], "t", query=_EndingQuery())  # type: ignore[arg-type]
     pipeline._supervise(runner, available_now=True, max_failures=5)
     assert runner.done
@@ -197,7 +223,7 @@ def test_topics_appearing_during_available_now_restart_the_query_without_countin
     from cdcflow.pipeline.queries import Query, QuerySink
     from cdcflow.pipeline.runner import MAX_TOPIC_RESTARTS, Pipeline
 
-    pipeline = Pipeline(PipelineConfig(sinks=(SinkConfig(name="c", type="console"),)), {}, tmp_path)
+    pipeline = Pipeline(PipelineConfig(sinks=(SinkConfig(name="c", type="console"),)), ENDPOINTS, tmp_path)
     runner = Query("c", [QuerySink("c", pipeline.sinks[0], "t")], "t")
     started = []
     pipeline._start = lambda r, available_now: started.append(r.name)  # type: ignore[method-assign]

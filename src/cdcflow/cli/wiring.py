@@ -21,6 +21,7 @@ from cdcflow.clients.kafka import KafkaEndpoint
 from cdcflow.clients.mysql import MySqlEndpoint, MySqlTls
 from cdcflow.config import CdcflowConfig, KafkaConfig, load_config
 from cdcflow.errors import CdcflowError, ConfigError
+from cdcflow.pipeline.context import Endpoints
 from cdcflow.stack import Stack
 
 if TYPE_CHECKING:
@@ -99,20 +100,32 @@ def checkpoint_root(cfg: CdcflowConfig) -> Path:
     return cfg.pipeline.checkpoint_dir or data_dir(cfg) / "checkpoints"
 
 
-def pipeline_context(cfg: CdcflowConfig) -> dict[str, Any]:
-    """Endpoints sinks may default to: Kafka, the source HBase, the local stack's Phoenix (when the
-    config has a phoenix sink without a url), the MySQL schema history, the local data folder."""
-    context: dict[str, Any] = {
-        "bootstrap_servers": bootstrap(cfg), "zk_quorum": source_zk(cfg), "data_dir": str(data_dir(cfg)),
-        "mysql_schema_history_topic": cfg.mysql.schema_history_topic,
-        "kafka_properties": dict(cfg.kafka.properties),
+def pipeline_context(cfg: CdcflowConfig) -> Endpoints:
+    """Endpoints sinks may default to: Kafka, the source HBase (when a sink may write or read it), the local
+    stack's Phoenix (when the config has a phoenix sink without a url), the MySQL schema history, the local data
+    folder. A part of the local stack the sinks do not need is not asked for."""
+    sinks = cfg.pipeline.sinks
+    zk: str | None = cfg.hbase.zk_quorum
+    # hbase sinks without a zk_quorum of their own write the source cluster; delta sinks read its families' TTLs
+    wants_hbase = any(s.type == "hbase" and not s.options.get("zk_quorum") for s in sinks)
+    if zk is None and (wants_hbase or any(s.type == "delta" for s in sinks)):
+        try:
+            zk = source_zk(cfg)
+        except CdcflowError:
+            if wants_hbase:
+                raise
+            zk = None  # a delta sink of MySQL sources only: no HBase needed
+    phoenix_url = None
+    if any(s.type == "phoenix" and not s.options.get("url") for s in sinks):
+        phoenix_url = str(Stack(cfg.stack.resolved_home()).endpoints("phoenix")["jdbc_url"])
+    beats = cfg.mysql.output.heartbeat_topic
+    return Endpoints(
+        bootstrap_servers=bootstrap(cfg), kafka_properties=dict(cfg.kafka.properties), zk_quorum=zk,
+        phoenix_url=phoenix_url, data_dir=str(data_dir(cfg)), mysql_schema_history_topic=cfg.mysql.schema_history_topic,
+        heartbeat_topics=(beats,) if beats else (),  # a batch of heartbeats only is progress, not sink work
+        dead_letter_topic=cfg.pipeline.dead_letter_topic, checkpoint_root=str(checkpoint_root(cfg)),
         **debezium_input(cfg),
-    }  # fmt: skip
-    if cfg.mysql.output.heartbeat_topic:  # a batch of heartbeats only is progress, not sink work
-        context["heartbeat_topics"] = [cfg.mysql.output.heartbeat_topic]
-    if any(s.type == "phoenix" and not s.options.get("url") for s in cfg.pipeline.sinks):
-        context["phoenix_url"] = Stack(cfg.stack.resolved_home()).endpoints("phoenix")["jdbc_url"]
-    return context
+    )  # fmt: skip
 
 
 def debezium_input(cfg: CdcflowConfig) -> dict[str, Any]:
@@ -141,9 +154,9 @@ def debezium_input(cfg: CdcflowConfig) -> dict[str, Any]:
             "values need their fractional digits: set mysql.output.propagate_source_types: true"
         )
     # (topic pattern, serialization) per source writing the debezium format
-    context: dict[str, Any] = {"debezium_topics": [[rf"{re.escape(cfg.mysql.topic_prefix)}\..*", out.serialization]]}
+    context: dict[str, Any] = {"debezium_topics": ((rf"{re.escape(cfg.mysql.topic_prefix)}\..*", out.serialization),)}
     if beats:  # Debezium's heartbeats, read as cdcflow's (events/heartbeats.py)
-        context["debezium_heartbeat_topics"] = [beats]
+        context["debezium_heartbeat_topics"] = (beats,)
     if out.serialization == "avro":
         context["schema_registry_url"] = kafka_config(cfg).schema_registry_url
     return context
@@ -178,7 +191,7 @@ def _exit_after(seconds: float) -> None:
 
 def run_pipeline(cfg: CdcflowConfig, available_now: bool, metrics_port: int | None) -> int:
     """Run one streaming query per sink (plus dead letters) until SIGTERM/SIGINT; the exit code."""
-    from cdcflow.pipeline.runner import Pipeline
+    from cdcflow.pipeline.library import Pipeline
 
     if not cfg.pipeline.sinks:
         raise ConfigError("no sinks configured (pipeline.sinks)")

@@ -19,6 +19,7 @@ from pyspark.sql import functions as F
 from cdcflow.config import PipelineConfig
 from cdcflow.pipeline import metrics, oversize
 from cdcflow.pipeline.batch_ranges import records_per_topic
+from cdcflow.pipeline.context import Endpoints
 from cdcflow.pipeline.dead_letters import write_dead_letters
 from cdcflow.pipeline.debezium_input import transcoded
 from cdcflow.pipeline.envelope import OVERSIZE, dedupe, events_of, heartbeat_ts, is_malformed, malformed_of, parse
@@ -65,7 +66,7 @@ def checkpoint_query_id(checkpoint: Path) -> str | None:
 class SinkBatches:
     """Applies batches to sinks and keeps each sink's progress document and metrics."""
 
-    def __init__(self, cfg: PipelineConfig, context: dict[str, Any], checkpoint_root: Path) -> None:
+    def __init__(self, cfg: PipelineConfig, context: Endpoints, checkpoint_root: Path) -> None:
         self.cfg = cfg
         self.context = context
         self.checkpoint_root = checkpoint_root
@@ -78,10 +79,10 @@ class SinkBatches:
             write_progress(self.checkpoint_root / m.name, m.doc)
 
     def prepared(self, raw: DataFrame, dedupe_it: bool) -> DataFrame:
-        debezium_topics = self.context.get("debezium_topics")
+        debezium_topics = self.context.debezium_topics
         if debezium_topics:  # debezium-format topics become cdcflow events first
-            raw = transcoded(raw, debezium_topics, self.context.get("schema_registry_url"),
-                             tuple(self.context.get("debezium_heartbeat_topics") or ()))  # fmt: skip
+            raw = transcoded(raw, debezium_topics, self.context.schema_registry_url,
+                             tuple(self.context.debezium_heartbeat_topics or ()))  # fmt: skip
         parsed = parse(raw)
         return dedupe(parsed) if dedupe_it else parsed
 
@@ -101,7 +102,7 @@ class SinkBatches:
         write_dead_letters(malformed_of(parsed).where(owned), F.col("raw"), F.col("problem"), batch_id, self.context,
                            name)  # fmt: skip
         log.warning("sink %s: batch %d: %d malformed record(s) went to the dead-letter topic %s", name, batch_id, dead,
-                    self.context["dead_letter_topic"])  # fmt: skip
+                    self.context.dead_letter_topic)  # fmt: skip
 
     def apply_one(self, m: QuerySink, raw: DataFrame, batch_id: int, owned: Column, heartbeats_only: bool) -> Applied:
         """Apply a batch of Kafka records to one sink: a batch of its own query, or a chunk of its catch-up.
@@ -246,7 +247,7 @@ class SinkBatches:
 
     def heartbeats_only(self, batch: DataFrame) -> bool:
         """Whether a batch holds records of the sources' heartbeat topics only (or none at all)."""
-        beats = self.context.get("heartbeat_topics")
+        beats = self.context.heartbeat_topics
         if not beats:
             return False
         counts = records_per_topic(batch)

@@ -8,21 +8,20 @@ wrote it."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from cdcflow.clients.kafka.java import java_client_options
+from cdcflow.pipeline.context import Endpoints
 
 
 def write_dead_letters(
-    records: DataFrame, raw: Column, error: Column, batch_id: int, context: dict[str, Any], sink: str
+    records: DataFrame, raw: Column, error: Column, batch_id: int, context: Endpoints, sink: str
 ) -> None:
     """`records` has topic, partition, offset, kafka_key; `raw` the record's bytes, `error` why."""
-    kafka_options = {f"kafka.{k}": v for k, v in java_client_options(context.get("kafka_properties") or {}).items()}
+    kafka_options = {f"kafka.{k}": v for k, v in java_client_options(context.kafka_properties or {}).items()}
     # the format the record was expected in: cdcflow's, or the debezium format of a MySQL source's topics
-    debezium = "|".join(f"(?:{pattern})" for pattern, _ in context.get("debezium_topics") or [])
+    debezium = "|".join(f"(?:{pattern})" for pattern, _ in context.debezium_topics or [])
     expected = F.when(F.col("topic").rlike(f"^(?:{debezium})$"), "debezium") if debezium else F.lit(None)
     out = records.select(
         F.col("kafka_key").alias("key"),
@@ -36,8 +35,8 @@ def write_dead_letters(
     )  # fmt: skip
     (
         out.write.format("kafka")
-        .option("kafka.bootstrap.servers", context["bootstrap_servers"])
-        .option("topic", context["dead_letter_topic"])
+        .option("kafka.bootstrap.servers", context.bootstrap_servers)
+        .option("topic", context.dead_letter_topic)
         .options(**kafka_options)
         .save()
     )

@@ -13,7 +13,7 @@ schemas come from the registry, once per schema id and Python worker.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -74,7 +74,7 @@ def transcode_batches(batches: Iterator[pa.RecordBatch], pattern: str, registry_
         yield kept.append_column(TRANSCODE_ERROR, pa.array(errors, type=pa.string()))
 
 
-def transcoded(raw: DataFrame, sources: list[tuple[str, str]], registry_url: str | None,
+def transcoded(raw: DataFrame, sources: Sequence[tuple[str, str]], registry_url: str | None,
                heartbeat_topics: tuple[str, ...] = ()) -> DataFrame:  # fmt: skip
     """`raw` (Kafka rows) with the debezium-format topics' values as cdcflow change events. `sources`: (topic
     pattern, serialization) per source writing the debezium format. Avro sources are read inside Spark, in the

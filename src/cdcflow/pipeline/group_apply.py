@@ -38,7 +38,7 @@ class GroupApply:
         start = {t: {p: chunk.start.get(t, {}).get(p, -2) for p in ps} for t, ps in chunk.end.items()}  # -2: first
         return (
             spark.read.format("kafka")
-            .option("kafka.bootstrap.servers", self.context["bootstrap_servers"])
+            .option("kafka.bootstrap.servers", self.context.bootstrap_servers)
             .option("assign", json.dumps(assign))
             .option("startingOffsets", json.dumps(start))
             .option("endingOffsets", json.dumps(chunk.end))
@@ -160,7 +160,7 @@ class GroupApply:
     def _first_offsets(self, position: groups.Positions, target: groups.Positions) -> groups.Positions:
         """The first offsets of the target's partitions that `position` lacks (from Kafka)."""
         missing = {t: [int(p) for p in ps if p not in position.get(t, {})] for t, ps in target.items()}
-        endpoint = KafkaEndpoint.of(self.context["bootstrap_servers"], self.context.get("kafka_properties"))
+        endpoint = KafkaEndpoint.of(self.context.bootstrap_servers, self.context.kafka_properties)
         return {
             t: {str(p): o for p, o in partition_offsets(endpoint, t, parts, "earliest").items()}
             for t, parts in missing.items() if parts

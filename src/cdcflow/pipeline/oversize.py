@@ -22,6 +22,7 @@ from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, Str
 
 from cdcflow.clients.kafka import KafkaEndpoint, read_at
 from cdcflow.events.oversize import reassemble
+from cdcflow.pipeline.context import Endpoints
 from cdcflow.pipeline.envelope import OVERSIZE
 
 log = logging.getLogger(__name__)
@@ -61,10 +62,10 @@ def markers(parsed: DataFrame, owned: Column) -> list[Any]:
     )
 
 
-def put_together(rows: list[Any], context: dict[str, Any]) -> tuple[list[tuple[Any, ...]], list[Unapplied]]:
+def put_together(rows: list[Any], context: Endpoints) -> tuple[list[tuple[Any, ...]], list[Unapplied]]:
     """(the whole events as Kafka source rows at their markers' places, the markers that stay unapplied).
     Raises ServiceUnavailable when Kafka does not answer (the batch is retried)."""
-    endpoint = KafkaEndpoint.of(context["bootstrap_servers"], context.get("kafka_properties"))
+    endpoint = KafkaEndpoint.of(context.bootstrap_servers, context.kafka_properties)
     whole: list[tuple[Any, ...]] = []
     unapplied: list[Unapplied] = []
     for row in rows:

@@ -17,21 +17,23 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
-from cdcflow.clients.kafka.java import java_client_options
 from cdcflow.config import PipelineConfig
 from cdcflow.errors import ConfigError
 from cdcflow.pipeline import groups, metrics
 from cdcflow.pipeline.apply import SinkBatches, checkpoint_query_id, first_line
+from cdcflow.pipeline.context import Endpoints
 from cdcflow.pipeline.group_apply import GroupApply
+from cdcflow.pipeline.kafka_source import FETCH_MAX_WAIT_MS, kafka_options, read_records
 from cdcflow.pipeline.offsets import checkpoint_lock
 from cdcflow.pipeline.progress import PROGRESS_FILE
 from cdcflow.pipeline.queries import Query, QuerySink, owned_topics
-from cdcflow.pipeline.session import build_session
+from cdcflow.pipeline.session import build_session, check_session
 from cdcflow.pipeline.sinks.base import Sink
 from cdcflow.pipeline.sinks.registry import make_sink
 
@@ -44,11 +46,6 @@ log = logging.getLogger(__name__)
 # after its last query did.
 POLL_SECONDS = 0.2
 TOPICS_FILE = "cdcflow-topics"  # the subscribePattern a query's checkpoint was made with
-# A batch's Kafka reads end at the topics' end, where the consumer's next fetch waits for new records
-# up to fetch.max.wait.ms (500 by default) before the task that read the batch can finish: measured
-# 0.76 s → 0.29 s per task for the last batch of a backlog, every batch of a stream that keeps up.
-# The broker still answers at once when records are there, so reads of a backlog lose nothing.
-FETCH_MAX_WAIT_MS = 10
 
 
 def group_pattern(patterns: list[str]) -> str:
@@ -90,33 +87,29 @@ LIVE_AFTER_S = 120.0  # the supervising loop runs every POLL_SECONDS; this long 
 
 
 class Pipeline:
-    def __init__(self, cfg: PipelineConfig, context: dict[str, Any], checkpoint_root: Path) -> None:
+    def __init__(
+        self,
+        cfg: PipelineConfig,
+        context: Endpoints | Mapping[str, Any],
+        checkpoint_root: Path,
+        spark: SparkSession | None = None,
+    ) -> None:
         self.cfg = cfg
-        self.context = {**context, "dead_letter_topic": cfg.dead_letter_topic, "checkpoint_root": str(checkpoint_root)}
+        self.context = Endpoints.of(context).with_pipeline(cfg.dead_letter_topic, str(checkpoint_root))
         self.checkpoint_root = checkpoint_root
         self.sinks: list[Sink] = [make_sink(s, self.context) for s in cfg.sinks]
         # kafka.properties (SASL, TLS) as Spark's Kafka options: the pipeline connects like the captures.
-        self.kafka_options = {
-            f"kafka.{k}": v for k, v in java_client_options(context.get("kafka_properties") or {}).items()
-        }
-        self.spark: SparkSession | None = None
+        self.kafka_options = kafka_options(self.context)
+        # The session the queries run in: the caller's (a user's job), else one the pipeline builds when it runs.
+        self.spark: SparkSession | None = spark
+        self.given_session = spark is not None
         self.batches = SinkBatches(cfg, self.context, checkpoint_root)
         self.groups = GroupApply(self.batches, self.kafka_options)
         self.last_tick = 0.0  # monotonic time of the supervising loop's last round: liveness
         self.waiting: list[str] | None = None  # sinks without a running query (None: not started): readiness
 
     def _source(self, spark: SparkSession, topics: str) -> DataFrame:
-        return (
-            spark.readStream.format("kafka")
-            .option("kafka.bootstrap.servers", self.context["bootstrap_servers"])
-            .option("subscribePattern", topics)
-            .option("startingOffsets", "earliest")
-            .option("maxOffsetsPerTrigger", str(self.cfg.max_offsets_per_trigger))
-            .option("kafka.metadata.max.age.ms", "5000")
-            .option("kafka.fetch.max.wait.ms", str(FETCH_MAX_WAIT_MS))
-            .options(**self.kafka_options)
-            .load()
-        )
+        return read_records(spark, self.context, topics, self.cfg.max_offsets_per_trigger)
 
     def _batch_fn(self, r: Query) -> Any:
         if r.group is None:
@@ -222,8 +215,11 @@ class Pipeline:
         check_topic_patterns(self.cfg, self.checkpoint_root, {r.name: r.topics for r in runners})
         self.groups.open_ledgers(runners)
         jars = sorted({j for s in self.sinks for j in s.jars()})
-        self.spark = build_session("cdcflow-pipeline", self.cfg.master, sink_jars=jars, conf=self.cfg.spark_conf)
-        self.spark.sparkContext.setLogLevel("WARN")
+        if self.spark is not None:  # the caller's: it must already have what the sinks need
+            check_session(self.spark, jars)
+        else:
+            self.spark = build_session("cdcflow-pipeline", self.cfg.master, sink_jars=jars, conf=self.cfg.spark_conf)
+            self.spark.sparkContext.setLogLevel("WARN")
         self.groups.spark = self.spark
         if stop.is_set():  # stopped while Spark started (seconds under load): start nothing
             log.info("stopped before the queries started")

@@ -8,7 +8,6 @@ import re
 import sys
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 import pyspark
 from pyspark import SparkContext
@@ -17,6 +16,7 @@ from pyspark.sql import SparkSession
 from cdcflow.config import PipelineConfig
 from cdcflow.errors import ConfigError
 from cdcflow.jars import maven, versions
+from cdcflow.pipeline.context import Endpoints
 
 log = logging.getLogger(__name__)
 
@@ -126,6 +126,37 @@ def build_session(
     return spark
 
 
+KAFKA_SOURCE = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
+
+
+def check_session(spark: SparkSession, sink_jars: Sequence[str] = ()) -> None:
+    """A session made elsewhere (a user's job) has what cdcflow needs, or a ConfigError says what to add: Spark's
+    Kafka connector, Delta's extension, the session time zone UTC. Jars only the sinks need (Phoenix's
+    client) are added when they can be."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    try:
+        jvm.java.lang.Class.forName(KAFKA_SOURCE, False, jvm.java.lang.Thread.currentThread().getContextClassLoader())
+    except Exception as exc:
+        raise ConfigError(
+            "the Spark session has no Kafka connector (spark-sql-kafka): build it with cdcflow.spark_conf(), e.g. "
+            "SparkSession.builder.config(map=cdcflow.spark_conf()).getOrCreate()"
+        ) from exc
+    extensions = [e.strip() for e in (spark.conf.get("spark.sql.extensions", "") or "").split(",")]
+    if DELTA_EXTENSION not in extensions:
+        raise ConfigError(
+            f"the Spark session lacks Delta's extension ({DELTA_EXTENSION}): build it with cdcflow.spark_conf(), "
+            "e.g. SparkSession.builder.config(map=cdcflow.spark_conf()).getOrCreate()"
+        )
+    zone = spark.conf.get("spark.sql.session.timeZone", "")
+    if zone not in ("UTC", "Etc/UTC", "GMT", "Z", "+00:00"):
+        raise ConfigError(
+            f"the Spark session's time zone is {zone!r}: cdcflow's sinks write source times as UTC; set "
+            "spark.sql.session.timeZone=UTC (cdcflow.spark_conf() does)"
+        )
+    add_missing_jars(spark, sink_jars)
+
+
 def add_missing_jars(spark: SparkSession, jars: Sequence[str]) -> list[str]:
     """Give a session that already existed (getOrCreate ignores `spark.jars` then) the jars it lacks.
 
@@ -154,7 +185,7 @@ def add_missing_jars(spark: SparkSession, jars: Sequence[str]) -> list[str]:
 
 
 def spark_submit_command(
-    cfg: PipelineConfig, context: dict[str, Any], master: str | None, spark_args: tuple[str, ...], app: str
+    cfg: PipelineConfig, context: Endpoints, master: str | None, spark_args: tuple[str, ...], app: str
 ) -> list[str]:
     """pyspark's spark-submit with cdcflow's connector jars (and every sink's), the session settings,
     this Python, extra arguments, then the application file."""

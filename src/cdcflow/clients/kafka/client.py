@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
@@ -40,7 +40,7 @@ class KafkaEndpoint:
     properties: tuple[tuple[str, str], ...] = ()  # librdkafka settings, as in the config's kafka.properties
 
     @classmethod
-    def of(cls, bootstrap_servers: str, properties: dict[str, str] | None = None) -> KafkaEndpoint:
+    def of(cls, bootstrap_servers: str, properties: Mapping[str, str] | None = None) -> KafkaEndpoint:
         return cls(bootstrap_servers, tuple(sorted((properties or {}).items())))
 
     def __str__(self) -> str:

@@ -3,6 +3,8 @@ sink, so the pipeline connects the way the captures do. Pure."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from cdcflow.errors import ConfigError
 
 _SAME = ("security.protocol", "client.id", "ssl.endpoint.identification.algorithm")
@@ -15,7 +17,7 @@ _IGNORED_PREFIXES = ("queue.", "linger.", "batch.", "compression.", "message.", 
                      "retries", "retry.", "delivery.", "request.", "log_level", "socket.", "reconnect.")  # fmt: skip
 
 
-def java_client_options(properties: dict[str, str]) -> dict[str, str]:
+def java_client_options(properties: Mapping[str, str]) -> dict[str, str]:
     """Java client settings (without Spark's "kafka." prefix). Producer tuning is left out; a connection
     setting with no Java equivalent here is refused, so a secured cluster never gets a plain connection."""
     out: dict[str, str] = {}

@@ -19,8 +19,8 @@ from typing import Any
 
 import orjson
 
-from cdcflow import __version__
 from cdcflow.events.debezium.columns import Field, avro_name
+from cdcflow.version import __version__
 
 VERSION = f"cdcflow-{__version__}"
 # Debezium's snapshot markers; cdcflow's snapshot is chunked under watermarks (DBLog), like Debezium's

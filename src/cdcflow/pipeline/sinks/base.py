@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 from pyspark.sql import DataFrame, SparkSession
 
 from cdcflow.config.sinks import SinkOptions
+from cdcflow.pipeline.context import Endpoints
 
 
 class Sink(ABC):
@@ -27,7 +28,7 @@ class Sink(ABC):
     # the whole batch.
     wants_deduplicated_events: ClassVar[bool] = True
 
-    def __init__(self, name: str, options: SinkOptions, context: dict[str, Any]) -> None:
+    def __init__(self, name: str, options: SinkOptions, context: Endpoints) -> None:
         self.name = name
         self.options = options  # the sink type's options model, validated when the config was loaded
         self.context = context  # endpoints resolved by the runner (zk_quorum, bootstrap_servers, ...)

@@ -6,10 +6,12 @@ Sinks are imported lazily, so a pipeline that uses only HBase never loads Delta'
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 from typing import Any
 
 from cdcflow.config import SinkConfig
 from cdcflow.errors import ConfigError
+from cdcflow.pipeline.context import Endpoints
 from cdcflow.pipeline.sinks.base import Sink
 
 # type → (module, class); each type's options model is in cdcflow.config.sinks
@@ -23,9 +25,9 @@ SINK_TYPES: dict[str, tuple[str, str]] = {
 }
 
 
-def make_sink(cfg: SinkConfig, context: dict[str, Any]) -> Sink:
+def make_sink(cfg: SinkConfig, context: Endpoints | Mapping[str, Any]) -> Sink:
     if cfg.type not in SINK_TYPES:
         raise ConfigError(f"sink {cfg.name}: unknown type {cfg.type}; known: {sorted(SINK_TYPES)}")
     module, cls_name = SINK_TYPES[cfg.type]
     cls: type[Sink] = getattr(importlib.import_module(module), cls_name)
-    return cls(cfg.name, cfg.typed_options, context)
+    return cls(cfg.name, cfg.typed_options, Endpoints.of(context))

@@ -21,6 +21,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from cdcflow.config.sinks import DeltaStateOptions, SinkOptions
 from cdcflow.errors import ConfigError
+from cdcflow.pipeline.context import Endpoints
 from cdcflow.pipeline.sinks.base import Sink
 from cdcflow.pipeline.sinks.delta import log as change_log
 from cdcflow.pipeline.sinks.delta.fold_service import FoldService
@@ -41,14 +42,12 @@ MERGE_THREADS = 4
 class DeltaStateSink(Sink):
     """Options: cdcflow.config.sinks.DeltaStateOptions. `hooks`: points inside the folds where a test steps in."""
 
-    def __init__(
-        self, name: str, options: SinkOptions, context: dict[str, Any], hooks: FoldHooks | None = None
-    ) -> None:
+    def __init__(self, name: str, options: SinkOptions, context: Endpoints, hooks: FoldHooks | None = None) -> None:
         super().__init__(name, options, context)
         assert isinstance(options, DeltaStateOptions)
-        if not options.path and context.get("data_dir"):
+        if not options.path and context.data_dir:
             # default: beside the checkpoints, <stack home>/pipeline/delta
-            options = options.model_copy(update={"path": f"{context['data_dir']}/delta"})
+            options = options.model_copy(update={"path": f"{context.data_dir}/delta"})
         self.opts = options
         self.options = options
         if options.log_path:

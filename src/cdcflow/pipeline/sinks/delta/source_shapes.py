@@ -12,6 +12,7 @@ from cdcflow.clients.hbase.admin import family_ttl
 from cdcflow.clients.kafka.client import KafkaEndpoint
 from cdcflow.config.sinks import DeltaStateOptions
 from cdcflow.errors import CdcflowError, ConfigError, TerminalError
+from cdcflow.pipeline.context import Endpoints
 from cdcflow.pipeline.sinks.mysql_history import MySqlColumn, latest_table_record, mysql_columns
 
 log = logging.getLogger(__name__)
@@ -22,14 +23,14 @@ class NoTableRecord(TerminalError):
 
 
 class SourceShapes:
-    def __init__(self, sink: str, options: DeltaStateOptions, context: dict[str, Any]) -> None:
+    def __init__(self, sink: str, options: DeltaStateOptions, context: Endpoints) -> None:
         self.sink = sink
         self.options = options
         self.context = context
         self._mysql: dict[tuple[str, str, str], list[MySqlColumn]] = {}
 
     def history_topic(self) -> str:
-        topic = self.options.schema_history_topic or self.context.get("mysql_schema_history_topic")
+        topic = self.options.schema_history_topic or self.context.mysql_schema_history_topic
         if not topic:
             raise ConfigError(
                 f"sink {self.sink}: typed Delta tables for MySQL sources are built from the capture's schema "
@@ -42,7 +43,7 @@ class SourceShapes:
         cached = self._mysql.get((source, db, table))
         if cached is not None and not refresh:
             return cached
-        kafka = KafkaEndpoint.of(self.context["bootstrap_servers"], self.context.get("kafka_properties"))
+        kafka = KafkaEndpoint.of(self.context.bootstrap_servers, self.context.kafka_properties)
         record = latest_table_record(kafka, self.history_topic(), source, db, table)
         if record is None:
             raise NoTableRecord(
@@ -69,7 +70,7 @@ class SourceShapes:
 
     def family_ttls(self, db: str, table: str) -> dict[str, int] | None:
         """The source HBase table's families that have a TTL (seconds); None when the source cannot be read now."""
-        zk = self.context.get("zk_quorum")
+        zk = self.context.zk_quorum
         if not zk or zk == "unused":
             return None
         name = table if db == "default" else f"{db}:{table}"

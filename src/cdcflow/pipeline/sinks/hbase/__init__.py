@@ -37,6 +37,7 @@ from cdcflow.errors import CdcflowError
 from cdcflow.events.cells import Cell, CellType
 from cdcflow.events.json_codec import cell_from_json
 from cdcflow.pipeline import metrics
+from cdcflow.pipeline.context import Endpoints
 from cdcflow.pipeline.dead_letters import write_dead_letters
 from cdcflow.pipeline.sinks.base import Sink
 from cdcflow.pipeline.sinks.hbase.mutations import cell_mutations
@@ -59,11 +60,13 @@ def source_table(db: str, table: str) -> str:
 class HBaseSink(Sink):
     reads_events_once = True  # one job per batch; a batch with a new target reads it again (a second job)
 
-    def __init__(self, name: str, options: SinkOptions, context: dict[str, Any]) -> None:
+    def __init__(self, name: str, options: SinkOptions, context: Endpoints) -> None:
         super().__init__(name, options, context)
         assert isinstance(options, HBaseSinkOptions)
         self.opts = options
-        self.zk_quorum = options.zk_quorum or context["zk_quorum"]
+        self.zk_quorum = options.zk_quorum or context.require_zk_quorum(name)
+        # the source cluster, read for its families' VERSIONS and TTLs: the target's when none is known
+        self.source_zk = context.zk_quorum or self.zk_quorum
         self._existing: set[str] = set()  # target tables known to exist
         self._ttl_checked: dict[str, float] = {}  # target → monotonic time its TTLs were last compared
         self._sources: dict[str, str] = {}  # target → its source table (as the executors reported it)
@@ -145,10 +148,10 @@ class HBaseSink(Sink):
         write_dead_letters(isolated, F.to_json(F.struct(*[c for c in events.columns])).cast("binary"), reason,
                            batch_id, self.context, self.name)  # fmt: skip
         log.warning("sink %s: events for missing table(s) %s went to the dead-letter topic %s", self.name,
-                    ", ".join(sorted(set(refused.values()))), self.context.get("dead_letter_topic"))  # fmt: skip
+                    ", ".join(sorted(set(refused.values()))), self.context.dead_letter_topic)  # fmt: skip
 
     def _floors_path(self) -> Path:
-        return Path(str(self.context["checkpoint_root"])) / self.name / "hbase-truncates.json"
+        return Path(str(self.context.checkpoint_root)) / self.name / "hbase-truncates.json"
 
     def _raise_floors(self, truncated: Mapping[str, int]) -> dict[str, int]:
         """Every target's newest truncate, this batch's included, kept in the checkpoint folder before the batch's
@@ -224,7 +227,7 @@ class HBaseSink(Sink):
         versions: dict[str, int] = {}
         ttls: dict[str, int | None] = {}
         try:
-            src = connect(str(self.context["zk_quorum"]), op_timeout_s=10.0)
+            src = connect(self.source_zk, op_timeout_s=10.0)
             try:
                 for fam, attrs in src.family_attributes(source).items():
                     versions[fam] = int(attrs.get("VERSIONS", self.opts.create_max_versions))
@@ -247,8 +250,8 @@ class HBaseSink(Sink):
         if not due:
             return
         try:
-            src = NativeHBaseClient(str(self.context["zk_quorum"]), op_timeout_s=10.0)
-            same = self.zk_quorum == self.context["zk_quorum"]
+            src = NativeHBaseClient(self.source_zk, op_timeout_s=10.0)
+            same = self.zk_quorum == self.source_zk
             dst = src if same else NativeHBaseClient(self.zk_quorum, op_timeout_s=10.0)
         except (CdcflowError, OSError) as exc:
             log.info("sink %s: TTLs not compared now (%s)", self.name, exc)

@@ -58,6 +58,7 @@ from cdcflow.errors import ConfigError, TerminalError
 from cdcflow.jars import phoenix as phoenix_jars
 from cdcflow.patterns import matches_any
 from cdcflow.pipeline import metrics
+from cdcflow.pipeline.context import Endpoints
 from cdcflow.pipeline.envelope import newest_per_key
 from cdcflow.pipeline.sinks.base import Sink
 from cdcflow.pipeline.sinks.mysql_history import ZERO_DATE_PATTERN, latest_table_record, mysql_columns
@@ -112,10 +113,10 @@ class PhoenixSink(Sink):
     # check and the write: the runner's counts ride along that job.
     reads_events_once = True
 
-    def __init__(self, name: str, options: SinkOptions, context: dict[str, Any]) -> None:
+    def __init__(self, name: str, options: SinkOptions, context: Endpoints) -> None:
         super().__init__(name, options, context)
         assert isinstance(options, PhoenixOptions)
-        url = options.url or context.get("phoenix_url")
+        url = options.url or context.phoenix_url
         if not url:
             raise ConfigError(f"sink {name}: phoenix needs options.url (jdbc:phoenix:<zk quorum>:<znode>)")
         if not str(url).startswith("jdbc:phoenix:"):
@@ -126,7 +127,7 @@ class PhoenixSink(Sink):
         self.table_map = dict(options.table_map)
         self.case = options.name_case
         self.create = options.create_tables
-        self.history_topic = options.schema_history_topic or context.get("mysql_schema_history_topic")
+        self.history_topic = options.schema_history_topic or context.mysql_schema_history_topic
         self.commit_rows = options.commit_rows
         self.on_drop = options.on_drop
         self._conn: PhoenixConnection | None = None
@@ -171,7 +172,7 @@ class PhoenixSink(Sink):
 
     def _lease(self, table: ps.PhoenixTable) -> None:
         if self._leases is None:
-            owner = {"sink": self.name, "checkpoint": self.context.get("checkpoint_root"), "url": self.url}
+            owner = {"sink": self.name, "checkpoint": self.context.checkpoint_root, "url": self.url}
             self._leases = WriterLeases(self.zk_quorum, owner)
         self._leases.acquire(f"phoenix:{table.display}")
 
@@ -191,7 +192,7 @@ class PhoenixSink(Sink):
         """The table's shape from the newest `kind: table` record of the MySQL schema history."""
         if not self.history_topic:
             return None
-        kafka = KafkaEndpoint.of(self.context["bootstrap_servers"], self.context.get("kafka_properties"))
+        kafka = KafkaEndpoint.of(self.context.bootstrap_servers, self.context.kafka_properties)
         latest = latest_table_record(kafka, str(self.history_topic), source, db, table)
         if latest is None:
             return None
