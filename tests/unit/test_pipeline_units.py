@@ -365,3 +365,26 @@ def test_spark_submit_keeps_a_session_catalog_given_after_the_double_dash() -> N
     theirs = spark_submit_command(cfg, {}, "local[2]", given, "app.py")
     assert not any(a.startswith("spark.sql.catalog.spark_catalog=org.apache") for a in theirs)
     assert theirs[-3:] == [*given, "app.py"]
+
+
+def test_a_pipeline_of_delta_sinks_does_not_need_the_local_hbase(tmp_path: Path) -> None:
+    """A stack of Kafka and MariaDB only (no HBase started): delta sinks of MySQL sources start; an hbase sink
+    without a cluster of its own says that HBase is missing."""
+    from cdcflow.cli.wiring import pipeline_context
+    from cdcflow.config import CdcflowConfig
+    from cdcflow.errors import CdcflowError
+
+    def config(*sinks: SinkConfig) -> CdcflowConfig:
+        return CdcflowConfig.model_validate({
+            "stack": {"home": str(tmp_path / "stack")}, "kafka": {"bootstrap_servers": "k:9092"},
+            "pipeline": {"sinks": [s.model_dump() for s in sinks]},
+        })  # fmt: skip
+
+    context = pipeline_context(config(SinkConfig(name="lake", type="delta")))
+    assert (context.bootstrap_servers, context.zk_quorum) == ("k:9092", None)
+    assert context.data_dir == str(tmp_path / "stack" / "pipeline")
+    with pytest.raises(CdcflowError, match="hbase"):
+        pipeline_context(config(SinkConfig(name="copy", type="hbase")))
+    # an hbase sink with a cluster of its own asks the stack for nothing
+    assert pipeline_context(config(SinkConfig(name="copy", type="hbase", options={"zk_quorum": "b:2181"}))).zk_quorum \
+        is None  # fmt: skip

@@ -106,15 +106,16 @@ def pipeline_context(cfg: CdcflowConfig) -> Endpoints:
     folder. A part of the local stack the sinks do not need is not asked for."""
     sinks = cfg.pipeline.sinks
     zk: str | None = cfg.hbase.zk_quorum
-    # hbase sinks without a zk_quorum of their own write the source cluster; delta sinks read its families' TTLs
-    wants_hbase = any(s.type == "hbase" and not s.options.get("zk_quorum") for s in sinks)
-    if zk is None and (wants_hbase or any(s.type == "delta" for s in sinks)):
+    # hbase sinks without a zk_quorum of their own write the source cluster; hbase and delta sinks read its
+    # families' VERSIONS and TTLs when it is there
+    needs_hbase = any(s.type == "hbase" and not s.options.get("zk_quorum") for s in sinks)
+    if zk is None and any(s.type in ("hbase", "delta") for s in sinks):
         try:
             zk = source_zk(cfg)
         except CdcflowError:
-            if wants_hbase:
+            if needs_hbase:
                 raise
-            zk = None  # a delta sink of MySQL sources only: no HBase needed
+            zk = None  # no local HBase (MySQL sources only): nothing to read
     phoenix_url = None
     if any(s.type == "phoenix" and not s.options.get("url") for s in sinks):
         phoenix_url = str(Stack(cfg.stack.resolved_home()).endpoints("phoenix")["jdbc_url"])

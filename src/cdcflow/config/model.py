@@ -11,7 +11,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from cdcflow.config.paths import default_stack_home
-from cdcflow.config.sinks import SinkOptions, sink_options
+from cdcflow.config.sinks import SINK_OPTIONS, SinkOptions, sink_options
 from cdcflow.errors import ConfigError
 from cdcflow.events.json_codec import VALUE_ENCODINGS
 
@@ -458,6 +458,16 @@ class SinkConfig(_Strict):
     @property
     def typed_options(self) -> SinkOptions:
         return sink_options(self.type, self.options)
+
+    @classmethod
+    def of(cls, name: str, options: SinkOptions, topics: str | None = None, group: str | None = None) -> SinkConfig:
+        """A sink from its typed options (DeltaStateOptions, HBaseSinkOptions, ...): the type follows from them."""
+        kinds = [kind for kind, model in SINK_OPTIONS.items() if type(options) is model]
+        if not kinds:
+            raise ValueError(f"sink {name}: options are one of {', '.join(m.__name__ for m in SINK_OPTIONS.values())}, "
+                             f"not {type(options).__name__}")  # fmt: skip
+        given = options.model_dump(exclude_unset=True)
+        return cls(name=name, type=kinds[0], options=given, topics=topics, group=group)  # type: ignore[arg-type]
 
 
 class PipelineConfig(_Strict):

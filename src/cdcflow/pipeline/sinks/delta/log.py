@@ -134,6 +134,8 @@ class BatchLog:
         if stream not in self._last:
             self._last[stream] = self._last_batch(spark, query, reassembled)
         if batch_id <= self._last[stream]:
+            log.info("%s: batch %d of query %s was committed before (a replay): not written again", self.path,
+                     batch_id, query)  # fmt: skip
             return None
         mark = {MARK: {"sink": self.sink, "query": query, "reassembled": reassembled, "batch": batch_id}}
         (
