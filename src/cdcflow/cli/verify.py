@@ -264,9 +264,9 @@ def verify_mysql_delta_cmd(
     not folded yet: as of its last applied batch), one line per table: whole tables, or with --sample N the
     next N keys each round (in the table's key order). Exit 1 if any has a confirmed difference; --every and
     --grace as for `verify hbase`."""
+    from cdcflow.config.sinks import DeltaStateOptions
     from cdcflow.pipeline.session import build_session
-    from cdcflow.pipeline.sinks.delta.sink import DeltaStateSink
-    from cdcflow.pipeline.sinks.registry import make_sink
+    from cdcflow.pipeline.sinks.delta.sink import table_path, with_default_path
     from cdcflow.verify.continuous import TableCheck
     from cdcflow.verify.delta import MySqlDeltaWindows, mysql_delta_rows
 
@@ -284,9 +284,10 @@ def verify_mysql_delta_cmd(
             known = ", ".join(s.name for s in cfg.pipeline.sinks if s.type == "delta") or "none"
             raise click.UsageError(f"name the delta sink with --sink (delta sinks in the config: {known}), or "
                                    "give the state table with --path")  # fmt: skip
-        sink = make_sink(sinks[0], {"data_dir": str(wiring.data_dir(cfg))})
-        assert isinstance(sink, DeltaStateSink)
-        paths = {table: sink.table_path(cfg.mysql.name, db, name) for table, db, name in names}
+        options = sinks[0].typed_options
+        assert isinstance(options, DeltaStateOptions)
+        options = with_default_path(options, str(wiring.data_dir(cfg)))
+        paths = {table: table_path(sinks[0].name, options, cfg.mysql.name, db, name) for table, db, name in names}
     ep = wiring.mysql_endpoint(cfg, admin=True)
     spark = build_session("cdcflow-verify", cfg.pipeline.master, conf=cfg.pipeline.spark_conf)
     spark.sparkContext.setLogLevel("ERROR")

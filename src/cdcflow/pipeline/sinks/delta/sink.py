@@ -45,9 +45,7 @@ class DeltaStateSink(Sink):
     def __init__(self, name: str, options: SinkOptions, context: Endpoints, hooks: FoldHooks | None = None) -> None:
         super().__init__(name, options, context)
         assert isinstance(options, DeltaStateOptions)
-        if not options.path and context.data_dir:
-            # default: beside the checkpoints, <stack home>/pipeline/delta
-            options = options.model_copy(update={"path": f"{context.data_dir}/delta"})
+        options = with_default_path(options, context.data_dir)
         self.opts = options
         self.options = options
         if options.log_path:
@@ -67,12 +65,7 @@ class DeltaStateSink(Sink):
         )  # fmt: skip
 
     def table_path(self, source: str, db: str, table: str) -> str:
-        mapped = mapped_table(self.opts.table_map, db, table, source)
-        if mapped:
-            return mapped
-        if not self.opts.path:
-            raise ConfigError(f"sink {self.name}: no table_map entry for {source}/{db}.{table} and no path")
-        return f"{self.opts.path.rstrip('/')}/{source}/{db}/{table}"
+        return table_path(self.name, self.opts, source, db, table)
 
     def _checked_path(self, spark: SparkSession, source: str, db: str, table: str) -> str:
         path = self.table_path(source, db, table)
@@ -152,3 +145,20 @@ class DeltaStateSink(Sink):
     def current_view(self, spark: SparkSession, source: str, db: str, table: str) -> DataFrame:
         """A table's current rows, exact as of the last applied batch (tombstones left out)."""
         return current_view(spark, self.table_path(source, db, table))
+
+
+def with_default_path(options: DeltaStateOptions, data_dir: str | None) -> DeltaStateOptions:
+    """The options with their default path, beside the checkpoints (<data_dir>/delta), when they name none."""
+    if options.path or not data_dir:
+        return options
+    return options.model_copy(update={"path": f"{data_dir}/delta"})
+
+
+def table_path(sink: str, options: DeltaStateOptions, source: str, db: str, table: str) -> str:
+    """Where a source table's state table is: its table_map entry, else <path>/<source>/<db>/<table>."""
+    mapped = mapped_table(options.table_map, db, table, source)
+    if mapped:
+        return mapped
+    if not options.path:
+        raise ConfigError(f"sink {sink}: no table_map entry for {source}/{db}.{table} and no path")
+    return f"{options.path.rstrip('/')}/{source}/{db}/{table}"
