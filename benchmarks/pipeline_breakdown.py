@@ -48,11 +48,15 @@ from pyspark.sql import functions as F
 from cdcflow.config.paths import default_stack_home
 from cdcflow.config.sinks import DeltaChangelogOptions
 from cdcflow.jars import versions
+from cdcflow.pipeline.context import Endpoints
 from cdcflow.pipeline.envelope import dedupe, events_of, parse
 from cdcflow.pipeline.session import build_session
 from cdcflow.pipeline.sinks.delta.changelog import IDENTITY, DeltaChangelogSink, changelog_rows
 from cdcflow.pipeline.sinks.delta.tables import ensure_table
 from cdcflow.stack import Stack
+
+# sinks made directly, outside a pipeline: Kafka is not read by what these tests do with them
+NO_ENDPOINTS = Endpoints(bootstrap_servers="unused:9092")
 
 
 def main() -> None:
@@ -123,13 +127,13 @@ def batch_floor(spark: SparkSession, raw: Callable[[], DataFrame], workdir: Path
 
     def changelog() -> str:  # a fresh changelog holding the earlier events
         path = str(workdir / f"changelog{next(changelogs)}")
-        DeltaChangelogSink("bench", DeltaChangelogOptions(path=path), {}).apply_batch(earlier, 0)
+        DeltaChangelogSink("bench", DeltaChangelogOptions(path=path), NO_ENDPOINTS).apply_batch(earlier, 0)
         return path
 
     def merge() -> None:
         path = changelog()
         started = time.perf_counter()
-        DeltaChangelogSink("bench", DeltaChangelogOptions(path=path), {}).apply_batch(batch, 1)
+        DeltaChangelogSink("bench", DeltaChangelogOptions(path=path), NO_ENDPOINTS).apply_batch(batch, 1)
         took.append(time.perf_counter() - started)
 
     def anti_join_append() -> None:

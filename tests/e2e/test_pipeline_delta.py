@@ -23,6 +23,7 @@ from cdcflow.config.sinks import DeltaChangelogOptions, DeltaStateOptions
 from cdcflow.events.cells import Cell, CellType
 from cdcflow.events.json_codec import SCHEMA_ID
 from cdcflow.pipeline import metrics
+from cdcflow.pipeline.context import Endpoints
 from cdcflow.pipeline.runner import Pipeline
 from cdcflow.pipeline.session import build_session
 from cdcflow.pipeline.sinks.delta import fold_service
@@ -38,6 +39,9 @@ from .hbase_capture import PeerSetup, wait_until_replicated
 from .test_hbase_capture import SPLITS, workload
 from .test_pipeline_hbase import captured_table, pipeline_for
 from .test_sink_interleavings import events_frame, hbase_event, random_change
+
+# sinks made directly, outside a pipeline: Kafka is not read by what these tests do with them
+NO_ENDPOINTS = Endpoints(bootstrap_servers="unused:9092")
 
 
 def test_delta_state_table_equals_the_hbase_source_version_by_version(
@@ -289,7 +293,7 @@ def test_the_change_log_holds_a_replayed_batch_once_and_shows_a_twice_delivered_
     batch is stored twice and read once through `changes()`."""
     spark = build_session("cdcflow-test")
     path = str(tmp_path / "changelog")
-    sink = DeltaChangelogSink("log", DeltaChangelogOptions(path=path), {})
+    sink = DeltaChangelogSink("log", DeltaChangelogOptions(path=path), NO_ENDPOINTS)
     sink.query_id = "q1"
 
     def batch(first: int, count: int) -> list[bytes]:
@@ -320,7 +324,7 @@ def test_a_batch_is_committed_once_per_query_and_pass_across_restarts(tmp_path: 
     path = str(tmp_path / "changelog")
 
     def sink(query: str) -> DeltaChangelogSink:  # a new process each time
-        s = DeltaChangelogSink("log", DeltaChangelogOptions(path=path), {})
+        s = DeltaChangelogSink("log", DeltaChangelogOptions(path=path), NO_ENDPOINTS)
         s.query_id = query
         return s
 
@@ -368,7 +372,7 @@ def test_a_state_table_is_compacted_after_every_few_folds_that_wrote_to_it(
     spark = build_session("cdcflow-test")
     rng = random.Random(21)
     events = [hbase_event("w", "t", random_change(rng, b"r%02d" % rng.randrange(8)), seq) for seq in range(1, 61)]
-    sink = DeltaStateSink("compact", DeltaStateOptions(path=str(tmp_path / "state")), {})
+    sink = DeltaStateSink("compact", DeltaStateOptions(path=str(tmp_path / "state")), NO_ENDPOINTS)
     state = str(tmp_path / "state" / "w" / "default" / "t")
 
     def optimizes() -> int:
@@ -405,13 +409,15 @@ def test_a_fold_killed_between_its_merge_and_its_record_is_redone_with_the_same_
     def state(root: Path) -> str:
         return str(root / "w" / "default" / "t")
 
-    clean = DeltaStateSink("clean", DeltaStateOptions(path=str(tmp_path / "clean")), {})
+    clean = DeltaStateSink("clean", DeltaStateOptions(path=str(tmp_path / "clean")), NO_ENDPOINTS)
     for b in range(4):
         clean.apply_batch(events_frame(spark, events[b * 50 : (b + 1) * 50]), b)
     clean.flush(spark)
     expected = list(hbase_state_rows(spark, state(tmp_path / "clean"), 8))
 
-    dying = DeltaStateSink("dying", DeltaStateOptions(path=str(tmp_path / "dying")), {}, hooks=_DiesAfterTheMerge())
+    dying = DeltaStateSink(
+        "dying", DeltaStateOptions(path=str(tmp_path / "dying")), NO_ENDPOINTS, hooks=_DiesAfterTheMerge()
+    )
     for b in range(2):
         dying.apply_batch(events_frame(spark, events[b * 50 : (b + 1) * 50]), b)
     failures = metrics.DELTA_FOLD_FAILURES.labels("dying")._value.get()
@@ -423,7 +429,7 @@ def test_a_fold_killed_between_its_merge_and_its_record_is_redone_with_the_same_
     assert spark.read.format("delta").load(state(tmp_path / "dying")).count() > 0
     dying.close()
 
-    restarted = DeltaStateSink("dying", DeltaStateOptions(path=str(tmp_path / "dying")), {})  # a new process
+    restarted = DeltaStateSink("dying", DeltaStateOptions(path=str(tmp_path / "dying")), NO_ENDPOINTS)  # a new process
     for b in range(2, 4):
         restarted.apply_batch(events_frame(spark, events[b * 50 : (b + 1) * 50]), b)
     # before any fold: the view applies every logged change, the two batches folded once included
@@ -451,7 +457,7 @@ def test_a_restart_with_nothing_new_folds_and_names_what_a_killed_run_left(tmp_p
     path = str(tmp_path / "state" / "idle" / "default" / "idle_t")
 
     def killed_after_logging(batch: int) -> None:
-        killed = DeltaStateSink("idle", options, {})
+        killed = DeltaStateSink("idle", options, NO_ENDPOINTS)
         killed.apply_batch(events_frame(spark, events[batch * 60 : (batch + 1) * 60]), batch)
         killed.close()  # the process ends here: logged, not folded
         assert not spark.catalog.tableExists("default.idle_t")
@@ -462,7 +468,7 @@ def test_a_restart_with_nothing_new_folds_and_names_what_a_killed_run_left(tmp_p
 
     batch = 0
     killed_after_logging(batch)
-    running = DeltaStateSink("idle", options.model_copy(update={"fold_interval_s": 1.0}), {})
+    running = DeltaStateSink("idle", options.model_copy(update={"fold_interval_s": 1.0}), NO_ENDPOINTS)
     running.open(spark)  # what the pipeline does before starting the sink's query; no batch follows
     deadline = time.monotonic() + 120
     while not folded_and_named():
@@ -474,7 +480,7 @@ def test_a_restart_with_nothing_new_folds_and_names_what_a_killed_run_left(tmp_p
     spark.sql("DROP VIEW default.idle_t")
     batch = 1
     killed_after_logging(batch)
-    restarted = DeltaStateSink("idle", options, {})  # --available-now: no batch, then flush
+    restarted = DeltaStateSink("idle", options, NO_ENDPOINTS)  # --available-now: no batch, then flush
     restarted.open(spark)
     restarted.flush(spark)
     assert folded_and_named() and spark.catalog.tableExists("default.idle_t_state")
@@ -496,8 +502,8 @@ def test_the_change_log_is_compacted_by_the_fold_thread_and_reads_stay_exact(
     rng = random.Random(33)
     rows = [b"r%02d" % i for i in range(10)]
     events = [hbase_event("w", "t", random_change(rng, rng.choice(rows)), seq) for seq in range(1, 81)]
-    reference = DeltaStateSink("ref", DeltaStateOptions(path=str(tmp_path / "ref"), log_optimize_every=0), {})
-    sink = DeltaStateSink("opt", DeltaStateOptions(path=str(tmp_path / "opt"), log_optimize_every=2), {})
+    reference = DeltaStateSink("ref", DeltaStateOptions(path=str(tmp_path / "ref"), log_optimize_every=0), NO_ENDPOINTS)
+    sink = DeltaStateSink("opt", DeltaStateOptions(path=str(tmp_path / "opt"), log_optimize_every=2), NO_ENDPOINTS)
     with caplog.at_level("INFO", logger="cdcflow.pipeline.sinks.delta"):
         for b in range(4):
             for s in (reference, sink):
@@ -559,7 +565,9 @@ def test_a_hundred_tables_in_one_sink_fold_and_read_exactly(tmp_path: Path) -> N
         batches.append(values)
     root = tmp_path / "state"
     fold_rows = 3000 // MANY_TABLES  # most tables become due in the third batch
-    sink = DeltaStateSink("many", DeltaStateOptions(path=str(root), mysql_layout="json", fold_rows=fold_rows), {})
+    sink = DeltaStateSink(
+        "many", DeltaStateOptions(path=str(root), mysql_layout="json", fold_rows=fold_rows), NO_ENDPOINTS
+    )
     for b, values in enumerate([*batches, batches[0]]):
         sink.apply_batch(events_frame(spark, values), b)
     deadline = time.monotonic() + 300

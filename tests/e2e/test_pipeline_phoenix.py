@@ -18,7 +18,11 @@ from cdcflow.clients.kafka import client as k
 from cdcflow.clients.phoenix import PhoenixJvm
 from cdcflow.config import PipelineConfig, SinkConfig
 from cdcflow.events.json_codec import SCHEMA_ID
+from cdcflow.pipeline.context import Endpoints
 from cdcflow.pipeline.runner import Pipeline
+
+# sinks made directly, outside a pipeline: Kafka is not read by what these tests do with them
+NO_ENDPOINTS = Endpoints(bootstrap_servers="unused:9092")
 
 COLUMNS = [
     {"name": "id", "type": "BIGINT UNSIGNED", "sql_type": "BIGINT UNSIGNED", "nullable": False, "key": True,
@@ -70,7 +74,7 @@ def test_a_session_made_without_the_phoenix_jars_gets_them(phoenix_url: str) -> 
     from cdcflow.pipeline.sinks.phoenix.sink import PhoenixSink
 
     spark = build_session("cdcflow-test-no-phoenix")  # exists already, or is made without them
-    wanted = PhoenixSink("phoenix", PhoenixOptions(url=phoenix_url), {}).jars()
+    wanted = PhoenixSink("phoenix", PhoenixOptions(url=phoenix_url), NO_ENDPOINTS).jars()
     build_session("cdcflow-test-no-phoenix", sink_jars=wanted)
     listed = str(spark.sparkContext._jsc.sc().listJars().mkString(" "))  # type: ignore[union-attr]
     assert all(Path(j).name in listed for j in wanted), listed

@@ -27,6 +27,7 @@ from cdcflow.events.cells import Cell, CellType
 from cdcflow.events.json_codec import SCHEMA_ID, encode
 from cdcflow.events.model import ChangeEvent, Op, SourceInfo
 from cdcflow.pipeline import metrics
+from cdcflow.pipeline.context import Endpoints
 from cdcflow.pipeline.envelope import dedupe, events_of, parse
 from cdcflow.pipeline.runner import Pipeline
 from cdcflow.pipeline.session import build_session
@@ -35,6 +36,9 @@ from cdcflow.pipeline.sinks.delta.sink import DeltaStateSink
 from cdcflow.pipeline.sinks.delta.views import hbase_state_rows
 from cdcflow.pipeline.sinks.hbase.mutations import cell_mutations
 from cdcflow.verify.hbase import compare_rows, rows_of
+
+# sinks made directly, outside a pipeline: Kafka is not read by what these tests do with them
+NO_ENDPOINTS = Endpoints(bootstrap_servers="unused:9092")
 
 TYPES = [CellType.PUT] * 8 + [CellType.DELETE, CellType.DELETE_COLUMN, CellType.DELETE_FAMILY,
                               CellType.DELETE_FAMILY_VERSION]  # fmt: skip
@@ -155,12 +159,12 @@ def test_a_concurrent_delta_writer_loses_nothing(tmp_path: Path, caplog: pytest.
     seed = [hbase_event("w", "t", [Cell(b"r%02d" % i, b"cf", b"c", 1, CellType.PUT, b"seed")], 1 + i)
             for i in range(0, 20, 4)]  # fmt: skip
     other = DeltaStateSink(
-        "second", DeltaStateOptions(table_map={"w/default.t": path}, log_path=str(tmp_path / "log-2")), {}
+        "second", DeltaStateOptions(table_map={"w/default.t": path}, log_path=str(tmp_path / "log-2")), NO_ENDPOINTS
     )
     other.apply_batch(events_frame(spark, seed), 0)
     other.flush(spark)  # the table exists with some rows
     first = DeltaStateSink(
-        "first", DeltaStateOptions(table_map={"w/default.t": path}, log_path=f"{tmp_path}/log-1"), {},
+        "first", DeltaStateOptions(table_map={"w/default.t": path}, log_path=f"{tmp_path}/log-1"), NO_ENDPOINTS,
         hooks=_OvertakenMerge(tmp_path),
     )  # fmt: skip
     their_events = events_frame(spark, theirs)

@@ -25,6 +25,7 @@ from cdcflow.config import PipelineConfig, SinkConfig
 from cdcflow.config.sinks import DeltaStateOptions
 from cdcflow.events.json_codec import SCHEMA_ID
 from cdcflow.pipeline import metrics
+from cdcflow.pipeline.context import Endpoints
 from cdcflow.pipeline.envelope import events_of, parse
 from cdcflow.pipeline.runner import Pipeline
 from cdcflow.pipeline.session import build_session
@@ -163,7 +164,7 @@ def test_a_truncate_not_folded_yet_is_applied_by_the_view(layout: str, kafka: di
         table_map={f"lc/{db}.items": path}, log_path=str(tmp_path / "log"), schema_history_topic=history,
         mysql_layout=layout, fold_rows=1_000_000, fold_interval_s=3600,
     )  # fmt: skip
-    sink = DeltaStateSink("lifecycle", options, {"bootstrap_servers": bootstrap})
+    sink = DeltaStateSink("lifecycle", options, Endpoints(bootstrap_servers=bootstrap))
     sink.query_id = "q"
 
     def rows(frame: DataFrame) -> dict[int, str]:
@@ -463,7 +464,7 @@ def test_an_hbase_truncate_not_folded_yet_is_applied_by_the_view(
     options = DeltaStateOptions(table_map={"hb/default.items": path}, log_path=str(tmp_path / "log"),
                                 fold_rows=1_000_000, fold_interval_s=3600, max_versions=3)  # fmt: skip
     context = {"bootstrap_servers": kafka["bootstrap_servers"], "zk_quorum": hbase["zk_quorum"]}
-    sink = DeltaStateSink("hbase-lifecycle", options, context)
+    sink = DeltaStateSink("hbase-lifecycle", options, Endpoints.of(context))
     sink.query_id = "q"
 
     def rows(frame: DataFrame) -> dict[bytes, bytes]:
