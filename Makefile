@@ -14,7 +14,7 @@ export PATH := $(HOME)/.cargo/bin:$(PATH)
 export UV_PROJECT_ENVIRONMENT := $(VENV)
 
 .DEFAULT_GOAL := help
-.PHONY: help install browser run test soak unit integration lint docs fmt stack-up stack-down stack-status protos clean
+.PHONY: help install wheel browser run test soak unit integration lint docs fmt stack-up stack-down stack-status protos clean
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -24,7 +24,7 @@ $(UV):
 	$(PYTHON) -m venv .tools
 	.tools/bin/pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
 
-$(BIN)/cdcflow: $(UV) pyproject.toml uv.lock native/pyproject.toml native/Cargo.toml native/Cargo.lock native/cdcflow_native.pyi $(wildcard native/src/*.rs)
+$(BIN)/cdcflow: $(UV) pyproject.toml uv.lock native/Cargo.toml native/Cargo.lock src/cdcflow/_native.pyi $(wildcard native/src/*.rs)
 	@command -v cargo >/dev/null || { echo "Rust's cargo is required to build native/ (https://rustup.rs, or apt-get install cargo)"; exit 1; }
 	$(UV) sync --frozen --python $(PYTHON)
 	@touch $@
@@ -32,6 +32,9 @@ $(BIN)/cdcflow: $(UV) pyproject.toml uv.lock native/pyproject.toml native/Cargo.
 install: $(BIN)/cdcflow ## Install cdcflow and its pinned dependencies into .venv (from uv.lock)
 	@command -v java >/dev/null || { echo "Java 17 is required (apt-get install openjdk-17-jdk-headless)"; exit 1; }
 	@command -v mvn >/dev/null || { echo "Maven is required (apt-get install maven)"; exit 1; }
+
+wheel: $(UV) ## Build the wheel (the Python package with its compiled hot path) into dist/: pip install dist/cdcflow-*.whl
+	$(UV) build --wheel --out-dir dist
 
 browser: ## Debian's chromium, the headless browser of the status page's test (apt-get when root)
 	@command -v chromium >/dev/null || { \

@@ -15,7 +15,7 @@ Runs against the local stack's real Kafka (`cdcflow stack up kafka hbase` first,
    per proxy producer profile: its own defaults (acks=1) and cdcflow's settings (acks=all, idempotent).
 
 With --runs N the capture path and the baseline run N times (alternating); figures are median [min-max].
---python-path runs the capture without the compiled hot path (cdcflow_native), for an A/B.
+--python-path runs the capture without the compiled hot path (cdcflow._native), for an A/B.
 
 The call stream is built once up front (--record FILE keeps it) with the same encoder the
 golden-vector tests check: 100 entries x 10 rows x 5 cells of 100-byte values per call by default.

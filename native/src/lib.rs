@@ -257,6 +257,7 @@ fn hbase_records<'py>(
 }
 
 #[pymodule]
+#[pyo3(name = "_native")]
 fn cdcflow_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(hbase_records, m)?)?;
     m.add_function(wrap_pyfunction!(mysql_rows, m)?)?;

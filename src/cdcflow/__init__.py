@@ -2,36 +2,15 @@
 
 The names below are the library's public API (README, "Use it from your own PySpark job"); everything else is
 internal and may change. They are loaded on first use, so `import cdcflow` alone does not start importing
-PySpark (the captures run without it)."""
+PySpark (the captures run without it), and the root imports none of the layers below it (the import contracts
+in pyproject.toml). Type checkers read the names from __init__.pyi."""
 
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from cdcflow.version import __version__
-
-if TYPE_CHECKING:
-    from cdcflow.config import CdcflowConfig, PipelineConfig, SinkConfig, load_config
-    from cdcflow.config.sinks import (
-        DeltaChangelogOptions,
-        DeltaStateOptions,
-        HBaseSinkOptions,
-        ParquetOptions,
-        PhoenixOptions,
-    )
-    from cdcflow.errors import CdcflowError, ConfigError
-    from cdcflow.pipeline.context import Endpoints
-    from cdcflow.pipeline.library import (
-        Pipeline,
-        SinkApplier,
-        change_log,
-        current_view,
-        parse_changes,
-        read_changes,
-        run_pipeline,
-        spark_conf,
-    )
 
 # public name → the module that defines it
 _EXPORTS = {

@@ -10,7 +10,6 @@ def hbase_records(
     now_ms: int,
     max_record: int,
 ) -> list[tuple[int, bytes, bytes, int]] | None: ...
-
 def mysql_rows(
     body: bytes,
     p: int,
@@ -19,7 +18,6 @@ def mysql_rows(
     present: list[int],
     present_after: list[int],
 ) -> list[tuple[dict[str, object] | None, dict[str, object] | None]] | None: ...
-
 def debezium_avro_rows(
     rows: tuple[tuple[dict[str, object] | None, dict[str, object] | None], ...],
     kind: int,
@@ -44,7 +42,6 @@ def debezium_avro_rows(
     tombstones: bool,
     with_images: bool,
 ) -> tuple[list[tuple[bytes | None, bytes | None, object]], int, int] | None: ...
-
 def hbase_multi_results(
     body: bytes,
     cell_class: type,

@@ -1,15 +1,18 @@
 """cdcflow as a library in a user's own PySpark job, against real Kafka, Spark and Delta.
 
-The README's example runs as it is, in a Python process of its own (a user's job: its own SparkSession, built
-with `cdcflow.spark_conf()`). The same process then tries the library's other ways in on that session: a
-micro-batch applied twice (as Spark replays one after a crash), cdcflow's whole pipeline on the caller's
-session, and `parse_changes`. The test process itself runs no Spark."""
+The wheel is built from the repository and installed, with the lock's versions and nothing else of the
+repository, into a fresh virtual environment of the newest Python here. The README's example runs there as it
+is, in a process of its own (a user's job: its own SparkSession, built with `cdcflow.spark_conf()`). The same
+process then tries the library's other ways in on that session: a micro-batch applied twice (as Spark replays
+one after a crash), cdcflow's whole pipeline on the caller's session, and `parse_changes`. The test process
+itself runs no Spark."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -24,7 +27,8 @@ from cdcflow.testing import unique_name
 
 pytestmark = [pytest.mark.e2e]
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
 HISTORY_TOPIC = "cdcflow-mysql-schema-history"  # the capture's default, which the example's Endpoints assume
 DB, TABLE = "shop", "orders"  # the table the example reads back by name
 
@@ -35,6 +39,40 @@ def readme_example() -> str:
     found = re.search(r"<!-- library-example[^>]*-->\s*```python\n(.*?)```", text, re.S)
     assert found, "README.md has no library-example block"
     return found.group(1)
+
+
+def newest_python() -> str:
+    """The newest Python here that cdcflow supports (pyproject's requires-python: 3.11 to 3.13)."""
+    found: dict[tuple[int, int], str] = {}
+    candidates = [*Path.home().glob(".pyenv/versions/3.1*/bin/python3.1*"), *Path("/usr/bin").glob("python3.1*")]
+    for path in candidates:
+        name = re.fullmatch(r"python3\.(1[1-3])", path.name)
+        if name and os.access(path, os.X_OK):
+            found.setdefault((3, int(name.group(1))), str(path))
+    return found[max(found)] if found else sys.executable
+
+
+def uv() -> str:
+    return shutil.which("uv") or str(ROOT / ".tools" / "bin" / "uv")
+
+
+@pytest.fixture(scope="module")
+def users_python(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A fresh virtual environment with the wheel built from the repository and the lock's versions of its
+    dependencies (no development ones): the Python of a user's job."""
+    root = tmp_path_factory.mktemp("wheel")
+    subprocess.run([uv(), "build", "--wheel", "--out-dir", str(root / "dist"), str(ROOT)], check=True,
+                   capture_output=True, timeout=900)  # fmt: skip
+    wheels = list((root / "dist").glob("cdcflow-*.whl"))
+    assert len(wheels) == 1, wheels
+    pins = root / "pins.txt"
+    subprocess.run([uv(), "export", "--frozen", "--no-dev", "--no-emit-project", "--no-hashes", "-q", "-o", str(pins)],
+                   cwd=ROOT, check=True, timeout=120)  # fmt: skip
+    subprocess.run([uv(), "venv", "-q", "--python", newest_python(), str(root / "venv")], check=True, timeout=120)
+    python = str(root / "venv" / "bin" / "python")
+    subprocess.run([uv(), "pip", "install", "-q", "--python", python, "-c", str(pins), str(wheels[0])], check=True,
+                   timeout=900)  # fmt: skip
+    return python
 
 
 # Run after the example, in its process, with its names (spark, endpoints, topics, data, kafka).
@@ -75,6 +113,9 @@ _out["same_session"] = spark.sparkContext._jsc is not None and not spark.sparkCo
 _records = (spark.read.format("kafka").option("kafka.bootstrap.servers", kafka)
             .option("subscribePattern", topics).load())
 _out["problems"] = [r["problem"] for r in cdcflow.parse_changes(_records).where("problem IS NOT NULL").collect()]
+import sys as _sys
+_out["cdcflow_file"] = cdcflow.__file__
+_out["python"] = list(_sys.version_info[:2])
 open(os.environ["RESULT"], "w").write(_json.dumps(_out))
 """
 
@@ -98,7 +139,9 @@ def _history(source: str) -> bytes:
     return json.dumps({"kind": "table", "source": source, "db": DB, "table": TABLE, "columns": columns}).encode()
 
 
-def test_the_readme_example_runs_as_a_users_job_and_applies_exactly_once(kafka: dict[str, Any], tmp_path: Path) -> None:
+def test_the_readme_example_runs_from_the_wheel_as_a_users_job_and_applies_exactly_once(
+    kafka: dict[str, Any], users_python: str, tmp_path: Path
+) -> None:
     bootstrap = kafka["bootstrap_servers"]
     source = unique_name("lib")
     topic = f"{source}.{DB}.{TABLE}"
@@ -122,12 +165,20 @@ def test_the_readme_example_runs_as_a_users_job_and_applies_exactly_once(kafka: 
     script = tmp_path / "my_job.py"
     script.write_text(readme_example() + AFTER_THE_EXAMPLE)
     result = tmp_path / "result.json"
-    env = {**os.environ, "KAFKA_BOOTSTRAP": bootstrap, "CDC_TOPICS": re.escape(source) + r"\..*",
-           "DATA_DIR": str(tmp_path / "data"), "CDC_SOURCE": source, "RESULT": str(result)}  # fmt: skip
-    run = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
+    # The user's environment: their Python for Spark's workers too, nothing of the repository on the path.
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYSPARK_PYTHON", "VIRTUAL_ENV")}
+    env |= {"KAFKA_BOOTSTRAP": bootstrap, "CDC_TOPICS": re.escape(source) + r"\..*", "DATA_DIR": str(tmp_path / "data"),
+            "CDC_SOURCE": source, "RESULT": str(result), "PYSPARK_PYTHON": users_python}  # fmt: skip
+    run = subprocess.run([users_python, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
                          timeout=600)  # fmt: skip
     assert run.returncode == 0, run.stderr[-4000:]
     out = json.loads(result.read_text())
+    # it ran from the wheel, in the fresh environment
+    assert Path(out["cdcflow_file"]).is_relative_to(Path(users_python).parents[1]), out["cdcflow_file"]
+    assert tuple(out["python"]) == tuple(
+        int(v) for v in subprocess.check_output([users_python, "-c", "import sys; print(*sys.version_info[:2])"],
+                                                text=True).split()
+    )  # fmt: skip
 
     # the example: the table equals the source, by path and by its catalog name; the example printed it
     assert out["view"] == expected

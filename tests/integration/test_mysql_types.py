@@ -141,14 +141,14 @@ COMPILED_ROWS = [
 def test_the_compiled_row_decoder_reads_the_real_binlog_as_select_shows_it(
     mysql_server: dict[str, Any], kafka: dict[str, Any], sql_mode_relaxed: str
 ) -> None:
-    """A table whose every column the compiled decoder (cdcflow_native.mysql_rows) covers: its rows, written by
+    """A table whose every column the compiled decoder (cdcflow._native.mysql_rows) covers: its rows, written by
     MariaDB and read from the real binlog by it, equal SELECT * (the test above holds the Python readers to it)."""
     from unittest import mock
 
     from cdcflow.sources.mysql.binlog import events as binlog_events
 
     compiled = binlog_events._native_rows
-    assert compiled is not None, "cdcflow_native is not built: run `make install`"
+    assert compiled is not None, "cdcflow._native is not built: run `make install`"
     served: list[int] = []
 
     def counting(*args: Any) -> Any:

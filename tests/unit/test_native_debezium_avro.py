@@ -1,4 +1,4 @@
-"""The compiled Debezium Avro records (cdcflow_native.debezium_avro_rows, native/src/debezium_avro.rs) against
+"""The compiled Debezium Avro records (cdcflow._native.debezium_avro_rows, native/src/debezium_avro.rs) against
 the Python path they stand in for (columns.py's conversions, AvroTable's key and envelope, DebeziumRecords'
 choice of records): rows events of a table with a column of every kind, with values in the forms the capture
 renders and in others (NULLs, zero dates, wide decimals, wrong types, bad base64), give the same records, the
@@ -25,7 +25,7 @@ from cdcflow.sources.mysql.debezium_records import DebeziumOutput, DebeziumRecor
 
 pytestmark = [
     pytest.mark.unit,
-    pytest.mark.skipif(avro_native.debezium_avro_rows is None, reason="cdcflow_native is not built"),
+    pytest.mark.skipif(avro_native.debezium_avro_rows is None, reason="cdcflow._native is not built"),
 ]
 
 UTF8, BINARY = 45, 63

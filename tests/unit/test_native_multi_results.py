@@ -1,4 +1,4 @@
-"""The compiled reader of multi-get answers (cdcflow_native.hbase_multi_results, native/src/hbase_results.rs)
+"""The compiled reader of multi-get answers (cdcflow._native.hbase_multi_results, native/src/hbase_results.rs)
 against protobuf's parse and cell_from_proto: generated MultiResponses give the same cells per action, the
 ones it must leave to the Python path (an exception, a partial result, cells in a cell block, an unknown cell
 type) give None, and so do bytes that are not a MultiResponse unless protobuf reads the same cells in them."""
@@ -18,7 +18,7 @@ from cdcflow.protocols.hbase.pb import client_pb2
 
 pytestmark = [
     pytest.mark.unit,
-    pytest.mark.skipif(native._native_multi_results is None, reason="cdcflow_native is not built"),
+    pytest.mark.skipif(native._native_multi_results is None, reason="cdcflow._native is not built"),
 ]
 
 _cells = st.lists(st.fixed_dictionaries({

@@ -1,4 +1,4 @@
-"""The compiled hot path (cdcflow_native, native/src/lib.rs) against the Python path it stands in for.
+"""The compiled hot path (cdcflow._native, native/src/lib.rs) against the Python path it stands in for.
 
 Both run through ReplicationHandler.to_records on the same calls: the records (topic, key, JSON bytes)
 and the call's figures must be identical. Calls are generated: several entries, tables routed,
@@ -115,7 +115,7 @@ def test_the_common_call_is_served_by_the_native_path_and_the_others_by_python()
     filtered = make_call([("ns:filtered", 1, 2_000, rows, 1)])
     bulk = make_call([("ns:t", 1, 2_000, [Cell(b"r", b"METAFAMILY", b"HBASE::BULK_LOAD", 1, CellType.PUT)], 1)])
     h = handler(True, ROUTES)
-    assert native_records.AVAILABLE, "cdcflow_native is not built: run `make install`"
+    assert native_records.AVAILABLE, "cdcflow._native is not built: run `make install`"
     decoded = h.to_records(*common, CallStats())
     assert len(decoded.records) == 3 and decoded.path == "native"
     assert (h.native_calls, h.python_calls) == (1, 0)

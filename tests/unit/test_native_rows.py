@@ -1,4 +1,4 @@
-"""The compiled row decoder (cdcflow_native.mysql_rows, native/src/lib.rs) against the Python readers.
+"""The compiled row decoder (cdcflow._native.mysql_rows, native/src/lib.rs) against the Python readers.
 
 Rows events of a table with every column kind the compiled decoder covers are generated (valid values,
 random bytes, NULLs, truncations) and decoded twice, by a decoder that uses it and one that does not:
@@ -175,7 +175,7 @@ def test_the_compiled_decoder_serves_tables_it_covers_and_only_those() -> None:
     event = rows_event(23, POST_HEADER, [0, 18], [0, 18], b"\x00" + (7).to_bytes(8, "little") + b"\x02hi")
     calls: list[int] = []
     real = ev._native_rows
-    assert real is not None, "cdcflow_native is not built: run `make install`"
+    assert real is not None, "cdcflow._native is not built: run `make install`"
 
     def counting(*args: Any) -> Any:
         calls.append(1)

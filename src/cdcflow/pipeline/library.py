@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import re
 import threading
 import time
 from collections.abc import Mapping
@@ -35,7 +37,7 @@ from cdcflow.pipeline.kafka_source import read_records
 from cdcflow.pipeline.progress import PROGRESS_FILE
 from cdcflow.pipeline.queries import QuerySink
 from cdcflow.pipeline.runner import Pipeline
-from cdcflow.pipeline.session import check_session, extra_jars, session_conf
+from cdcflow.pipeline.session import LOCAL_CONF, check_session, extra_jars, session_conf
 from cdcflow.pipeline.sinks.base import Sink
 from cdcflow.pipeline.sinks.delta import log as delta_log
 from cdcflow.pipeline.sinks.delta import views
@@ -46,15 +48,28 @@ log = logging.getLogger(__name__)
 DEFAULT_TOPICS = r"cdcflow\..*"
 
 
-def spark_conf(phoenix: bool = False, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+def spark_conf(
+    master: str | None = None, phoenix: bool = False, extra: Mapping[str, str] | None = None
+) -> dict[str, str]:
     """The settings a SparkSession needs for cdcflow: Spark's Kafka connector and Delta Lake as jars (resolved
     by cdcflow from Maven Central, cached), Delta's extension and catalog, the UTC time zone, and the settings
-    cdcflow's own pipeline runs with. `phoenix`: the Phoenix client jars too. `extra` wins over cdcflow's, as
-    in `pipeline.spark_conf`. Use: `SparkSession.builder.config(map=cdcflow.spark_conf())`."""
+    cdcflow's own pipeline runs with. `master`: set it too, and for a local one (`local[N]`) size the shuffles
+    and Delta's log reads to its cores, as `cdcflow pipeline run` does (Spark's defaults of 200 and 50 tasks
+    cost most of a small fold on a few cores). `phoenix`: the Phoenix client jars too. `extra` wins over
+    cdcflow's, as in `pipeline.spark_conf`. Use: `SparkSession.builder.config(map=cdcflow.spark_conf("local[2]"))`.
+    """
     jars = [str(j) for j in extra_jars()]
     if phoenix:
         jars += [str(j) for j in (*phoenix_jars.client_jars(), phoenix_jars.helper_jar())]
-    conf = session_conf(dict(extra or {}))
+    conf: dict[str, str] = {}
+    if master:
+        conf["spark.master"] = master
+        local = re.fullmatch(r"local\[(\d+|\*)(?:,\d+)?\]|local", master)
+        if local:
+            cores = local.group(1) if local.group(1) and local.group(1) != "*" else str(os.cpu_count() or 1)
+            conf |= {"spark.sql.shuffle.partitions": cores, "spark.databricks.delta.snapshotPartitions": cores,
+                     **LOCAL_CONF}  # fmt: skip
+    conf |= session_conf(dict(extra or {}))
     given_jars = conf.get("spark.jars")
     conf["spark.jars"] = ",".join([*jars, *([given_jars] if given_jars else [])])
     return conf

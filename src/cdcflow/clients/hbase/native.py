@@ -38,7 +38,7 @@ from cdcflow.protocols.hbase.framing import parse_message
 from cdcflow.protocols.hbase.pb import client_pb2, hbase_types_pb2, master_pb2
 
 try:  # the compiled reader of multi-get answers (native/, built by `make install`)
-    from cdcflow_native import hbase_multi_results as _native_multi_results
+    from cdcflow._native import hbase_multi_results as _native_multi_results
 except ImportError:
     _native_multi_results = None  # type: ignore[assignment]
 

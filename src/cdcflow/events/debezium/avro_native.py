@@ -1,6 +1,6 @@
 """The compiled twin of `AvroTable` for streamed rows: a rows event's records straight from its row dicts.
 
-`cdcflow_native.debezium_avro_rows` (native/src/debezium_avro.rs) converts each value the way columns.py does
+`cdcflow._native.debezium_avro_rows` (native/src/debezium_avro.rs) converts each value the way columns.py does
 and writes the key and the envelope in Avro the way avro.py does, byte for byte
 (tests/unit/test_native_debezium_avro.py holds the two equal on generated rows). A table gets a plan when
 every column has a kind the compiled code knows; a rows event it cannot convert entirely (a value of another
@@ -17,7 +17,7 @@ from typing import Any
 from cdcflow.events.debezium.columns import Field
 
 try:
-    from cdcflow_native import debezium_avro_rows as debezium_avro_rows
+    from cdcflow._native import debezium_avro_rows as debezium_avro_rows
 except ImportError:  # not built: every rows event takes the Python path
     debezium_avro_rows = None  # type: ignore[assignment]
 

@@ -1,6 +1,6 @@
 """The HBase capture's compiled hot path: a call's Kafka records straight from its bytes.
 
-`cdcflow_native` (native/, Rust, built by `make install`) reads the cell block and writes each row
+`cdcflow._native` (native/, Rust, built by `make install`) reads the cell block and writes each row
 change's JSON record, byte for byte what the Python path (decode_replicate_call → row_changes →
 encode) writes; tests/unit/test_native_records.py holds the two equal on generated calls. It covers
 the common case only: every cell of a routed table kept, no value hints, no `after` base64. For
@@ -26,7 +26,7 @@ from cdcflow.sources.hbase.routing import Router
 log = logging.getLogger(__name__)
 
 try:
-    from cdcflow_native import hbase_records
+    from cdcflow._native import hbase_records
 
     AVAILABLE = True
 except ImportError:  # not built (a source install without Rust): the Python path serves every call
@@ -35,9 +35,9 @@ except ImportError:  # not built (a source install without Rust): the Python pat
 
 def log_which_path() -> None:
     if AVAILABLE:
-        log.info("HBase capture: the compiled hot path (cdcflow_native) serves calls of whole rows without hints")
+        log.info("HBase capture: the compiled hot path (cdcflow._native) serves calls of whole rows without hints")
     else:
-        log.warning("HBase capture: cdcflow_native is not installed (build it with `make install`, which needs "
+        log.warning("HBase capture: cdcflow._native is not installed (build it with `make install`, which needs "
                     "Rust's cargo); every call takes the Python path, several times the CPU per row")  # fmt: skip
 
 

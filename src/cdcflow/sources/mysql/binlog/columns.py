@@ -116,7 +116,7 @@ class TableSchema:
     table: str
     columns: tuple[Column, ...]
     primary_key: tuple[int, ...]  # column indexes, in key order; () if the table has none
-    # Per column, how the compiled row decoder (cdcflow_native.mysql_rows) reads it; None: a column
+    # Per column, how the compiled row decoder (cdcflow._native.mysql_rows) reads it; None: a column
     # it does not decode, so the table's rows take the Python readers.
     native: tuple[NativeColumn, ...] | None = field(default=None, compare=False)
 

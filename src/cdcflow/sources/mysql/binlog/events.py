@@ -59,7 +59,7 @@ GTID_PREPARED_XA, GTID_COMPLETED_XA = 0x40, 0x80
 Row = dict[str, object]
 
 try:  # the compiled row decoder (native/, built by `make install`); without it every row takes the readers
-    from cdcflow_native import mysql_rows as _native_rows
+    from cdcflow._native import mysql_rows as _native_rows
 except ImportError:
     _native_rows = None  # type: ignore[assignment]
 
