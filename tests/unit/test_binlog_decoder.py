@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cdcflow.sources.mysql.binlog import columns as ct
+from cdcflow.sources.mysql.binlog.decimals import decimal_reader
 from cdcflow.sources.mysql.binlog.errors import BinlogDecodeError
 from cdcflow.sources.mysql.binlog.events import (
     BinlogDecoder,
@@ -192,7 +193,7 @@ def decimals(draw: st.DrawFn) -> tuple[bool, int, int, int, int]:
 def test_decimal_matches_reference_encoding(case: tuple[bool, int, int, int, int]) -> None:
     negative, int_value, frac_value, precision, scale = case
     raw = encode_decimal(*case)
-    text, end = ct._decimal_reader(precision, scale)(raw, 0)
+    text, end = decimal_reader(precision, scale)(raw, 0)
     expected = ("-" if negative else "") + str(int_value) + ("." + str(frac_value).rjust(scale, "0") if scale else "")
     assert (text, end) == (expected, len(raw))
     assert Decimal(str(text)) == Decimal(expected)
@@ -261,7 +262,7 @@ def test_small_readers() -> None:
     with pytest.raises(BinlogDecodeError):
         file_index("no-number")
     with pytest.raises(BinlogDecodeError, match="needs"):
-        ct._decimal_reader(10, 2)(b"\x80", 0)
+        decimal_reader(10, 2)(b"\x80", 0)
     with pytest.raises(BinlogDecodeError):
         ct._enum_reader(1, ("a",), "e")(b"\x05", 0)
 

@@ -18,7 +18,7 @@ from cdcflow.events.debezium.avro import split_frame
 from cdcflow.events.json_codec import ValueHints
 from cdcflow.events.row_state import RowState, StateCell, merge
 from cdcflow.events.upsert.rows import UpsertAvro, UpsertColumns, UpsertJson, upsert_avro_schema
-from cdcflow.sources.hbase.upsert import applied, reflects
+from cdcflow.sources.hbase.peer.upsert import applied, reflects
 
 pytestmark = pytest.mark.unit
 

@@ -29,8 +29,8 @@ from cdcflow.sources.hbase.peer.handler import OversizePolicy, ReplicationHandle
 from cdcflow.sources.hbase.peer.registry import PeerRegistry
 from cdcflow.sources.hbase.peer.server import ACCEPT_BACKLOG, Admission, PeerServer
 from cdcflow.sources.hbase.peer.table_watch import Emptied, truncate_event, watch_tables
+from cdcflow.sources.hbase.peer.upsert import ClientRowReader, UpsertHandler
 from cdcflow.sources.hbase.routing import Router
-from cdcflow.sources.hbase.upsert import ClientRowReader, UpsertHandler
 
 log = logging.getLogger(__name__)
 

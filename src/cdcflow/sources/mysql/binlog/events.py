@@ -19,8 +19,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from cdcflow.sources.mysql.binlog import columns as ct
+from cdcflow.sources.mysql.binlog import mysql_events
 from cdcflow.sources.mysql.binlog.columns import Column, TableSchema
 from cdcflow.sources.mysql.binlog.errors import BinlogDecodeError
+from cdcflow.sources.mysql.binlog.header import ARTIFICIAL_FLAG as ARTIFICIAL_FLAG
+from cdcflow.sources.mysql.binlog.header import HEADER as HEADER
+from cdcflow.sources.mysql.binlog.header import HEADER_LEN as HEADER_LEN
+from cdcflow.sources.mysql.binlog.header import BinlogEvent as BinlogEvent
+from cdcflow.sources.mysql.binlog.header import EventHeader as EventHeader
+from cdcflow.sources.mysql.binlog.header import read_lenenc as read_lenenc
 
 # Event types (MariaDB and MySQL share the low numbers).
 QUERY, ROTATE, FORMAT_DESCRIPTION, XID, TABLE_MAP, HEARTBEAT = 2, 4, 15, 16, 19, 27
@@ -43,9 +50,6 @@ ROWS_KIND = {
     PARTIAL_UPDATE_ROWS: "update",  # MySQL: JSON columns of the after image may be diffs (partial_json.py)
 }  # fmt: skip
 
-HEADER = struct.Struct("<IBIIIH")  # timestamp, type, server_id, event size, end position, flags
-HEADER_LEN = 19
-ARTIFICIAL_FLAG = 0x20  # LOG_EVENT_ARTIFICIAL_F: made up by the server for this stream (fake rotate, ...)
 
 # MariaDB GTID event flags2 (sql/log_event.h, Gtid_log_event::FL_*).
 GTID_STANDALONE, GTID_GROUP_COMMIT_ID, GTID_TRANSACTIONAL = 0x01, 0x02, 0x04
@@ -66,29 +70,6 @@ except ImportError:
 _NATIVE_KIND = {"insert": 0, "delete": 1, "update": 2}
 # Column types whose reader needs the column's character set.
 _TEXT_TYPES = frozenset({ct.VARCHAR, ct.VAR_STRING, ct.STRING, ct.BLOB, ct.TINY_BLOB, ct.MEDIUM_BLOB, ct.LONG_BLOB})
-
-
-@dataclass(frozen=True)
-class EventHeader:
-    timestamp: int  # seconds since the epoch, when the statement started on the source
-    type: int
-    server_id: int
-    size: int
-    log_pos: int  # end position of this event in its binlog file (0 for some artificial events)
-    flags: int
-
-    @property
-    def start_pos(self) -> int:
-        return self.log_pos - self.size if self.log_pos else 0
-
-    @property
-    def artificial(self) -> bool:
-        return bool(self.flags & ARTIFICIAL_FLAG)
-
-
-@dataclass(frozen=True)
-class BinlogEvent:
-    header: EventHeader
 
 
 @dataclass(frozen=True)
@@ -198,19 +179,6 @@ class UnsupportedEvent(BinlogEvent):
 @dataclass(frozen=True)
 class OtherEvent(BinlogEvent):
     """An event cdcflow has no use for (binlog checkpoints, annotations, ...)."""
-
-
-def read_lenenc(buf: bytes, off: int) -> tuple[int, int]:
-    """MySQL's length-encoded integer."""
-    if off >= len(buf):
-        raise BinlogDecodeError(f"length-encoded integer at offset {off}: end of data")
-    first = buf[off]
-    if first < 0xFB:
-        return first, off + 1
-    size = {0xFC: 2, 0xFD: 3, 0xFE: 8}.get(first)
-    if size is None or off + 1 + size > len(buf):
-        raise BinlogDecodeError(f"bad length-encoded integer 0x{first:02x} at offset {off}")
-    return int.from_bytes(buf[off + 1 : off + 1 + size], "little"), off + 1 + size
 
 
 def _bits(data: bytes, count: int) -> list[bool]:
@@ -331,11 +299,7 @@ class BinlogDecoder:
         if t in MARIADB_COMPRESSED:
             return UnsupportedEvent(header, "MariaDB compressed binlog events (log_bin_compress=ON)")
         if t in _MYSQL_ONLY:
-            # MySQL's own events live beside this module (mysql_events imports the base classes
-            # from here, hence the import at the call).
-            from cdcflow.sources.mysql.binlog import mysql_events
-
-            return mysql_events.decode(header, body)
+            return mysql_events.decode(header, body)  # MySQL's own events live beside this module
         return OtherEvent(header)
 
     # -- individual events -----------------------------------------------------------------------------

@@ -32,8 +32,8 @@ from typing import Any
 import zstandard
 
 from cdcflow.sources.mysql.binlog.errors import BinlogDecodeError
-from cdcflow.sources.mysql.binlog.events import BinlogEvent, EventHeader, read_lenenc
 from cdcflow.sources.mysql.binlog.gtid_set import GtidSet
+from cdcflow.sources.mysql.binlog.header import BinlogEvent, EventHeader, read_lenenc
 
 ROWS_QUERY = 29
 MYSQL_GTID = 33

@@ -30,6 +30,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
+from cdcflow.sources.mysql.binlog.decimals import decimal_text
 from cdcflow.sources.mysql.binlog.errors import BinlogDecodeError
 
 SMALL_OBJECT, LARGE_OBJECT, SMALL_ARRAY, LARGE_ARRAY, LITERAL = 0, 1, 2, 3, 4
@@ -149,8 +150,6 @@ _TEMPORAL = frozenset({_DATE, _NEWDATE, _DATETIME, _DATETIME2, _TIMESTAMP, _TIME
 
 def _opaque(field_type: int, data: bytes) -> Opaque:
     if field_type == _DECIMAL and len(data) >= 2:
-        from cdcflow.sources.mysql.binlog.columns import decimal_text
-
         return Opaque(decimal_text(data[2:], data[0], data[1]), number=True)
     if (
         field_type in (_DATE, _NEWDATE, _DATETIME, _DATETIME2, _TIMESTAMP, _TIMESTAMP2, _TIME, _TIME2)
