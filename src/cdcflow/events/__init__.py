@@ -1,4 +1,4 @@
-"""The change event: the contract between sources and the pipeline (DESIGN.md §3). Pure, no I/O."""
+"""The change event: the contract between sources and the pipeline (docs/design.md §3). Pure, no I/O."""
 
 from cdcflow.events.model import ChangeEvent, Op, SourceInfo
 
