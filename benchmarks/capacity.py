@@ -36,12 +36,12 @@ from spark_baseline import raw_kafka_to_parquet_seconds  # type: ignore[import-n
 
 from cdcflow.cli.wiring import DEFAULT_CONFIG
 from cdcflow.clients import kafka as k
+from cdcflow.dev.stack import Stack
+from cdcflow.dev.testing.suite_time import busy_seconds, read_processes
 from cdcflow.jars import versions
 from cdcflow.pipeline.apply import checkpoint_query_id
 from cdcflow.pipeline.progress import read_progress
 from cdcflow.pipeline.session import build_session
-from cdcflow.stack import Stack
-from cdcflow.testing.suite_time import busy_seconds, read_processes
 
 LAG_LIMIT_S = 30.0
 SAMPLE_S = 10.0

@@ -35,11 +35,11 @@ from pyspark.sql import DataFrame, SparkSession
 from spark_baseline import foreach_batch_seconds, raw_kafka_to_parquet_seconds  # type: ignore[import-not-found]
 
 from cdcflow.config.paths import default_stack_home
+from cdcflow.dev.stack import Stack
 from cdcflow.jars import versions
 from cdcflow.pipeline.envelope import events_of, parse
 from cdcflow.pipeline.session import build_session
 from cdcflow.pipeline.sinks.delta.log import PARTITIONS, changelog_rows, ensure_log
-from cdcflow.stack import Stack
 
 Step = Callable[[DataFrame, int], None]
 

@@ -44,13 +44,13 @@ from spark_baseline import foreach_batch_seconds, raw_kafka_to_parquet_seconds  
 from cdcflow.clients import kafka as k
 from cdcflow.config import PipelineConfig, SinkConfig
 from cdcflow.config.paths import default_stack_home
+from cdcflow.dev.stack import Stack
 from cdcflow.events.json_codec import SCHEMA_ID
 from cdcflow.jars import versions
 from cdcflow.pipeline.progress import PROGRESS_FILE
 from cdcflow.pipeline.runner import Pipeline
 from cdcflow.pipeline.session import build_session
 from cdcflow.pipeline.sinks.delta.views import current_view
-from cdcflow.stack import Stack
 
 SOURCE, DB = "bench", "shop"
 COLUMNS = [("id", "BIGINT"), ("qty", "INT"), ("price", "DECIMAL(12,2)"), ("name", "VARCHAR(64)")]

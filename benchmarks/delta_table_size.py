@@ -36,6 +36,7 @@ from spark_baseline import raw_kafka_to_parquet_seconds  # type: ignore[import-n
 
 from cdcflow.clients import kafka as k
 from cdcflow.config.paths import default_stack_home
+from cdcflow.dev.stack import Stack
 from cdcflow.jars import versions
 from cdcflow.pipeline.session import build_session
 from cdcflow.pipeline.sinks.delta.layouts import mysql_types as mt
@@ -43,7 +44,6 @@ from cdcflow.pipeline.sinks.delta.layouts.mysql_typed import TYPED_TABLE_PROPERT
 from cdcflow.pipeline.sinks.delta.records import FoldRecord, write_record
 from cdcflow.pipeline.sinks.delta.tables import ensure_table
 from cdcflow.pipeline.sinks.mysql_history import mysql_columns
-from cdcflow.stack import Stack
 
 TABLE = "t000"
 BASE_ROWS = (

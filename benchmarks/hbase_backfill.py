@@ -34,8 +34,8 @@ from cdcflow.clients.hbase import NativeHBaseClient
 from cdcflow.clients.hbase.model import ColumnFamily, Put
 from cdcflow.clients.kafka import end_offsets, tail
 from cdcflow.config.paths import default_stack_home
+from cdcflow.dev.stack import Stack
 from cdcflow.jars import versions
-from cdcflow.stack import Stack
 
 
 def load(client: NativeHBaseClient, table: str, rows: int, cells: int, regions: int) -> None:

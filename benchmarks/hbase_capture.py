@@ -45,6 +45,7 @@ from machine import machine_summary  # type: ignore[import-not-found]
 
 from cdcflow.clients.kafka.producer import AsyncProducer, ProducerSettings
 from cdcflow.config.paths import default_stack_home
+from cdcflow.dev.stack import Stack
 from cdcflow.events.cells import Cell, CellType
 from cdcflow.events.json_codec import encode
 from cdcflow.jars import versions
@@ -56,7 +57,6 @@ from cdcflow.sources.hbase.changes import row_changes
 from cdcflow.sources.hbase.peer.handler import ReplicationHandler, TopicLimits
 from cdcflow.sources.hbase.peer.server import PeerServer
 from cdcflow.sources.hbase.routing import Router
-from cdcflow.stack import Stack
 
 
 def build_calls(

@@ -37,7 +37,7 @@ from anchors import anchors_dir  # type: ignore[import-not-found]
 from machine import machine_summary  # type: ignore[import-not-found]
 
 from cdcflow.config.paths import default_stack_home
-from cdcflow.stack import Stack as CdcflowStack
+from cdcflow.dev.stack import Stack as CdcflowStack
 
 HERE = Path(__file__).resolve().parent
 LIB = Path(os.environ.get("DBZ_MYSQL_LIB") or Path.home() / ".cache" / "cdcflow-anchors" / "debezium-mysql" / "lib")

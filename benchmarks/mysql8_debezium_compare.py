@@ -22,7 +22,7 @@ from anchors import anchors_dir  # type: ignore[import-not-found]
 from mysql8_debezium import LIB, fetch_classpath  # type: ignore[import-not-found]
 
 from cdcflow.config.paths import default_stack_home
-from cdcflow.stack import Stack as CdcflowStack
+from cdcflow.dev.stack import Stack as CdcflowStack
 
 
 def main() -> None:

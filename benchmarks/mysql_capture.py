@@ -43,9 +43,9 @@ from cdcflow.clients.kafka.client import consume
 from cdcflow.clients.kafka.producer import ProducerSettings
 from cdcflow.clients.mysql import BinlogStream, StreamStart, connect, execute, query
 from cdcflow.config.paths import default_stack_home
+from cdcflow.dev.stack import Stack
+from cdcflow.dev.testing.mysql import CaptureThread, admin_endpoint, repl_endpoint, source_config
 from cdcflow.sources.mysql.binlog.events import BinlogDecoder, RowsEvent
-from cdcflow.stack import Stack
-from cdcflow.testing.mysql import CaptureThread, admin_endpoint, repl_endpoint, source_config
 
 TABLE = """(id BIGINT PRIMARY KEY, n INT, name VARCHAR(64), amount DECIMAL(12,2), at DATETIME(6), body TEXT,
             ratio DOUBLE, flag TINYINT UNSIGNED, day DATE, tag VARCHAR(32)) DEFAULT CHARSET=utf8mb4"""

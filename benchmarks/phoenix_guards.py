@@ -36,12 +36,12 @@ from pyspark.sql import functions as F
 
 from cdcflow.clients.phoenix import PhoenixJvm, write_from_executors
 from cdcflow.config.paths import default_stack_home
+from cdcflow.dev.stack import Stack
 from cdcflow.jars import phoenix as phoenix_jars
 from cdcflow.jars import versions
 from cdcflow.pipeline.session import build_session
 from cdcflow.pipeline.sinks.phoenix import guarded
 from cdcflow.pipeline.sinks.phoenix import schema as ps
-from cdcflow.stack import Stack
 
 COLUMNS = (
     ps.PhoenixColumn("ID", "BIGINT"), ps.PhoenixColumn("NAME", "VARCHAR"), ps.PhoenixColumn("AMOUNT", "DECIMAL(14,2)"),

@@ -2,7 +2,7 @@
 
 Against the local stack's real HBase and Kafka (`make stack-up` first):
 
-1. fill: the demo workload (`cdcflow.demo.hbase_workload`: puts of 1-4 columns, every delete type, versions
+1. fill: the demo workload (`cdcflow.dev.demo.hbase_workload`: puts of 1-4 columns, every delete type, versions
    out of order) writes N mutations to 3 HBase tables; the cdcflow peer captures them into Kafka.
 2. warm-up (untimed): the baseline and every sink once, so the JVM's JIT and Spark's caches are
    warm for everyone and no figure carries the first run's start-up cost.
@@ -37,11 +37,11 @@ from cdcflow.clients import kafka as k
 from cdcflow.clients.hbase import connect
 from cdcflow.config import PipelineConfig, SinkConfig
 from cdcflow.config.paths import default_stack_home
-from cdcflow.demo.hbase_workload import TYPED_COLUMNS, HBaseWorkload
+from cdcflow.dev.demo.hbase_workload import TYPED_COLUMNS, HBaseWorkload
+from cdcflow.dev.stack import Stack
 from cdcflow.jars import versions
 from cdcflow.pipeline.runner import Pipeline
 from cdcflow.pipeline.session import build_session
-from cdcflow.stack import Stack
 
 CLI = [sys.executable, "-m", "cdcflow.cli.main"]
 

@@ -27,11 +27,11 @@ from pipeline_apply import fill  # type: ignore[import-not-found]
 
 from cdcflow.config import PipelineConfig, SinkConfig
 from cdcflow.config.paths import default_stack_home
+from cdcflow.dev.stack import Stack
 from cdcflow.jars import versions
 from cdcflow.pipeline.queries import Query
 from cdcflow.pipeline.runner import Pipeline
 from cdcflow.pipeline.session import build_session
-from cdcflow.stack import Stack
 
 
 def summary(label: str, progresses: list[dict[str, Any]], wall: float) -> str:

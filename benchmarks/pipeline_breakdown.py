@@ -47,13 +47,13 @@ from pyspark.sql import functions as F
 
 from cdcflow.config.paths import default_stack_home
 from cdcflow.config.sinks import DeltaChangelogOptions
+from cdcflow.dev.stack import Stack
 from cdcflow.jars import versions
 from cdcflow.pipeline.context import Endpoints
 from cdcflow.pipeline.envelope import dedupe, events_of, parse
 from cdcflow.pipeline.session import build_session
 from cdcflow.pipeline.sinks.delta.changelog import IDENTITY, DeltaChangelogSink, changelog_rows
 from cdcflow.pipeline.sinks.delta.tables import ensure_table
-from cdcflow.stack import Stack
 
 # sinks made directly, outside a pipeline: Kafka is not read by what these tests do with them
 NO_ENDPOINTS = Endpoints(bootstrap_servers="unused:9092")
@@ -163,9 +163,9 @@ def mysql_formats(stack: Stack, rows: int) -> None:
     from pyspark.sql.avro.functions import from_avro
 
     from cdcflow.clients.mysql import execute, query
+    from cdcflow.dev.testing.mysql import admin_endpoint
     from cdcflow.pipeline.debezium_avro import writer_schemas
     from cdcflow.pipeline.debezium_input import transcoded
-    from cdcflow.testing.mysql import admin_endpoint
 
     mariadb, bootstrap = stack.endpoints("mariadb"), str(stack.endpoints("kafka")["bootstrap_servers"])
     registry = stack.endpoints("registry")["url"]

@@ -36,13 +36,13 @@ from cdcflow.clients.mysql import execute, query
 from cdcflow.clients.phoenix import PhoenixJvm
 from cdcflow.config import PipelineConfig, SinkConfig
 from cdcflow.config.paths import default_stack_home
+from cdcflow.dev.stack import Stack
+from cdcflow.dev.testing.mysql import CaptureThread, admin_endpoint, source_config
 from cdcflow.jars import versions
 from cdcflow.pipeline.runner import Pipeline
 from cdcflow.pipeline.session import build_session
 from cdcflow.pipeline.sinks.registry import make_sink
 from cdcflow.sources.mysql.checkpoint import Checkpoint
-from cdcflow.stack import Stack
-from cdcflow.testing.mysql import CaptureThread, admin_endpoint, source_config
 from cdcflow.verify.phoenix import verify_mysql_phoenix
 
 TABLE = """(

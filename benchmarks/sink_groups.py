@@ -36,11 +36,11 @@ from spark_baseline import raw_kafka_to_parquet_seconds  # type: ignore[import-n
 from cdcflow.clients import kafka as k
 from cdcflow.config import PipelineConfig, SinkConfig
 from cdcflow.config.paths import default_stack_home
-from cdcflow.demo.hbase_workload import TYPED_COLUMNS
+from cdcflow.dev.demo.hbase_workload import TYPED_COLUMNS
+from cdcflow.dev.stack import Stack
 from cdcflow.jars import versions
 from cdcflow.pipeline.runner import Pipeline
 from cdcflow.pipeline.session import build_session
-from cdcflow.stack import Stack
 
 
 def busy_seconds() -> float:

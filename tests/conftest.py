@@ -1,9 +1,9 @@
 """Session-wide real services for integration tests; server logs attached to failing tests.
 
-Each server starts once per test session (on first use) through cdcflow.stack. Set
+Each server starts once per test session (on first use) through cdcflow.dev.stack. Set
 CDCFLOW_TEST_STACK_HOME=<stack home> to use an already running stack instead.
 
-`make test` runs two lanes (pytest-xdist workers, cdcflow.testing.lanes): the files in SPARK_LANE one after
+`make test` runs two lanes (pytest-xdist workers, cdcflow.dev.testing.lanes): the files in SPARK_LANE one after
 another on one worker, the rest on the other, one stack for both (with three workers or more, two Spark lanes:
 SPARK_LANE_B). A test that stops a service starts a private one, as test_mysql_capture.py and
 test_hbase_faults.py do.
@@ -21,14 +21,14 @@ import pytest
 from pyspark.core import context as pyspark_context
 
 from cdcflow.clients.hbase import HBaseClient, connect
-from cdcflow.stack import Stack
-from cdcflow.testing import EXISTING_STACK_ENV, ServiceHarness, soak_size
-from cdcflow.testing.flink import FlinkReader
-from cdcflow.testing.lanes import RUN_DIR_ENV, run_dir
-from cdcflow.testing.spark_classes import ArchiveMaker
-from cdcflow.testing.spark_classes import archive_path as spark_class_archive
-from cdcflow.testing.spark_classes import java_options as spark_class_options
-from cdcflow.testing.suite_time import LaneClock, ProcessCpu, report
+from cdcflow.dev.stack import Stack
+from cdcflow.dev.testing import EXISTING_STACK_ENV, ServiceHarness, soak_size
+from cdcflow.dev.testing.flink import FlinkReader
+from cdcflow.dev.testing.lanes import RUN_DIR_ENV, run_dir
+from cdcflow.dev.testing.spark_classes import ArchiveMaker
+from cdcflow.dev.testing.spark_classes import archive_path as spark_class_archive
+from cdcflow.dev.testing.spark_classes import java_options as spark_class_options
+from cdcflow.dev.testing.suite_time import LaneClock, ProcessCpu, report
 
 _harness: ServiceHarness | None = None
 
@@ -201,7 +201,7 @@ def _is_lane_controller(config: pytest.Config) -> bool:
     return bool(getattr(config.option, "numprocesses", None)) and not hasattr(config, "workerinput")
 
 
-# Where the run's time went (cdcflow.testing.suite_time), kept by the process that reports (not by workers).
+# Where the run's time went (cdcflow.dev.testing.suite_time), kept by the process that reports (not by workers).
 _lanes: LaneClock | None = None
 _cpu: ProcessCpu | None = None
 _archive_maker: ArchiveMaker | None = None

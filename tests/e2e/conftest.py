@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from cdcflow.clients.phoenix import PhoenixJvm
-from cdcflow.testing import ServiceHarness
+from cdcflow.dev.testing import ServiceHarness
 
 from .hbase_capture import PeerSetup
 

@@ -18,10 +18,10 @@ import yaml
 from cdcflow.clients.hbase import HBaseClient
 from cdcflow.clients.hbase.model import Put
 from cdcflow.clients.kafka import KafkaRecord, TopicReader, end_offsets, read_at
+from cdcflow.dev.testing.order import assert_row_order
 from cdcflow.events.json_codec import decode
 from cdcflow.events.oversize import reassemble
 from cdcflow.pipeline.sinks.hbase.mutations import event_mutations
-from cdcflow.testing.order import assert_row_order
 
 CellTuple = tuple[bytes, bytes, bytes, int, bytes]
 
@@ -209,7 +209,7 @@ class Rebuilder:
         return dups
 
     def assert_row_order(self) -> None:
-        """See cdcflow.testing.order.assert_row_order."""
+        """See cdcflow.dev.testing.order.assert_row_order."""
         assert_row_order(self.records)
 
     def close(self) -> None:

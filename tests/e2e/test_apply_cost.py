@@ -17,6 +17,7 @@ from cdcflow.clients import kafka as k
 from cdcflow.clients.hbase import HBaseClient
 from cdcflow.clients.phoenix import PhoenixJvm
 from cdcflow.config import PipelineConfig, SinkConfig
+from cdcflow.dev.testing import unique_name
 from cdcflow.events.cells import Cell, CellType
 from cdcflow.events.json_codec import SCHEMA_ID, encode
 from cdcflow.events.model import ChangeEvent, Op, SourceInfo
@@ -24,7 +25,6 @@ from cdcflow.pipeline.batch_jobs import jobs_per_batch
 from cdcflow.pipeline.runner import Pipeline, checkpoint_query_id
 from cdcflow.pipeline.sinks.delta.log import changes
 from cdcflow.pipeline.sinks.delta.views import current_view
-from cdcflow.testing import unique_name
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark]
 

@@ -25,11 +25,11 @@ from cdcflow.clients import kafka as k
 from cdcflow.clients.hbase import HBaseClient, NativeHBaseClient, admin
 from cdcflow.clients.hbase.model import ColumnFamily, Put
 from cdcflow.config import SinkConfig
-from cdcflow.demo.hbase_workload import FAMILIES, TYPED_COLUMNS, HBaseWorkload
+from cdcflow.dev.demo.hbase_workload import FAMILIES, TYPED_COLUMNS, HBaseWorkload
+from cdcflow.dev.testing import ServiceHarness, soak_size
 from cdcflow.pipeline.runner import Pipeline
 from cdcflow.pipeline.sinks.delta.views import hbase_state_rows
 from cdcflow.sources.hbase.backfill import read_status
-from cdcflow.testing import ServiceHarness, soak_size
 from cdcflow.verify.hbase import compare_rows, rows_of, verify_hbase
 
 from .hbase_capture import PeerSetup, wait_until_replicated

@@ -22,9 +22,9 @@ from cdcflow.clients.hbase import HBaseClient
 from cdcflow.clients.hbase.model import ColumnFamily, Delete, Put
 from cdcflow.clients.kafka import end_offsets
 from cdcflow.clients.zookeeper import ZooKeeper
+from cdcflow.dev.stack import Stack
 from cdcflow.protocols.hbase import framing
 from cdcflow.protocols.hbase.pb import rpc_pb2, wal_pb2
-from cdcflow.stack import Stack
 
 from .hbase_capture import PeerSetup, Rebuilder
 

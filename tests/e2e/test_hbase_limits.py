@@ -21,9 +21,9 @@ from cdcflow.clients.hbase import HBaseClient
 from cdcflow.clients.hbase.model import Put
 from cdcflow.clients.kafka import consume
 from cdcflow.clients.zookeeper import ZooKeeper
+from cdcflow.dev.stack.ports import free_port
 from cdcflow.protocols.hbase import framing
 from cdcflow.protocols.hbase.pb import rpc_pb2, wal_pb2
-from cdcflow.stack.ports import free_port
 
 from .hbase_capture import PeerSetup, Rebuilder
 from .test_hbase_faults import peer_port, setup_tables, writes

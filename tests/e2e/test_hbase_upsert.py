@@ -24,9 +24,9 @@ import orjson
 from cdcflow.clients import kafka as k
 from cdcflow.clients.hbase import HBaseClient, NativeHBaseClient, admin
 from cdcflow.clients.registry import SchemaRegistry
-from cdcflow.demo.hbase_workload import HBaseWorkload
+from cdcflow.dev.demo.hbase_workload import HBaseWorkload
+from cdcflow.dev.testing.flink import FlinkReader, FlinkTable
 from cdcflow.events.debezium.avro import split_frame
-from cdcflow.testing.flink import FlinkReader, FlinkTable
 
 from .hbase_capture import PeerSetup
 

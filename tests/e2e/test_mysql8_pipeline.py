@@ -19,10 +19,10 @@ import pytest
 import yaml
 
 from cdcflow.clients.mysql import execute
+from cdcflow.dev.testing import ServiceHarness, soak_size, unique_name
+from cdcflow.dev.testing.mysql import WORKLOAD_TABLES, CaptureThread, MySqlWorkload, admin_endpoint, source_config
 from cdcflow.pipeline.session import build_session
 from cdcflow.pipeline.sinks.delta.views import current_view
-from cdcflow.testing import ServiceHarness, soak_size, unique_name
-from cdcflow.testing.mysql import WORKLOAD_TABLES, CaptureThread, MySqlWorkload, admin_endpoint, source_config
 from cdcflow.verify.mysql import compare_tables, key_json, source_rows, table_columns
 
 from .test_mysql_phoenix import PipelineProcess, Writer, finish_and_verify, write_config

@@ -28,12 +28,9 @@ import yaml
 from cdcflow.clients.kafka import end_offsets, read_latest
 from cdcflow.clients.kafka.client import consume
 from cdcflow.clients.mysql import execute, query
-from cdcflow.sources.mysql.capture import BinlogHistoryChanged
-from cdcflow.sources.mysql.checkpoint import Checkpoint
-from cdcflow.sources.mysql.offsets import state_at
-from cdcflow.stack import Stack
-from cdcflow.testing import ServiceHarness, soak_size, unique_name
-from cdcflow.testing.mysql import (
+from cdcflow.dev.stack import Stack
+from cdcflow.dev.testing import ServiceHarness, soak_size, unique_name
+from cdcflow.dev.testing.mysql import (
     WORKLOAD_TABLES,
     CaptureThread,
     MySqlWorkload,
@@ -42,6 +39,9 @@ from cdcflow.testing.mysql import (
     server_position,
     source_config,
 )
+from cdcflow.sources.mysql.capture import BinlogHistoryChanged
+from cdcflow.sources.mysql.checkpoint import Checkpoint
+from cdcflow.sources.mysql.offsets import state_at
 from cdcflow.verify.mysql import compare_tables, rebuild, source_rows
 
 

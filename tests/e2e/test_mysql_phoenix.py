@@ -24,9 +24,8 @@ import yaml
 
 from cdcflow.clients.hbase import HBaseClient, connect
 from cdcflow.clients.kafka import read_latest
-from cdcflow.sources.mysql.checkpoint import Checkpoint
-from cdcflow.testing import ServiceHarness, soak_size, unique_name
-from cdcflow.testing.mysql import (
+from cdcflow.dev.testing import ServiceHarness, soak_size, unique_name
+from cdcflow.dev.testing.mysql import (
     WORKLOAD_TABLES,
     CaptureThread,
     MySqlWorkload,
@@ -35,6 +34,7 @@ from cdcflow.testing.mysql import (
     server_position,
     source_config,
 )
+from cdcflow.sources.mysql.checkpoint import Checkpoint
 
 from .hbase_capture import PeerSetup, Rebuilder
 from .test_hbase_faults import setup_tables, writes

@@ -30,11 +30,11 @@ from cdcflow.clients.hbase import HBaseClient
 from cdcflow.clients.hbase.model import Put
 from cdcflow.clients.kafka import produce_sync
 from cdcflow.clients.mysql import execute
-from cdcflow.demo.hbase_workload import HBaseWorkload
-from cdcflow.stack.ports import free_port
-from cdcflow.testing import unique_name
-from cdcflow.testing.browser import rendered_dom, screenshot
-from cdcflow.testing.mysql import admin_endpoint, source_config
+from cdcflow.dev.demo.hbase_workload import HBaseWorkload
+from cdcflow.dev.stack.ports import free_port
+from cdcflow.dev.testing import unique_name
+from cdcflow.dev.testing.browser import rendered_dom, screenshot
+from cdcflow.dev.testing.mysql import admin_endpoint, source_config
 from cdcflow.ui.status import parse_metrics, total
 from cdcflow.verify.hbase import verify_hbase
 

@@ -13,12 +13,12 @@ from cdcflow.clients import kafka as k
 from cdcflow.clients.mysql import execute
 from cdcflow.clients.phoenix import PhoenixJvm
 from cdcflow.config import PipelineConfig, SinkConfig
+from cdcflow.dev.testing import ServiceHarness, unique_name
+from cdcflow.dev.testing.mysql import CaptureThread, admin_endpoint, source_config
 from cdcflow.events.oversize import reassemble
 from cdcflow.pipeline import metrics
 from cdcflow.pipeline.progress import read_progress
 from cdcflow.pipeline.runner import Pipeline
-from cdcflow.testing import ServiceHarness, unique_name
-from cdcflow.testing.mysql import CaptureThread, admin_endpoint, source_config
 from cdcflow.verify.delta import verify_mysql_delta
 from cdcflow.verify.mysql import source_rows
 from cdcflow.verify.phoenix import verify_mysql_phoenix

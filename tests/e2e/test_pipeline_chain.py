@@ -25,11 +25,11 @@ import yaml
 
 from cdcflow.clients import kafka as k
 from cdcflow.clients.hbase import HBaseClient
-from cdcflow.demo.hbase_workload import TYPED_COLUMNS, HBaseWorkload
+from cdcflow.dev.demo.hbase_workload import TYPED_COLUMNS, HBaseWorkload
+from cdcflow.dev.testing import soak_size
 from cdcflow.pipeline.progress import read_progress
 from cdcflow.pipeline.session import build_session
 from cdcflow.pipeline.sinks.delta.views import current_view, hbase_state_rows
-from cdcflow.testing import soak_size
 from cdcflow.verify.hbase import compare_rows, rows_of, verify_hbase
 
 from .hbase_capture import PeerSetup

@@ -20,11 +20,8 @@ import orjson
 
 from cdcflow.clients import kafka as k
 from cdcflow.config.model import PipelineConfig, SinkConfig
-from cdcflow.pipeline.progress import read_progress
-from cdcflow.pipeline.runner import Pipeline
-from cdcflow.pipeline.sinks.delta.views import current_view
-from cdcflow.testing import unique_name
-from cdcflow.testing.mysql import (
+from cdcflow.dev.testing import unique_name
+from cdcflow.dev.testing.mysql import (
     WORKLOAD_TABLES,
     CaptureThread,
     MySqlWorkload,
@@ -32,6 +29,9 @@ from cdcflow.testing.mysql import (
     run_and_catch_up,
     source_config,
 )
+from cdcflow.pipeline.progress import read_progress
+from cdcflow.pipeline.runner import Pipeline
+from cdcflow.pipeline.sinks.delta.views import current_view
 from cdcflow.verify.mysql import compare_tables, key_json, source_rows, table_columns
 
 

@@ -20,6 +20,7 @@ from cdcflow.clients import kafka as k
 from cdcflow.clients.hbase import HBaseClient
 from cdcflow.config import PipelineConfig, SinkConfig
 from cdcflow.config.sinks import DeltaChangelogOptions, DeltaStateOptions
+from cdcflow.dev.testing import soak_size
 from cdcflow.events.cells import Cell, CellType
 from cdcflow.events.json_codec import SCHEMA_ID
 from cdcflow.pipeline import metrics
@@ -32,7 +33,6 @@ from cdcflow.pipeline.sinks.delta.layouts.base import FoldHooks
 from cdcflow.pipeline.sinks.delta.records import deletes_path, read_record
 from cdcflow.pipeline.sinks.delta.sink import DeltaStateSink
 from cdcflow.pipeline.sinks.delta.views import current_view, hbase_state_rows
-from cdcflow.testing import soak_size
 from cdcflow.verify.hbase import compare_rows, rows_of
 
 from .hbase_capture import PeerSetup, wait_until_replicated

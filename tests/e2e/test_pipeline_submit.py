@@ -14,10 +14,10 @@ import yaml
 from cdcflow.clients import kafka as k
 from cdcflow.clients.hbase import HBaseClient
 from cdcflow.clients.phoenix import PhoenixJvm
+from cdcflow.dev.testing import ServiceHarness
 from cdcflow.pipeline.session import build_session
 from cdcflow.pipeline.sinks.delta.log import changes
 from cdcflow.pipeline.sinks.delta.views import hbase_state_rows
-from cdcflow.testing import ServiceHarness
 from cdcflow.verify.hbase import compare_rows, rows_of, verify_hbase
 
 from .hbase_capture import PeerSetup, wait_until_replicated

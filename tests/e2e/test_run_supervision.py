@@ -18,12 +18,12 @@ from typing import Any
 
 import yaml
 
-from cdcflow.testing import unique_name
+from cdcflow.dev.testing import unique_name
 
 PARENT = """
 import signal, sys, time
 from pathlib import Path
-from cdcflow.demo.children import Child
+from cdcflow.dev.demo.children import Child
 signal.signal(signal.SIGHUP, signal.SIG_DFL)  # as from a terminal, also when the tests run under nohup
 config, logs, names = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3].split(",")
 commands = {"pipeline": ["pipeline", "run"], "ui": ["ui", "--port", "0"]}

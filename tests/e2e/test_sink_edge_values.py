@@ -13,9 +13,9 @@ from cdcflow.clients import kafka as k
 from cdcflow.clients.mysql import execute
 from cdcflow.clients.phoenix import PhoenixJvm
 from cdcflow.config import PipelineConfig, SinkConfig
+from cdcflow.dev.testing import ServiceHarness, unique_name
+from cdcflow.dev.testing.mysql import CaptureThread, admin_endpoint, source_config
 from cdcflow.pipeline.runner import Pipeline
-from cdcflow.testing import ServiceHarness, unique_name
-from cdcflow.testing.mysql import CaptureThread, admin_endpoint, source_config
 from cdcflow.verify.phoenix import verify_mysql_phoenix
 
 DEC_MAX = "99999999999999999999999999999999999.999999999999999999999999999999"  # DECIMAL(65,30)

@@ -23,6 +23,15 @@ from cdcflow.clients.mysql import execute, query
 from cdcflow.clients.phoenix import PhoenixJvm
 from cdcflow.config import PipelineConfig, SinkConfig
 from cdcflow.config.sinks import DeltaStateOptions
+from cdcflow.dev.testing import ServiceHarness, unique_name
+from cdcflow.dev.testing.mysql import (
+    WORKLOAD_TABLES,
+    CaptureThread,
+    MySqlWorkload,
+    admin_endpoint,
+    server_position,
+    source_config,
+)
 from cdcflow.events.json_codec import SCHEMA_ID
 from cdcflow.pipeline import metrics
 from cdcflow.pipeline.context import Endpoints
@@ -33,15 +42,6 @@ from cdcflow.pipeline.sinks.delta.log import WHOLE_TABLE
 from cdcflow.pipeline.sinks.delta.records import deletes_path
 from cdcflow.pipeline.sinks.delta.sink import DeltaStateSink
 from cdcflow.pipeline.sinks.delta.views import current_view
-from cdcflow.testing import ServiceHarness, unique_name
-from cdcflow.testing.mysql import (
-    WORKLOAD_TABLES,
-    CaptureThread,
-    MySqlWorkload,
-    admin_endpoint,
-    server_position,
-    source_config,
-)
 from cdcflow.verify.continuous import TableCheck
 from cdcflow.verify.delta import MySqlDeltaWindows, verify_mysql_delta
 from cdcflow.verify.mysql import compare_tables, rebuild, source_rows

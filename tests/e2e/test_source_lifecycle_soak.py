@@ -16,8 +16,8 @@ import pytest
 import yaml
 
 from cdcflow.clients.mysql import execute, query
-from cdcflow.testing import ServiceHarness, soak_size, unique_name
-from cdcflow.testing.mysql import CaptureThread, admin_endpoint, server_position, source_config
+from cdcflow.dev.testing import ServiceHarness, soak_size, unique_name
+from cdcflow.dev.testing.mysql import CaptureThread, admin_endpoint, server_position, source_config
 
 from .test_mysql_phoenix import PipelineProcess, cli, write_config
 

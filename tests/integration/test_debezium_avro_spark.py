@@ -11,11 +11,11 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
+from cdcflow.dev.testing import unique_name
+from cdcflow.dev.testing.mysql import CaptureThread, MySqlWorkload, admin_endpoint, run_and_catch_up, source_config
 from cdcflow.pipeline.debezium_input import transcoded
 from cdcflow.pipeline.envelope import events_of, parse
 from cdcflow.pipeline.session import build_session
-from cdcflow.testing import unique_name
-from cdcflow.testing.mysql import CaptureThread, MySqlWorkload, admin_endpoint, run_and_catch_up, source_config
 
 IMAGES = ("key", "before", "after")  # JSON text: compared as values (the JVM and Python write doubles differently)
 

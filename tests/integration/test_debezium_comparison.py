@@ -1,7 +1,7 @@
 """cdcflow's `debezium` output format against Debezium 3.5 itself, on the same transactions, field by field.
 
 Debezium's MariaDB connector (Kafka Connect standalone, JsonConverter with schemas, Debezium's default value
-representations, transaction metadata on; cdcflow.testing.debezium) and a cdcflow capture with
+representations, transaction metadata on; cdcflow.dev.testing.debezium) and a cdcflow capture with
 `output: {format: debezium, schemas: true, transaction_topic: ...}` both stream one database from the same
 binlog position. Then: every column type with edge values (including the ones where the two differ),
 random rows, updates, deletes, a composite-key change, a table without a key, a column added. Every record
@@ -23,9 +23,9 @@ from typing import Any
 
 from cdcflow.clients.kafka import TopicReader
 from cdcflow.clients.mysql import execute
-from cdcflow.testing import unique_name
-from cdcflow.testing.debezium import DebeziumConnect
-from cdcflow.testing.mysql import CaptureThread, admin_endpoint, server_position, source_config
+from cdcflow.dev.testing import unique_name
+from cdcflow.dev.testing.debezium import DebeziumConnect
+from cdcflow.dev.testing.mysql import CaptureThread, admin_endpoint, server_position, source_config
 
 TYPES = """(
   id INT UNSIGNED NOT NULL PRIMARY KEY,

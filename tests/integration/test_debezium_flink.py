@@ -3,7 +3,7 @@ mini-cluster, the Kafka SQL connector from Maven Central) with `format = 'debezi
 `'debezium-avro-confluent'` against the stack's schema registry rebuilds the tables of a randomized MariaDB
 workload equal to SELECT *.
 
-The workload (cdcflow.testing.mysql.MySqlWorkload) has every supported column type, multi-row statements,
+The workload (cdcflow.dev.testing.mysql.MySqlWorkload) has every supported column type, multi-row statements,
 primary-key changes (also of a composite key), deletes, rollbacks, savepoints over a MyISAM table and XA
 transactions. Three captures read it: one writes Kafka Connect's schema wrapper (Flink's
 `debezium-json.schema-include`), one the bare payload (both with decimal.handling.mode=string, as Flink's JSON
@@ -16,10 +16,10 @@ from __future__ import annotations
 from typing import Any
 
 from cdcflow.clients.mysql import query
+from cdcflow.dev.testing import unique_name
+from cdcflow.dev.testing.flink import FlinkReader, FlinkTable, cdcflow_row, flink_type
+from cdcflow.dev.testing.mysql import CaptureThread, MySqlWorkload, admin_endpoint, run_and_catch_up, source_config
 from cdcflow.sources.mysql.debezium_fields import field_from_information_schema
-from cdcflow.testing import unique_name
-from cdcflow.testing.flink import FlinkReader, FlinkTable, cdcflow_row, flink_type
-from cdcflow.testing.mysql import CaptureThread, MySqlWorkload, admin_endpoint, run_and_catch_up, source_config
 from cdcflow.verify.mysql import compare_tables, key_json, source_rows
 
 TABLES = ("accounts", "order_lines", "audit", "xa_ledger")

@@ -14,9 +14,9 @@ from typing import Any
 
 from cdcflow.clients.kafka import TopicReader
 from cdcflow.clients.mysql import connect, execute, query
+from cdcflow.dev.testing import unique_name
+from cdcflow.dev.testing.mysql import CaptureThread, admin_endpoint, server_position, source_config
 from cdcflow.sources.mysql.debezium_fields import field_from_information_schema
-from cdcflow.testing import unique_name
-from cdcflow.testing.mysql import CaptureThread, admin_endpoint, server_position, source_config
 from cdcflow.verify.mysql import compare_tables, key_json, source_rows
 
 

@@ -10,9 +10,9 @@ import pytest
 
 from cdcflow.clients.hbase import NativeHBaseClient, admin
 from cdcflow.clients.hbase.model import ColumnFamily
+from cdcflow.dev.testing import unique_name
 from cdcflow.errors import ConfigError
 from cdcflow.sources.hbase.peer.registry import PeerRegistry
-from cdcflow.testing import unique_name
 
 
 @pytest.fixture

@@ -9,9 +9,9 @@ import pytest
 
 from cdcflow.clients.hbase import HBaseClient
 from cdcflow.clients.hbase.model import Append, ColumnFamily, Delete, Increment, Put
+from cdcflow.dev.testing import unique_name
 from cdcflow.errors import HBaseTerminalError
 from cdcflow.events.cells import CellType
-from cdcflow.testing import unique_name
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from cdcflow.clients import kafka as k
-from cdcflow.testing import unique_name
+from cdcflow.dev.testing import unique_name
 
 
 def test_produce_then_consume_roundtrip(kafka: dict[str, Any]) -> None:

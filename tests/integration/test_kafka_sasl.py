@@ -9,10 +9,10 @@ import pytest
 
 from cdcflow.clients.kafka import KafkaEndpoint, ping, read_latest
 from cdcflow.clients.mysql import connect, execute, query
+from cdcflow.dev.testing import unique_name
+from cdcflow.dev.testing.mysql import CaptureThread, admin_endpoint, read_all, source_config
 from cdcflow.errors import ServiceUnavailable
 from cdcflow.sources.mysql.checkpoint import Checkpoint
-from cdcflow.testing import unique_name
-from cdcflow.testing.mysql import CaptureThread, admin_endpoint, read_all, source_config
 
 
 def sasl_properties(kafka: dict[str, Any]) -> dict[str, str]:

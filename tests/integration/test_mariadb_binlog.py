@@ -11,7 +11,7 @@ from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.row_event import WriteRowsEvent
 
 from cdcflow.clients.mysql import MySqlEndpoint, execute, query
-from cdcflow.testing import unique_name
+from cdcflow.dev.testing import unique_name
 
 
 def test_inserted_rows_appear_in_the_binlog(mariadb: dict[str, Any]) -> None:

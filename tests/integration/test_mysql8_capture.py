@@ -19,10 +19,8 @@ import pytest
 from cdcflow.clients.kafka import end_offsets
 from cdcflow.clients.kafka.client import consume
 from cdcflow.clients.mysql import MySqlEndpoint, connect, execute
-from cdcflow.errors import ConfigError
-from cdcflow.sources.mysql.preflight import preflight
-from cdcflow.testing import ServiceHarness, unique_name
-from cdcflow.testing.mysql import (
+from cdcflow.dev.testing import ServiceHarness, unique_name
+from cdcflow.dev.testing.mysql import (
     CaptureThread,
     admin_endpoint,
     position_reached,
@@ -31,6 +29,8 @@ from cdcflow.testing.mysql import (
     server_position,
     source_config,
 )
+from cdcflow.errors import ConfigError
+from cdcflow.sources.mysql.preflight import preflight
 from cdcflow.verify.mysql import compare_tables, rebuild, source_rows
 
 JSON_DOCS = [

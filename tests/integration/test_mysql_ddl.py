@@ -9,9 +9,9 @@ import orjson
 from cdcflow.clients.kafka import end_offsets
 from cdcflow.clients.kafka.client import consume
 from cdcflow.clients.mysql import execute
+from cdcflow.dev.testing import unique_name
+from cdcflow.dev.testing.mysql import CaptureThread, admin_endpoint, read_all, source_config
 from cdcflow.events.json_codec import decode
-from cdcflow.testing import unique_name
-from cdcflow.testing.mysql import CaptureThread, admin_endpoint, read_all, source_config
 from cdcflow.verify.mysql import compare_tables, rebuild, source_rows
 
 

@@ -13,10 +13,8 @@ import pytest
 
 from cdcflow.clients.kafka import end_offsets, read_latest
 from cdcflow.clients.mysql import execute
-from cdcflow.sources.mysql.capture import UndecodableEvent
-from cdcflow.sources.mysql.checkpoint import Checkpoint
-from cdcflow.testing import unique_name
-from cdcflow.testing.mysql import (
+from cdcflow.dev.testing import unique_name
+from cdcflow.dev.testing.mysql import (
     CaptureThread,
     admin_endpoint,
     position_reached,
@@ -24,6 +22,8 @@ from cdcflow.testing.mysql import (
     server_position,
     source_config,
 )
+from cdcflow.sources.mysql.capture import UndecodableEvent
+from cdcflow.sources.mysql.checkpoint import Checkpoint
 
 # A column each server can have that the decoder refuses, and the error it gives
 UNSUPPORTED = {

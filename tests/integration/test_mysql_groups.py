@@ -13,8 +13,8 @@ import orjson
 from cdcflow.clients.kafka import end_offsets
 from cdcflow.clients.kafka.client import consume
 from cdcflow.clients.mysql import connect, execute, query
-from cdcflow.testing import unique_name
-from cdcflow.testing.mysql import CaptureThread, admin_endpoint, position_reached, source_config
+from cdcflow.dev.testing import unique_name
+from cdcflow.dev.testing.mysql import CaptureThread, admin_endpoint, position_reached, source_config
 from cdcflow.verify.mysql import compare_tables, rebuild, source_rows
 
 TABLES = {"inno": "ENGINE=InnoDB", "myi": "ENGINE=MyISAM", "aria": "ENGINE=Aria"}

@@ -13,8 +13,8 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 
 from cdcflow.clients.kafka import TopicReader
 from cdcflow.clients.mysql import execute
-from cdcflow.testing import unique_name
-from cdcflow.testing.mysql import CaptureThread, admin_endpoint, position_reached, server_position, source_config
+from cdcflow.dev.testing import unique_name
+from cdcflow.dev.testing.mysql import CaptureThread, admin_endpoint, position_reached, server_position, source_config
 
 
 def heartbeats(bootstrap: str, topic: str, wanted: int, timeout_s: float = 30) -> list[Any]:

@@ -16,10 +16,10 @@ import yaml
 from cdcflow.clients.kafka import KafkaEndpoint, end_offsets
 from cdcflow.clients.kafka.client import consume
 from cdcflow.clients.mysql import execute
+from cdcflow.dev.testing import unique_name
+from cdcflow.dev.testing.mysql import CaptureThread, admin_endpoint, repl_endpoint, server_position, source_config
 from cdcflow.errors import ConfigError
 from cdcflow.sources.mysql import offsets
-from cdcflow.testing import unique_name
-from cdcflow.testing.mysql import CaptureThread, admin_endpoint, repl_endpoint, server_position, source_config
 from cdcflow.verify.mysql import compare_tables, rebuild, source_rows
 
 

@@ -14,9 +14,9 @@ import orjson
 from cdcflow.clients.kafka import end_offsets
 from cdcflow.clients.kafka.client import consume
 from cdcflow.clients.mysql import connect, execute
+from cdcflow.dev.testing import unique_name
+from cdcflow.dev.testing.mysql import CaptureThread, admin_endpoint, read_all, source_config
 from cdcflow.events.oversize import reassemble
-from cdcflow.testing import unique_name
-from cdcflow.testing.mysql import CaptureThread, admin_endpoint, read_all, source_config
 
 
 def test_a_20_mb_row_is_published_as_marker_and_parts_and_capture_goes_on(

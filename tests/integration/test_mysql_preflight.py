@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from cdcflow.clients.mysql import BinlogStream, MySqlEndpoint, StreamStart, execute
+from cdcflow.dev.testing.mysql import admin_endpoint, private_server, repl_endpoint
 from cdcflow.errors import ConfigError, TerminalError
 from cdcflow.sources.mysql.preflight import preflight
-from cdcflow.testing.mysql import admin_endpoint, private_server, repl_endpoint
 
 
 def test_preflight_accepts_the_stack_and_refuses_bad_settings(mariadb: dict[str, Any], tmp_path: Path) -> None:

@@ -20,8 +20,8 @@ import yaml
 from cdcflow.clients.kafka import end_offsets
 from cdcflow.clients.kafka.client import consume
 from cdcflow.clients.mysql import connect, execute
-from cdcflow.testing import unique_name
-from cdcflow.testing.mysql import CaptureThread, admin_endpoint, server_position, source_config
+from cdcflow.dev.testing import unique_name
+from cdcflow.dev.testing.mysql import CaptureThread, admin_endpoint, server_position, source_config
 from cdcflow.verify.mysql import compare_tables, rebuild, source_rows
 
 ROWS = 20_000

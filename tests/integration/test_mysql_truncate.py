@@ -12,11 +12,11 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from cdcflow.clients.kafka.client import consume, read_to_end
 from cdcflow.clients.mysql import execute
+from cdcflow.dev.testing import unique_name
+from cdcflow.dev.testing.mysql import WORKLOAD_TABLES, CaptureThread, admin_endpoint, source_config
 from cdcflow.events.json_codec import decode
 from cdcflow.sources.mysql.metrics import MySqlCaptureCollector
 from cdcflow.sources.mysql.selected_values import describe_table
-from cdcflow.testing import unique_name
-from cdcflow.testing.mysql import WORKLOAD_TABLES, CaptureThread, admin_endpoint, source_config
 from cdcflow.verify.mysql import compare_tables, rebuild, source_rows
 
 

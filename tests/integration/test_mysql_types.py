@@ -13,9 +13,9 @@ import orjson
 import pytest
 
 from cdcflow.clients.mysql import execute
+from cdcflow.dev.testing import unique_name
+from cdcflow.dev.testing.mysql import CaptureThread, admin_endpoint, read_all, source_config
 from cdcflow.events.json_codec import decode
-from cdcflow.testing import unique_name
-from cdcflow.testing.mysql import CaptureThread, admin_endpoint, read_all, source_config
 from cdcflow.verify.mysql import compare_tables, rebuild, source_rows
 
 COLUMNS = """

@@ -15,8 +15,8 @@ from typing import Any
 
 import yaml
 
-from cdcflow.testing import unique_name
-from cdcflow.testing.mysql import source_config
+from cdcflow.dev.testing import unique_name
+from cdcflow.dev.testing.mysql import source_config
 
 
 def get(port: int, path: str) -> tuple[int, str]:

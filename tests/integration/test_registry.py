@@ -13,8 +13,8 @@ from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerialize
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-from cdcflow.stack import Stack
-from cdcflow.testing import unique_name
+from cdcflow.dev.stack import Stack
+from cdcflow.dev.testing import unique_name
 
 V1 = {"type": "record", "name": "Value", "namespace": "shop", "fields": [{"name": "id", "type": "long"}]}
 V2 = {**V1, "fields": [*V1["fields"], {"name": "note", "type": ["null", "string"], "default": None}]}
@@ -60,8 +60,8 @@ def test_the_captures_registry_client_retries_an_outage_and_stops_on_a_refusal(t
     """What the capture does with the registry's answers: unreachable is retryable (it resumes from its
     checkpoint), a refused schema is terminal and says the registry's reason."""
     from cdcflow.clients.registry import RegistryRefused, SchemaRegistry
+    from cdcflow.dev.stack.ports import free_port
     from cdcflow.errors import RetryableError
-    from cdcflow.stack.ports import free_port
 
     with pytest.raises(RetryableError, match="unreachable"):
         SchemaRegistry(f"http://127.0.0.1:{free_port()}", timeout_s=2).register("t-value", V1)

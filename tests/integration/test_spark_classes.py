@@ -1,11 +1,11 @@
-"""The test run's Spark JVMs map pyspark's classes from a class-data archive (cdcflow.testing.spark_classes)."""
+"""The test run's Spark JVMs map pyspark's classes from a class-data archive (cdcflow.dev.testing.spark_classes)."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 
-from cdcflow.testing.spark_classes import ensure_archive, java_options, pyspark_jars
+from cdcflow.dev.testing.spark_classes import ensure_archive, java_options, pyspark_jars
 
 
 def test_a_spark_jvm_given_the_archive_loads_sparks_classes_from_it() -> None:

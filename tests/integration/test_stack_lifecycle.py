@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from cdcflow.stack.ports import is_free
+from cdcflow.dev.stack.ports import is_free
 
 CLI = [sys.executable, "-m", "cdcflow.cli.main"]
 

@@ -10,8 +10,8 @@ import urllib.request
 from typing import Any
 
 from cdcflow.clients.kafka import KafkaEndpoint, produce_sync
+from cdcflow.dev.testing import unique_name
 from cdcflow.sources.hbase.backfill import BackfillPlan, ProgressStore, RegionProgress, TablePlan, region_key
-from cdcflow.testing import unique_name
 from cdcflow.ui.app import StatusServer
 from cdcflow.ui.collector import Collector
 

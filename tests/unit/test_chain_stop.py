@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from cdcflow.demo.chain import Child, stop_children
+from cdcflow.dev.demo.chain import Child, stop_children
 
 pytestmark = pytest.mark.unit
 

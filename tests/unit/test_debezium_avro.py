@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cdcflow.dev.registry.avro_compat import compatible
 from cdcflow.events.debezium.avro import AvroTable, AvroWriter, avro_schema, split_frame
 from cdcflow.events.debezium.columns import Field
 from cdcflow.events.debezium.envelope import DebeziumTable, source_block
-from cdcflow.registry.avro_compat import compatible
 
 pytestmark = pytest.mark.unit
 

@@ -76,7 +76,7 @@ def test_union_add_and_subset_follow_set_semantics() -> None:
 
 
 def test_a_checkpoint_past_the_position_a_test_read_has_reached_it() -> None:
-    from cdcflow.testing.mysql import position_reached
+    from cdcflow.dev.testing.mysql import position_reached
 
     # MariaDB: other tests' writes move the domain's sequence past the one read
     assert position_reached("0-1-2263", "0-1-735") and position_reached("0-1-735", "0-1-735")

@@ -14,11 +14,11 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from cdcflow.cli.main import main
 from cdcflow.clients.mysql import MySqlEndpoint
 from cdcflow.config import KafkaConfig
+from cdcflow.dev.testing.mysql import source_config
 from cdcflow.events.cells import Cell, CellType
 from cdcflow.sources.mysql.capture import MySqlCapture
 from cdcflow.sources.mysql.checkpoint import Checkpoint
 from cdcflow.sources.mysql.metrics import MySqlCaptureCollector
-from cdcflow.testing.mysql import source_config
 from cdcflow.ui.status import PeerState, TargetHistory, build_status, chart_svg, parse_metrics, total, value
 from cdcflow.verify.continuous import DeltaRangeCheck, HBaseRangeCheck, TableCheck, VerifyRound
 

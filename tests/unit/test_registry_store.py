@@ -1,4 +1,4 @@
-"""The schema registry's state and Avro compatibility rules (cdcflow.registry), without the HTTP layer."""
+"""The schema registry's state and Avro compatibility rules (cdcflow.dev.registry), without the HTTP layer."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from cdcflow.registry.avro_compat import compatible, incompatibilities
-from cdcflow.registry.store import RegistryError, SchemaStore
+from cdcflow.dev.registry.avro_compat import compatible, incompatibilities
+from cdcflow.dev.registry.store import RegistryError, SchemaStore
 
 
 def record(*fields: dict[str, Any], name: str = "Value") -> dict[str, Any]:

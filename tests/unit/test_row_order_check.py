@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from cdcflow.testing.order import assert_row_order
+from cdcflow.dev.testing.order import assert_row_order
 
 pytestmark = pytest.mark.unit
 

@@ -7,9 +7,9 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cdcflow.dev.testing import soak_size
 from cdcflow.events.cells import CellType, column_name, from_string_binary, string_binary
 from cdcflow.events.row_state import RowState, StateCell, merge
-from cdcflow.testing import soak_size
 
 # 1,500 generated batches per property in make test (a few seconds each), 5,000 in make soak (13-28 s each in CI runs).
 MERGE_EXAMPLES = soak_size(1500, 5000)

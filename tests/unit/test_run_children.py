@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from cdcflow.demo.children import CHILD_RESTARTS, CHILD_UP, MAX_BACKOFF_S, Child
+from cdcflow.dev.demo.children import CHILD_RESTARTS, CHILD_UP, MAX_BACKOFF_S, Child
 
 pytestmark = pytest.mark.unit
 

@@ -1,4 +1,4 @@
-"""Which class-data archive a Spark JVM of the tests gets (cdcflow.testing.spark_classes)."""
+"""Which class-data archive a Spark JVM of the tests gets (cdcflow.dev.testing.spark_classes)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from cdcflow.testing import spark_classes
+from cdcflow.dev.testing import spark_classes
 
 
 @pytest.fixture

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from cdcflow.dev.stack import mysql, ports, process, state_file
+from cdcflow.dev.stack.mariadb import socket_path
 from cdcflow.errors import StackError
-from cdcflow.stack import mysql, ports, process, state_file
-from cdcflow.stack.mariadb import socket_path
 
 
 def test_choose_reuses_free_previous_port_and_replaces_busy_one() -> None:
@@ -59,7 +59,7 @@ def test_spawn_identify_and_stop_group(tmp_path: Path) -> None:
 
 
 def test_up_with_no_names_means_every_component_in_start_order(tmp_path: Path) -> None:
-    from cdcflow.stack import Stack
+    from cdcflow.dev.stack import Stack
 
     assert Stack(tmp_path)._names(None) == ["mariadb", "kafka", "hbase", "phoenix"]
     assert Stack(tmp_path)._names(["phoenix"], with_hosts=True) == ["hbase", "phoenix"]  # phoenix lives in HBase
@@ -67,7 +67,7 @@ def test_up_with_no_names_means_every_component_in_start_order(tmp_path: Path) -
 
 def test_kafka_cluster_id_never_starts_with_a_dash(monkeypatch: pytest.MonkeyPatch) -> None:
     # 0xF8 encodes to a leading "-" in base64url: the format command would read the id as an option.
-    from cdcflow.stack import kafka
+    from cdcflow.dev.stack import kafka
 
     drawn = iter([uuid.UUID(bytes=b"\xf8" + bytes(15)), uuid.UUID(bytes=b"\x01" + bytes(15))])
     monkeypatch.setattr(kafka.uuid, "uuid4", lambda: next(drawn))

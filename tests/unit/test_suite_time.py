@@ -1,4 +1,4 @@
-"""The end-of-run report of where `make test`'s time went (cdcflow.testing.suite_time)."""
+"""The end-of-run report of where `make test`'s time went (cdcflow.dev.testing.suite_time)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cdcflow.testing.suite_time import LaneClock, ProcessCpu, report
+from cdcflow.dev.testing.suite_time import LaneClock, ProcessCpu, report
 
 pytestmark = pytest.mark.unit
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import sys
 
 import click
@@ -9,8 +10,7 @@ import click
 from cdcflow.cli.hbase import hbase
 from cdcflow.cli.mysql import mysql
 from cdcflow.cli.pipeline import pipeline
-from cdcflow.cli.run import run, ui
-from cdcflow.cli.stack import stack
+from cdcflow.cli.ui import ui
 from cdcflow.cli.verify import verify
 from cdcflow.errors import CdcflowError
 
@@ -28,7 +28,37 @@ def main(log_level: str, log_format: str) -> None:
     logs.configure(log_level, log_format)
 
 
-for command in (stack, run, mysql, hbase, pipeline, ui, verify):
+for command in (mysql, hbase, pipeline, ui, verify):
+    main.add_command(command)
+
+# The development side (cdcflow.dev: the local stack, the demo) comes with a checkout, not with the wheel; its
+# commands are loaded by name so that runtime code never imports it.
+DEVELOPMENT_COMMANDS = "cdcflow.dev.commands"
+
+
+def _development_commands() -> list[click.Command]:
+    try:
+        module = importlib.import_module(DEVELOPMENT_COMMANDS)
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("cdcflow.dev", DEVELOPMENT_COMMANDS):
+            raise
+        return [_missing(name) for name in ("stack", "run")]
+    return [module.stack, module.run]
+
+
+def _missing(name: str) -> click.Command:
+    def explain() -> None:
+        raise click.UsageError(
+            f"`cdcflow {name}` runs the local stack, a development tool that comes with a checkout of cdcflow's "
+            "repository (`make install`, `make run`), not with this install. Point the config at your own "
+            "Kafka, HBase and MySQL instead."
+        )
+
+    return click.Command(name, callback=explain, help="(development: needs a checkout of the repository)",
+                         context_settings={"ignore_unknown_options": True, "allow_extra_args": True})  # fmt: skip
+
+
+for command in _development_commands():
     main.add_command(command)
 
 

@@ -11,9 +11,8 @@ import click
 
 from cdcflow.cli import wiring
 from cdcflow.cli.common import F, config_option
-from cdcflow.config import CdcflowConfig
+from cdcflow.config import CdcflowConfig, local_stack
 from cdcflow.errors import CdcflowError
-from cdcflow.stack import Stack
 
 
 @click.group()
@@ -228,7 +227,7 @@ def verify_mysql_phoenix_cmd(
     names = _db_tables(tables)
     sink = next((s for s in cfg.pipeline.sinks if s.type == "phoenix"), None)
     options = dict(sink.options) if sink else {}
-    url = url or options.get("url") or Stack(cfg.stack.resolved_home()).endpoints("phoenix")["jdbc_url"]
+    url = url or options.get("url") or local_stack.endpoints(cfg.stack.resolved_home(), "phoenix")["jdbc_url"]
     ep = wiring.mysql_endpoint(cfg, admin=True)
     with PhoenixJvm.launch(str(url)) as phoenix:  # one JVM for all tables
 

@@ -19,10 +19,9 @@ from typing import TYPE_CHECKING, Any
 from cdcflow.clients.hbase import NativeHBaseClient
 from cdcflow.clients.kafka import KafkaEndpoint
 from cdcflow.clients.mysql import MySqlEndpoint, MySqlTls
-from cdcflow.config import CdcflowConfig, KafkaConfig, load_config
+from cdcflow.config import CdcflowConfig, KafkaConfig, load_config, local_stack
 from cdcflow.errors import CdcflowError, ConfigError
 from cdcflow.pipeline.context import Endpoints
-from cdcflow.stack import Stack
 
 if TYPE_CHECKING:
     from cdcflow.ui.collector import Collector
@@ -39,13 +38,13 @@ def load(config_path: Path | None) -> CdcflowConfig:
 def source_zk(cfg: CdcflowConfig) -> str:
     if cfg.hbase.zk_quorum:
         return cfg.hbase.zk_quorum
-    return str(Stack(cfg.stack.resolved_home()).endpoints("hbase")["zk_quorum"])
+    return str(local_stack.endpoints(cfg.stack.resolved_home(), "hbase")["zk_quorum"])
 
 
 def bootstrap(cfg: CdcflowConfig) -> str:
     if cfg.kafka.bootstrap_servers:
         return cfg.kafka.bootstrap_servers
-    return str(Stack(cfg.stack.resolved_home()).endpoints("kafka")["bootstrap_servers"])
+    return str(local_stack.endpoints(cfg.stack.resolved_home(), "kafka")["bootstrap_servers"])
 
 
 def kafka(cfg: CdcflowConfig) -> KafkaEndpoint:
@@ -58,7 +57,7 @@ def kafka_config(cfg: CdcflowConfig) -> KafkaConfig:
     avro = "avro" in (cfg.mysql.output.serialization, cfg.hbase.output.serialization)
     if cfg.kafka.schema_registry_url or not avro:
         return cfg.kafka
-    url = str(Stack(cfg.stack.resolved_home()).endpoints("registry")["url"])
+    url = str(local_stack.endpoints(cfg.stack.resolved_home(), "registry")["url"])
     return cfg.kafka.model_copy(update={"schema_registry_url": url})
 
 
@@ -82,7 +81,7 @@ def mysql_endpoint(cfg: CdcflowConfig, admin: bool = False) -> MySqlEndpoint:
         if m.user is None or m.port is None:
             raise ConfigError("mysql.host is set: set mysql.port and mysql.user (and mysql.password) too")
         return MySqlEndpoint(m.host, m.port, m.user, m.password or "", tls=tls)
-    ep = Stack(cfg.stack.resolved_home()).endpoints("mariadb")
+    ep = local_stack.endpoints(cfg.stack.resolved_home(), "mariadb")
     user, password = (ep["user"], ep["password"]) if admin else (ep["repl_user"], ep["repl_password"])
     return MySqlEndpoint(str(ep["host"]), int(ep["port"]), str(user), str(password), tls=tls)
 
@@ -118,7 +117,7 @@ def pipeline_context(cfg: CdcflowConfig) -> Endpoints:
             zk = None  # no local HBase (MySQL sources only): nothing to read
     phoenix_url = None
     if any(s.type == "phoenix" and not s.options.get("url") for s in sinks):
-        phoenix_url = str(Stack(cfg.stack.resolved_home()).endpoints("phoenix")["jdbc_url"])
+        phoenix_url = str(local_stack.endpoints(cfg.stack.resolved_home(), "phoenix")["jdbc_url"])
     beats = cfg.mysql.output.heartbeat_topic
     return Endpoints(
         bootstrap_servers=bootstrap(cfg), kafka_properties=dict(cfg.kafka.properties), zk_quorum=zk,
@@ -163,7 +162,7 @@ def debezium_input(cfg: CdcflowConfig) -> dict[str, Any]:
     return context
 
 
-# A pipeline whose parent died (it gets SIGTERM then: PR_SET_PDEATHSIG, cdcflow.demo.children) stops gracefully
+# A pipeline whose parent died (it gets SIGTERM then: PR_SET_PDEATHSIG, cdcflow.dev.demo.children) stops gracefully
 # for this long, then exits at once, as a SIGKILL would (the checkpoints make that safe); its Spark JVM follows
 # when its stdin closes. A graceful stop can take longer under load, e.g. when the signal comes while Spark starts.
 ORPHAN_STOP_S = 10.0

@@ -16,7 +16,7 @@ from cdcflow.errors import ConfigError
 from cdcflow.events.json_codec import VALUE_ENCODINGS
 
 ENV_PREFIX = "CDCFLOW__"
-# The local stack's components in start order (`down` stops in reverse); cdcflow.stack runs one service each.
+# The local stack's components in start order (`down` stops in reverse); cdcflow.dev.stack runs one service each.
 COMPONENTS: tuple[str, ...] = ("mariadb", "mysql", "kafka", "registry", "hbase", "phoenix", "spark")
 # What `stack up` and `cdcflow run` start unless told otherwise; the Spark standalone cluster is
 # for `pipeline submit` against a cluster (the embedded pipeline runs Spark in-process).
@@ -511,8 +511,8 @@ class PipelineConfig(_Strict):
 
 
 class DemoConfig(_Strict):
-    """The demo workloads `cdcflow run` writes: into the local HBase (cdcflow.demo.hbase_workload) and, when the
-    stack has MariaDB, random transactions into `mysql_database` (cdcflow.testing.mysql)."""
+    """The demo workloads `cdcflow run` writes: into the local HBase (cdcflow.dev.demo.hbase_workload) and, when the
+    stack has MariaDB, random transactions into `mysql_database` (cdcflow.dev.testing.mysql)."""
 
     # Whether `cdcflow run` writes the demo workloads.
     enabled: bool = True

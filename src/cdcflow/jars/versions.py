@@ -48,14 +48,14 @@ PHOENIX_HBASE_COMPAT = "2.6.0"
 PHOENIX_CLIENT_HBASE = "2.5"
 
 # Flink, only as a third-party reader of cdcflow's debezium-format topics in the tests
-# (cdcflow.testing.flink): PyFlink from PyPI in its own virtualenv (its pins, py4j and apache-beam among
+# (cdcflow.dev.testing.flink): PyFlink from PyPI in its own virtualenv (its pins, py4j and apache-beam among
 # them, clash with the project's), the Kafka SQL connector and the Confluent-registry Avro format from
 # Maven Central (checked 2026-11-27: 5.0.0-2.2 is the connector built for Flink 2.2).
 FLINK_VERSION = "2.2.0"
 FLINK_KAFKA_CONNECTOR = "5.0.0-2.2"
 
 # Debezium, only as the reference the debezium output format is compared with in the tests
-# (cdcflow.testing.debezium): its MariaDB connector on Kafka Connect standalone, the Kafka version
+# (cdcflow.dev.testing.debezium): its MariaDB connector on Kafka Connect standalone, the Kafka version
 # Debezium 3.5 was built with (debezium-build-parent's version.kafka).
 DEBEZIUM_VERSION = "3.5.0.Final"
 DEBEZIUM_CONNECT_KAFKA = "4.1.1"

@@ -22,10 +22,10 @@ sys.path.insert(0, str(HERE.parents[1] / "integration"))
 from test_mysql_types import COLUMNS, ROWS  # noqa: E402
 
 from cdcflow.clients.mysql import BinlogStream, StreamStart, execute, query  # noqa: E402
+from cdcflow.dev.stack import Stack  # noqa: E402
+from cdcflow.dev.testing import unique_name  # noqa: E402
+from cdcflow.dev.testing.mysql import admin_endpoint, repl_endpoint  # noqa: E402
 from cdcflow.sources.mysql.binlog.events import BinlogDecoder, RowsEvent, XidEvent  # noqa: E402
-from cdcflow.stack import Stack  # noqa: E402
-from cdcflow.testing import unique_name  # noqa: E402
-from cdcflow.testing.mysql import admin_endpoint, repl_endpoint  # noqa: E402
 
 
 def main() -> None:

@@ -18,12 +18,12 @@ from pathlib import Path
 import orjson
 
 from cdcflow.clients.mysql import BinlogStream, StreamStart, execute, query
+from cdcflow.dev.stack import Stack
+from cdcflow.dev.testing import unique_name
+from cdcflow.dev.testing.mysql import admin_endpoint, repl_endpoint
 from cdcflow.sources.mysql.binlog.events import BinlogDecoder, XidEvent
 from cdcflow.sources.mysql.binlog.gtid_set import GtidSet
 from cdcflow.sources.mysql.binlog.mysql_events import TransactionPayloadEvent
-from cdcflow.stack import Stack
-from cdcflow.testing import unique_name
-from cdcflow.testing.mysql import admin_endpoint, repl_endpoint
 
 HERE = Path(__file__).parent
 DOCS = [

@@ -16,8 +16,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from cdcflow.registry.avro_compat import compatible
-from cdcflow.registry.store import RegistryError, SchemaStore, canonical_text
+from cdcflow.dev.registry.avro_compat import compatible
+from cdcflow.dev.registry.store import RegistryError, SchemaStore, canonical_text
 
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 

@@ -28,8 +28,8 @@ import threading
 from pathlib import Path
 
 from cdcflow.config.paths import cache_dir
+from cdcflow.dev.stack.spark import pyspark_home
 from cdcflow.errors import StackError
-from cdcflow.stack.spark import pyspark_home
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""`python -m cdcflow.registry --port P --data DIR`: serve the registry (the stack's `registry` service)."""
+"""`python -m cdcflow.dev.registry --port P --data DIR`: serve the registry (the stack's `registry` service)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import uvicorn
 
-from cdcflow.registry.app import create_app
+from cdcflow.dev.registry.app import create_app
 
 
 def main() -> None:

@@ -25,11 +25,11 @@ from typing import Any
 
 from cdcflow.clients.mysql import MySqlEndpoint, execute, query
 from cdcflow.config.paths import cache_dir
+from cdcflow.dev.stack import process
+from cdcflow.dev.stack.mariadb import local_endpoints, root_endpoint, socket_path
+from cdcflow.dev.stack.service import Service
 from cdcflow.errors import StackError
 from cdcflow.jars import maven, versions
-from cdcflow.stack import process
-from cdcflow.stack.mariadb import local_endpoints, root_endpoint, socket_path
-from cdcflow.stack.service import Service
 
 TARBALL = "mysql-Linux-amd64.tar.gz"
 # Shared libraries mysqld links that the tarball does not carry: (file, Debian package).

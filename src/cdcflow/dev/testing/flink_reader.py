@@ -1,6 +1,6 @@
 """Read Kafka topics with Flink SQL and write the tables they rebuild, as one JSON document.
 
-Runs in PyFlink's own virtualenv (cdcflow.testing.flink makes it), so it imports nothing of cdcflow. The
+Runs in PyFlink's own virtualenv (cdcflow.dev.testing.flink makes it), so it imports nothing of cdcflow. The
 jobs run on Flink's own local mini-cluster, one table after the other; each is declared with a PRIMARY KEY
 and its format (`debezium-json`, `debezium-avro-confluent`; with the `upsert-kafka` connector, a raw key and
 `json` or `avro-confluent` values), read from the earliest offset up to the offsets at start

@@ -7,5 +7,5 @@ In production cdcflow points at the registry users already run (`kafka.schema_re
 
 - `store`: the state and its change records (pure)
 - `avro_compat`: can one Avro schema read what another wrote (pure)
-- `app`: the HTTP API (Starlette) and the log file; `python -m cdcflow.registry` serves it
+- `app`: the HTTP API (Starlette) and the log file; `python -m cdcflow.dev.registry` serves it
 """

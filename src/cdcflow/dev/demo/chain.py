@@ -26,9 +26,9 @@ from pathlib import Path
 from cdcflow.clients.hbase import HBaseClient
 from cdcflow.clients.mysql import MySqlEndpoint
 from cdcflow.config import CdcflowConfig
-from cdcflow.demo.children import Child, stop_children
-from cdcflow.demo.hbase_workload import HBaseWorkload
-from cdcflow.testing.mysql import WORKLOAD_TABLES, MySqlWorkload
+from cdcflow.dev.demo.children import Child, stop_children
+from cdcflow.dev.demo.hbase_workload import HBaseWorkload
+from cdcflow.dev.testing.mysql import WORKLOAD_TABLES, MySqlWorkload
 
 
 @dataclass

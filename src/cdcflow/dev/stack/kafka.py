@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from cdcflow.clients import kafka as kafka_client
+from cdcflow.dev.stack import process
+from cdcflow.dev.stack.service import Service
 from cdcflow.errors import StackError
 from cdcflow.jars import maven, versions
-from cdcflow.stack import process
-from cdcflow.stack.service import Service
 
 _JVM = ["-XX:+UseG1GC", "-Djava.awt.headless=true", "-Xms256m"]
 

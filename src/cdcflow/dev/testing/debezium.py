@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from cdcflow.clients.mysql import MySqlEndpoint, execute
+from cdcflow.dev.stack.ports import free_port
 from cdcflow.jars import versions
 from cdcflow.jars.maven import resolve_classpath
-from cdcflow.stack.ports import free_port
 
 LOG4J2 = """status = warn
 appender.out.type = Console

@@ -5,6 +5,6 @@ module; versions are pinned in `versions.py` and nowhere else.
 """
 
 from cdcflow.config.model import COMPONENTS
-from cdcflow.stack.manager import Stack
+from cdcflow.dev.stack.manager import Stack
 
 __all__ = ["COMPONENTS", "Stack"]

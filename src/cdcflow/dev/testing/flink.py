@@ -38,7 +38,7 @@ def _uv() -> str:
     found = os.environ.get("CDCFLOW_UV") or shutil.which("uv")
     if found:
         return found
-    bundled = HERE.parents[2] / ".tools" / "bin" / "uv"  # the checkout's own (Makefile)
+    bundled = HERE.parents[3] / ".tools" / "bin" / "uv"  # the checkout's own (Makefile)
     if bundled.exists():
         return str(bundled)
     raise StackError("uv is needed to install PyFlink for the Flink reader; run `make install` first")

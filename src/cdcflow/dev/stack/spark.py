@@ -14,9 +14,9 @@ import urllib.request
 from pathlib import Path
 from typing import Any, ClassVar
 
+from cdcflow.dev.stack import process
+from cdcflow.dev.stack.service import Service
 from cdcflow.errors import StackError
-from cdcflow.stack import process
-from cdcflow.stack.service import Service
 
 WORKERS = 2
 

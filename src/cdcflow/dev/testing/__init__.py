@@ -17,9 +17,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from cdcflow.stack import Stack, state_file
-from cdcflow.stack.process import tail
-from cdcflow.testing.lanes import run_dir
+from cdcflow.dev.stack import Stack, state_file
+from cdcflow.dev.stack.process import tail
+from cdcflow.dev.testing.lanes import run_dir
 
 EXISTING_STACK_ENV = "CDCFLOW_TEST_STACK_HOME"
 SOAK_ENV = "CDCFLOW_SOAK"  # `make soak`: the long randomized tests at full size

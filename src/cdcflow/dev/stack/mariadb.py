@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from cdcflow.clients.mysql import MySqlEndpoint, execute, query
+from cdcflow.dev.stack import process
+from cdcflow.dev.stack.service import Service
 from cdcflow.errors import StackError
 from cdcflow.jars import versions
-from cdcflow.stack import process
-from cdcflow.stack.service import Service
 
 # Credentials of the local dev/test server only; never used for a real database.
 ADMIN_USER, ADMIN_PASSWORD = "cdcflow", "cdcflow"

@@ -16,10 +16,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from cdcflow.dev.stack.service import Service
 from cdcflow.errors import StackError
 from cdcflow.jars import phoenix as phoenix_jars
 from cdcflow.jars import versions
-from cdcflow.stack.service import Service
 
 
 def check(url: str) -> str:

@@ -1,4 +1,4 @@
-"""The local stack's schema registry: cdcflow's own, with Confluent's REST API (cdcflow.registry, decision
+"""The local stack's schema registry: cdcflow's own, with Confluent's REST API (cdcflow.dev.registry, decision
 0017), for Avro topics (`mysql.output.serialization: avro`). Not in the default stack: `cdcflow stack up
 registry`. Its schemas live in <home>/registry/data/schemas.log, so they survive a restart.
 """
@@ -11,8 +11,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any, ClassVar
 
-from cdcflow.stack import process
-from cdcflow.stack.service import Service
+from cdcflow.dev.stack import process
+from cdcflow.dev.stack.service import Service
 
 
 class RegistryService(Service):
@@ -25,7 +25,7 @@ class RegistryService(Service):
         """Nothing to download: it is part of cdcflow."""
 
     def start(self, home: Path, ports: dict[str, int], log: Path) -> tuple[int, dict[str, Any]]:
-        cmd = [sys.executable, "-m", "cdcflow.registry", "--port", str(ports["http"]), "--data", str(home / "data")]
+        cmd = [sys.executable, "-m", "cdcflow.dev.registry", "--port", str(ports["http"]), "--data", str(home / "data")]
         pid = process.spawn(cmd, log, cwd=home)
         return pid, {"url": f"http://127.0.0.1:{ports['http']}"}
 

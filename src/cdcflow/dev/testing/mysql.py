@@ -121,7 +121,7 @@ def private_server(folder: Path, kind: str) -> Iterator[dict[str, Any]]:
     """A MariaDB or MySQL server of the caller's own under `folder` (its endpoints), stopped afterwards: for a
     test that changes the server's global settings or stops it, which on the shared server would reach the
     captures of the tests running in the other lane."""
-    from cdcflow.stack import Stack
+    from cdcflow.dev.stack import Stack
 
     stack = Stack(folder / f"private-{kind}")
     stack.up([kind])

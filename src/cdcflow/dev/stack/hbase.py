@@ -12,9 +12,9 @@ from typing import Any
 from xml.sax.saxutils import escape
 
 from cdcflow.clients.hbase import connect
+from cdcflow.dev.stack import process
+from cdcflow.dev.stack.service import Service
 from cdcflow.jars import maven, versions
-from cdcflow.stack import process
-from cdcflow.stack.service import Service
 
 # What HBase's bin/hbase adds on JDK 11+ (add_jdk11_jvm_flags in 2.6).
 JDK17_FLAGS = [

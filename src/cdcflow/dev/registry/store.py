@@ -14,7 +14,7 @@ from typing import Any
 
 import fastavro
 
-from cdcflow.registry.avro_compat import compatible
+from cdcflow.dev.registry.avro_compat import compatible
 
 LEVELS = ("NONE", "BACKWARD", "BACKWARD_TRANSITIVE", "FORWARD", "FORWARD_TRANSITIVE", "FULL", "FULL_TRANSITIVE")
 

@@ -10,16 +10,16 @@ from pathlib import Path
 from typing import Any
 
 from cdcflow.config.model import COMPONENTS, DEFAULT_COMPONENTS
+from cdcflow.dev.stack import ports, process, state_file
+from cdcflow.dev.stack.hbase import HBaseService
+from cdcflow.dev.stack.kafka import KafkaService
+from cdcflow.dev.stack.mariadb import MariaDBService
+from cdcflow.dev.stack.mysql import MySQLService
+from cdcflow.dev.stack.phoenix import PhoenixService
+from cdcflow.dev.stack.registry import RegistryService
+from cdcflow.dev.stack.service import Service
+from cdcflow.dev.stack.spark import SparkService
 from cdcflow.errors import CdcflowError, StackError
-from cdcflow.stack import ports, process, state_file
-from cdcflow.stack.hbase import HBaseService
-from cdcflow.stack.kafka import KafkaService
-from cdcflow.stack.mariadb import MariaDBService
-from cdcflow.stack.mysql import MySQLService
-from cdcflow.stack.phoenix import PhoenixService
-from cdcflow.stack.registry import RegistryService
-from cdcflow.stack.service import Service
-from cdcflow.stack.spark import SparkService
 
 log = logging.getLogger(__name__)
 
