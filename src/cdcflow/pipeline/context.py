@@ -43,9 +43,8 @@ class Endpoints:
     def __post_init__(self) -> None:
         if not self.bootstrap_servers or not isinstance(self.bootstrap_servers, str):
             raise ConfigError("Endpoints: bootstrap_servers is required (host:port[,host:port...])")
-        for name, value in (("phoenix_url", self.phoenix_url),):
-            if value is not None and not value.startswith("jdbc:phoenix:"):
-                raise ConfigError(f"Endpoints: {name} must start with jdbc:phoenix:, got {value!r}")
+        if self.phoenix_url is not None and not self.phoenix_url.startswith("jdbc:phoenix:"):
+            raise ConfigError(f"Endpoints: phoenix_url must start with jdbc:phoenix:, got {self.phoenix_url!r}")
         for pattern, serialization in self.debezium_topics:
             if serialization not in ("json", "avro"):
                 raise ConfigError(f"Endpoints: debezium_topics {pattern!r}: serialization is json or avro, "
