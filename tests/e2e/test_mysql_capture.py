@@ -39,9 +39,9 @@ from cdcflow.dev.testing.mysql import (
     server_position,
     source_config,
 )
-from cdcflow.sources.mysql.capture import BinlogHistoryChanged
 from cdcflow.sources.mysql.checkpoint import Checkpoint
 from cdcflow.sources.mysql.offsets import state_at
+from cdcflow.sources.mysql.resume import BinlogHistoryChanged
 from cdcflow.verify.mysql import compare_tables, rebuild, source_rows
 
 

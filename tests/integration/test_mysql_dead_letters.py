@@ -22,8 +22,8 @@ from cdcflow.dev.testing.mysql import (
     server_position,
     source_config,
 )
-from cdcflow.sources.mysql.capture import UndecodableEvent
 from cdcflow.sources.mysql.checkpoint import Checkpoint
+from cdcflow.sources.mysql.undecodable import UndecodableEvent
 
 # A column each server can have that the decoder refuses, and the error it gives
 UNSUPPORTED = {

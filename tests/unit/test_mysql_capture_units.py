@@ -13,9 +13,9 @@ from cdcflow.errors import TerminalError
 from cdcflow.events.json_codec import decode, encode
 from cdcflow.sources.mysql.binlog.columns import LONG, VARCHAR, Column, TableSchema
 from cdcflow.sources.mysql.binlog.events import EventHeader, RowsEvent
-from cdcflow.sources.mysql.capture import TableFilter
 from cdcflow.sources.mysql.changes import TxnContext, key_columns, row_changes
 from cdcflow.sources.mysql.checkpoint import AckFrontier, Checkpoint
+from cdcflow.sources.mysql.snapshot_driver import TableFilter
 from cdcflow.sources.mysql.transactions import format_gtid_state, parse_gtid_state
 
 SCHEMA = TableSchema(

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cdcflow.errors import TerminalError
-from cdcflow.sources.mysql.txn_buffer import HeldRecord, RecordBuffer
+from cdcflow.sources.mysql.txn_buffer import GroupBuffer, HeldRecord, RecordBuffer
 from cdcflow.sources.mysql.xa import HoldingKey, check_complete
 
 pytestmark = pytest.mark.unit
@@ -77,3 +77,21 @@ def test_xa_holding_keys_and_completeness() -> None:
     assert check_complete("x", "0-1-9", 2, {1: b"b", 0: b"a"}) == [b"a", b"b"]
     with pytest.raises(TerminalError, match="lost rows of prepared XA transaction x"):
         check_complete("x", "0-1-9", 3, {0: b"a", 2: b"c"})
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(records, max_size=4), max_size=8), st.integers(0, 9), st.integers(0, 400))
+def test_a_group_buffer_keeps_the_records_of_the_first_events(events: list[list[HeldRecord]], kept: int,
+                                                             memory: int) -> None:  # fmt: skip
+    buffer = GroupBuffer(memory_bytes=memory)  # small budgets spill to the file
+    for records_of_event in events:
+        buffer.start_event()
+        for record in records_of_event:
+            buffer.append(record)
+    expected = [r for records_of_event in events[:kept] for r in records_of_event]
+    assert buffer.keep_events(kept) == sum(map(len, events)) - len(expected)
+    assert list(buffer) == expected
+    buffer.start_event()  # events after the cut count from there
+    buffer.append(HeldRecord("t", None, b"v"))
+    assert buffer.keep_events(min(kept, len(events))) == 1 and list(buffer) == expected
+    buffer.clear()

@@ -27,8 +27,9 @@ def mysql_run(config_path: Path | None, metrics_port: int | None) -> None:
     from prometheus_client import REGISTRY
 
     from cdcflow.metrics import add_probe, serve_metrics
-    from cdcflow.sources.mysql.capture import MySqlCapture, run_forever
+    from cdcflow.sources.mysql.capture import MySqlCapture
     from cdcflow.sources.mysql.metrics import MySqlCaptureCollector
+    from cdcflow.sources.mysql.stats import run_forever
 
     cfg = wiring.load(config_path)
     stop = threading.Event()

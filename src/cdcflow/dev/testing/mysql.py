@@ -13,7 +13,8 @@ from typing import Any
 from cdcflow.clients.kafka import TopicReader
 from cdcflow.clients.mysql import MySqlEndpoint, MySqlTls
 from cdcflow.config import KafkaConfig, MySqlSourceConfig
-from cdcflow.sources.mysql.capture import CaptureStats, MySqlCapture
+from cdcflow.sources.mysql.capture import MySqlCapture
+from cdcflow.sources.mysql.stats import CaptureStats
 
 
 def admin_endpoint(mariadb: dict[str, Any], database: str | None = None) -> MySqlEndpoint:

@@ -12,15 +12,18 @@ carrying `pk_change: {old_key, new_key}`, because downstream each key is its own
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import orjson
 
-from cdcflow.events.json_codec import SCHEMA_ID
+from cdcflow.events.heartbeats import heartbeat_record
+from cdcflow.events.json_codec import SCHEMA_ID, encode
 from cdcflow.events.model import ChangeEvent, Op, SourceInfo
 from cdcflow.sources.mysql.binlog.columns import TableSchema
 from cdcflow.sources.mysql.binlog.events import EventHeader, Row, RowsEvent
+from cdcflow.sources.mysql.checkpoint import Checkpoint
+from cdcflow.sources.mysql.txn_buffer import HeldRecord
 
 
 @dataclass
@@ -161,3 +164,46 @@ def truncate_change(db: str, table: str, cause: str, ddl: str, txn: TxnContext, 
     )  # fmt: skip
     return ChangeEvent(key=b"{}", op=Op.TRUNCATE, source=source, transaction={"id": txn.id, "order": 1},
                        truncate={"cause": cause, "ddl": ddl[:2000]})  # fmt: skip
+
+
+# (change, its encoded bytes, topic, the topic's limit, "db.table" or ""): the record that stands for a change
+# too large for its topic (the capture's publisher cuts it into parts and a marker, or stops).
+SplitOversize = Callable[[ChangeEvent, bytes, str, int, str], HeldRecord]
+
+
+class CdcflowEncoder:
+    """`mysql.output.format: cdcflow`: the records of the cdcflow envelope (events/json_codec.py), one per
+    change; a change larger than its topic takes goes to `split`. A RecordEncoder (output.py)."""
+
+    def __init__(self, source_name: str, split: SplitOversize) -> None:
+        self.source_name = source_name
+        self.split = split
+
+    def rows(self, ev: RowsEvent, ctx: TxnContext, keys: tuple[str, ...], topic: str, limit: int) -> list[HeldRecord]:
+        assert ev.schema is not None
+        table = ev.schema.qualified
+        encoded = row_records(ev, ctx, self.source_name, keys, limit)
+        if encoded is not None:
+            return [HeldRecord(topic, key, value, table) for key, value in encoded]
+        return [self._record(change, topic, limit, table) for change in row_changes(ev, ctx, self.source_name, keys)]
+
+    def reads(self, db: str, table: str, changes: Sequence[ChangeEvent], topic: str, limit: int) -> list[HeldRecord]:
+        return [self._record(change, topic, limit, "") for change in changes]
+
+    def _record(self, change: ChangeEvent, topic: str, limit: int, table: str) -> HeldRecord:
+        value = encode(change)
+        if len(value) <= limit:
+            return HeldRecord(topic, change.key, value, table)
+        return self.split(change, value, topic, limit, table)
+
+    def truncate(self, change: ChangeEvent, topic: str) -> tuple[bytes | None, bytes]:
+        return None, encode(change)
+
+    def heartbeat(self, topic: str, now_ms: int, source_ts_ms: int | None,
+                  checkpoint: Checkpoint | None) -> tuple[bytes | None, bytes]:  # fmt: skip
+        cp = checkpoint
+        position = {"gtid_state": cp.gtid_state, "file": cp.file, "pos": cp.pos} if cp else {}
+        return heartbeat_record("mysql", self.source_name, position, source_ts_ms, now_ms)
+
+    def transaction_end(self, ctx: TxnContext, ts_ms: int) -> HeldRecord | None:
+        return None  # transaction records are the debezium format's (config: output.transaction_topic)

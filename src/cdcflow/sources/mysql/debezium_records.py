@@ -10,12 +10,13 @@ as in Debezium. `transaction` is always filled: {id: the GTID, total_order, data
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import orjson
 
+from cdcflow.errors import TerminalError
 from cdcflow.events.debezium.avro import AvroRecords, AvroTable, Register, avro_heartbeats, avro_transactions
 from cdcflow.events.debezium.columns import Field
 from cdcflow.events.debezium.envelope import (
@@ -33,7 +34,9 @@ from cdcflow.events.model import ChangeEvent
 from cdcflow.sources.mysql.binlog.columns import TableSchema
 from cdcflow.sources.mysql.binlog.events import RowsEvent
 from cdcflow.sources.mysql.changes import TxnContext
-from cdcflow.sources.mysql.debezium_fields import fields_from_binlog
+from cdcflow.sources.mysql.checkpoint import Checkpoint
+from cdcflow.sources.mysql.debezium_fields import field_from_information_schema, fields_from_binlog
+from cdcflow.sources.mysql.txn_buffer import HeldRecord
 
 # (Kafka key, value, identity); value None: a tombstone. identity: the row's key as changes.py writes it
 # (`{"id":7}`, names sorted), which the snapshot compares with the keys of the rows it selected.
@@ -222,3 +225,78 @@ class DebeziumRecords:
                                   int(s.extra.get("position") or 0), int(s.extra.get("row") or 0), s.pos)  # fmt: skip
             out.append((table.key(after), table.value("r", None, after, source, None, now_us), change.key))
         return out
+
+
+# An SQL query on the source server (statement, arguments) -> rows: how a table the binlog has not described
+# yet is read from information_schema.
+SqlQuery = Callable[[str, tuple[Any, ...]], list[tuple[Any, ...]]]
+
+
+class DebeziumEncoder:
+    """`mysql.output.format: debezium`: the records Debezium's connector writes (DebeziumRecords), plus the
+    transaction topic's BEGIN and END records. A RecordEncoder (output.py). A record larger than its topic
+    takes cannot be split in this format (Debezium consumers would not reassemble it): it stops the capture,
+    naming it (docs/debezium.md)."""
+
+    def __init__(self, records: DebeziumRecords, key_columns: Mapping[str, tuple[str, ...]], query: SqlQuery) -> None:
+        self.records = records
+        self.key_columns = key_columns
+        self.query = query
+
+    def rows(self, ev: RowsEvent, ctx: TxnContext, keys: tuple[str, ...], topic: str, limit: int) -> list[HeldRecord]:
+        schema = ev.schema
+        assert schema is not None
+        table = schema.qualified
+        out: list[HeldRecord] = []
+        transactions = self.records.out.transaction_topic
+        if transactions and ctx.order == 0:  # the transaction's first change: its BEGIN record first
+            key, begin, _ = self.records.transaction_record(ctx.id, ev.header.timestamp * 1000, None)
+            out.append(HeldRecord(transactions, key, begin))
+        # A table without a primary key (nor message.key.columns) has records without a key, as in Debezium.
+        keyed = bool(schema.primary_key) or table in self.key_columns
+        for key, value, identity in self.records.rows(ev, ctx, keys if keyed else (), topic):
+            if value is not None and len(value) > limit:
+                raise TerminalError(
+                    f"a change of {table} at {ctx.file}:{ev.header.start_pos} ({ctx.gtid}) is {len(value)} bytes, "
+                    f"over the {limit} bytes topic {topic} takes; the debezium format cannot split it: raise the "
+                    "topic's max.message.bytes and mysql.max_record_bytes, or use output.format: cdcflow"
+                )  # fmt: skip
+            out.append(HeldRecord(topic, key, value, table if value is not None else "", identity))
+        return out
+
+    def reads(self, db: str, table: str, changes: Sequence[ChangeEvent], topic: str, limit: int) -> list[HeldRecord]:
+        described = self._described(db, table)
+        return [HeldRecord(topic, key, value, "") for key, value, _identity in self.records.reads(described, changes,
+                                                                                                  topic)]  # fmt: skip
+
+    def truncate(self, change: ChangeEvent, topic: str) -> tuple[bytes | None, bytes]:
+        return self.records.truncate(self._described(change.source.db, change.source.table), topic, change)
+
+    def heartbeat(self, topic: str, now_ms: int, source_ts_ms: int | None,
+                  checkpoint: Checkpoint | None) -> tuple[bytes | None, bytes]:  # fmt: skip
+        return self.records.heartbeat_record(topic, now_ms, source_ts_ms)
+
+    def transaction_end(self, ctx: TxnContext, ts_ms: int) -> HeldRecord | None:
+        """The END record of a committed group that published rows (output.transaction_topic)."""
+        transactions = self.records.out.transaction_topic
+        if not transactions or ctx.order == 0:
+            return None
+        key, value, _ = self.records.transaction_record(ctx.id, ts_ms, ctx.table_orders)
+        return HeldRecord(transactions, key, value)
+
+    def _described(self, db: str, table: str) -> DebeziumTable:
+        """The table as the newest TABLE_MAP described it, else (snapshotted or emptied before any row event
+        of its own) its columns from information_schema."""
+        known = self.records.known(f"{db}.{table}")
+        if known is not None:
+            return known
+        rows = self.query("SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, IS_NULLABLE = 'YES', COLUMN_KEY = 'PRI' "
+                          "FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s "
+                          "ORDER BY ORDINAL_POSITION", (db, table))  # fmt: skip
+        out = self.records.out
+        fields = [field_from_information_schema(str(n), str(d), str(c), bool(null), out.decimal_handling,
+                                                out.propagate_source_types) for n, d, c, null, _pk in rows]  # fmt: skip
+        key_cols = self.query("SELECT COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE WHERE TABLE_SCHEMA = %s "
+                              "AND TABLE_NAME = %s AND CONSTRAINT_NAME = 'PRIMARY' ORDER BY ORDINAL_POSITION",
+                              (db, table))  # fmt: skip
+        return self.records.table_of(db, table, fields, tuple(str(k) for (k,) in key_cols))

@@ -1,12 +1,12 @@
 """The capture's transaction state machine: where the binlog stream stands, one event at a time.
 
 Pure (no I/O), in the manner of h11's `_state.py`: everything that moves the stream's position
-(GTID state, current file, the open event group and what kind it is, its savepoints, the prepared
-XA transactions, the group end that releases a checkpoint to the ack frontier) changes here and
-nowhere else. The capture loop reads, decodes, feeds the decoded event here, and publishes what it
-is told to. What MariaDB 10.11 writes for savepoints, mixed-engine rollbacks and XA (checked with
-SHOW BINLOG EVENTS) is in docs/decisions/0006-mysql-groups-savepoints-xa.md; what MySQL 8.0
-writes, and how the same state machine reads it, in docs/decisions/0015-mysql8-groups-positions.md.
+(GTID state, current file, the open event group and what kind it is, the prepared XA transactions,
+the group end that releases a checkpoint to the ack frontier) changes here and nowhere else. The
+capture's core (core.py) drives it and decides what the group's rows become. What MariaDB 10.11
+writes for savepoints, mixed-engine rollbacks and XA (checked with SHOW BINLOG EVENTS) is in
+docs/decisions/0006-mysql-groups-savepoints-xa.md; what MySQL 8.0 writes, and how the same state
+machine reads it, in docs/decisions/0015-mysql8-groups-positions.md.
 """
 
 from __future__ import annotations
@@ -115,8 +115,6 @@ class TransactionState:
         self.ctx: TxnContext | None = None
         self.kind = GroupKind.STREAMED
         self.xid: str | None = None  # XA groups: the XA transaction id
-        self.savepoints: dict[str, int] = {}  # savepoint name -> buffer mark, in the open group
-        self.streamed_rows = 0  # rows of the open group already published (not held)
         # Prepared XA transactions not completed yet: xid -> {"gtid": prepare group, "records": n}
         self.xa_prepared: dict[str, dict[str, Any]] = copy.deepcopy(start.xa_prepared)
         self._gtid = (0, "")
@@ -136,6 +134,11 @@ class TransactionState:
 
     def rotate(self, next_file: str) -> None:
         self.file = next_file
+
+    def next_rows_event(self) -> None:
+        """A rows event of the open group: positions count them (`source.pos`'s second part)."""
+        assert self.ctx is not None
+        self.ctx.event_index += 1
 
     def begin(self, ev: GtidEvent) -> TxnContext:
         last = self.gtid_state.get(ev.domain_id)
@@ -159,8 +162,6 @@ class TransactionState:
         else:
             self.kind = GroupKind.BUFFERED
         self.xid = ev.xid
-        self.savepoints = {}
-        self.streamed_rows = 0
         self._gtid = (ev.domain_id, ev.gtid)
         return self.ctx
 
@@ -181,8 +182,6 @@ class TransactionState:
         self.ctx = TxnContext(id=ev.gtid, gtid=ev.gtid, file=self.file, seq=self.executed.count)
         self.kind = GroupKind.STREAMED  # InnoDB: MySQL logs committed transactions only (decision 0015)
         self.xid = None
-        self.savepoints = {}
-        self.streamed_rows = 0
         self._first_statement = True
         self._gtid = (0, ev.gtid)
         return self.ctx
@@ -261,7 +260,7 @@ class TransactionState:
         )  # fmt: skip
         self.frontier.commit(self.txn, checkpoint)
         self.txn, self.ctx = None, None
-        self.kind, self.xid, self.savepoints = GroupKind.STREAMED, None, {}
+        self.kind, self.xid = GroupKind.STREAMED, None
         self._first_statement = False
         self.committed += 1
         return checkpoint

@@ -172,3 +172,28 @@ class RecordBuffer:
         if self._file is not None:
             self._file.close()
             self._file = None
+
+
+class GroupBuffer(RecordBuffer):
+    """The held records of one event group, with where each rows event's records start: the capture's core
+    counts held rows in events (a savepoint is "after the first k"), the buffer in records."""
+
+    def __init__(self, memory_bytes: int = 32 * 2**20, spill_dir: str | None = None) -> None:
+        super().__init__(memory_bytes, spill_dir)
+        self._event_starts = array("q")
+
+    def start_event(self) -> None:
+        """The records appended next belong to the next held rows event."""
+        self._event_starts.append(len(self))
+
+    def keep_events(self, kept: int) -> int:
+        """Forget the records of every rows event after the first `kept`; how many records were dropped."""
+        if kept >= len(self._event_starts):
+            return 0
+        dropped = self.truncate(self._event_starts[kept])
+        del self._event_starts[kept:]
+        return dropped
+
+    def clear(self) -> None:
+        super().clear()
+        self._event_starts = array("q")
