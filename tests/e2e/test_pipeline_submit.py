@@ -14,7 +14,7 @@ import yaml
 from cdcflow.clients import kafka as k
 from cdcflow.clients.hbase import HBaseClient
 from cdcflow.clients.phoenix import PhoenixJvm
-from cdcflow.dev.testing import ServiceHarness
+from cdcflow.dev.testing import ServiceHarness, soak_size
 from cdcflow.pipeline.session import build_session
 from cdcflow.pipeline.sinks.delta.log import changes
 from cdcflow.pipeline.sinks.delta.views import hbase_state_rows
@@ -73,6 +73,8 @@ def test_every_sink_runs_unchanged_on_a_standalone_cluster(
     # has cores (Spark's default of 200, Delta's 50, schedule that many tasks for every small batch)
     spark_args = ["--", "--conf", "spark.sql.shuffle.partitions=2",
                   "--conf", "spark.databricks.delta.snapshotPartitions=2"]  # fmt: skip
+    if not soak_size(0, 1):  # short-lived executors: Java's C1 compiler only, as the tests' short drivers
+        spark_args += ["--conf", "spark.executor.extraJavaOptions=-XX:TieredStopAtLevel=1"]
 
     dry = subprocess.run([*cli, "--dry-run", *spark_args], capture_output=True, text=True, check=True)
     assert "spark-submit" in dry.stdout and "--jars" in dry.stdout and "cli/spark_app.py" in dry.stdout
