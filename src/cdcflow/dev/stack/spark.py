@@ -62,9 +62,13 @@ class SparkService(Service):
                             "--work-dir", str(work_dir)]) + " &"
             )  # fmt: skip
         lines.append("wait")
-        env = {"SPARK_HOME": str(pyspark_home()), "SPARK_LOG_DIR": str(home), "SPARK_NO_DAEMONIZE": "1",
-               # the master and workers only schedule: Java's C1 compiler is ready sooner and costs less
-               "SPARK_DAEMON_JAVA_OPTS": "-XX:TieredStopAtLevel=1"}
+        env = {
+            "SPARK_HOME": str(pyspark_home()),
+            "SPARK_LOG_DIR": str(home),
+            "SPARK_NO_DAEMONIZE": "1",
+            # the master and workers only schedule: Java's C1 compiler is ready sooner and costs less
+            "SPARK_DAEMON_JAVA_OPTS": "-XX:TieredStopAtLevel=1",
+        }
         pid = process.spawn(["bash", "-c", "\n".join(lines)], log, cwd=home, env=env)
         return pid, {
             "master_url": master,
