@@ -44,6 +44,8 @@ def test_savepoints_mixed_engines_and_xa_are_published_exactly_as_committed(
         admin,
         f"CREATE DATABASE {db}",
         *(f"CREATE TABLE {db}.{t} (id INT PRIMARY KEY, v VARCHAR(20)) {engine}" for t, engine in TABLES.items()),
+        f"CREATE DATABASE {db}_other",  # not captured
+        f"CREATE TABLE {db}_other.t (id INT PRIMARY KEY) ENGINE=InnoDB",
     )
     cfg = source_config(unique_name("txnsrc"), [db])
     conn, other, xa = (connect(admin_endpoint(mariadb, database=db), autocommit=True) for _ in range(3))
@@ -75,6 +77,15 @@ def test_savepoints_mixed_engines_and_xa_are_published_exactly_as_committed(
             "DELETE FROM inno WHERE id = 41", f"XA END '{db}-x2'", f"XA PREPARE '{db}-x2'")  # fmt: skip
         run(other, "INSERT INTO inno VALUES (43, 'between')")
         run(xa, f"XA ROLLBACK '{db}-x2'")
+        # XA transactions of tables the capture does not read are none of its business (nor of its counters):
+        # other applications' XA on the same server come and go while it runs.
+        foreign = connect(admin_endpoint(mariadb), autocommit=True)
+        for n, outcome in ((1, "COMMIT"), (2, "ROLLBACK")):
+            run(foreign, f"XA START '{db}-other{n}'", f"INSERT INTO {db}_other.t VALUES ({n})",
+                f"XA END '{db}-other{n}'", f"XA PREPARE '{db}-other{n}'", f"XA {outcome} '{db}-other{n}'")  # fmt: skip
+        run(foreign, f"XA START '{db}-other3'", f"INSERT INTO {db}_other.t VALUES (3)", f"XA END '{db}-other3'",
+            f"XA PREPARE '{db}-other3'")  # fmt: skip
+        foreign.close()  # (a prepared XA transaction outlives its connection)
         # Prepared before a restart, committed after it: the checkpoint passes the PREPARE.
         run(xa, f"XA START '{db}-x3'", "INSERT INTO inno VALUES (50, 'prepared')", "DELETE FROM inno WHERE id = 43",
             f"XA END '{db}-x3'", f"XA PREPARE '{db}-x3'")  # fmt: skip
@@ -93,6 +104,7 @@ def test_savepoints_mixed_engines_and_xa_are_published_exactly_as_committed(
     capture = CaptureThread(cfg, mariadb, bootstrap).start()
     try:
         run(xa, f"XA COMMIT '{db}-x3'")
+        run(other, f"XA COMMIT '{db}-other3'")  # prepared before the restart, of a table not captured
         run(other, "UPDATE inno SET v = 'last' WHERE id = 50")
         (gtid_pos,) = query(admin, "SELECT @@gtid_binlog_pos")[0]
         capture.wait_for_checkpoint(gtid_pos)

@@ -151,7 +151,7 @@ class MySqlCapture:
         # Schema records sent in the last attempt may have been purged unacknowledged: describe again.
         self.publisher.forget_tables()
         self.held.load(start)
-        self.stats.xa_waiting = len(self.held.xa)
+        self.stats.xa_waiting = self.held.waiting
         self.snapshots.restart(start)
         frontier = AckFrontier()
         self._core = core.CaptureCore(start, frontier, mysql=self.server.mysql)
@@ -247,8 +247,10 @@ class MySqlCapture:
             self.stats.rolled_back_groups += 1
         elif isinstance(action, core.PrepareXa):
             assert ctx.gtid is not None
-            self._core_now().prepared(action.xid, self.held.prepare(action.xid, ctx.gtid, self.publisher.sender(txn)))
-            self.stats.xa_prepared += 1
+            held = self.held.prepare(action.xid, ctx.gtid, self.publisher.sender(txn))
+            self._core_now().prepared(action.xid, held)
+            # (counted when it holds rows: XA transactions of tables the capture does not read are not its own)
+            self.stats.xa_prepared += 1 if held else 0
         elif isinstance(action, core.CompleteXa):
             rows, keys = self.held.complete(action.xid, action.prepared)
             if rows is None:
@@ -257,17 +259,17 @@ class MySqlCapture:
                 log.warning("%s: XA %s of %s, which was prepared before this capture's start position: its rows "
                             "were not captured", ctx.gtid, what, action.xid)  # fmt: skip
             elif action.commit:
-                self.stats.xa_committed += 1
+                self.stats.xa_committed += 1 if len(rows) else 0
                 self._publish(rows, txn)
             else:
-                self.stats.xa_rolled_back += 1
+                self.stats.xa_rolled_back += 1 if len(rows) else 0
                 self.stats.rolled_back_rows += len(rows)
                 rows.clear()
             txn.released.extend(keys)  # their XA-topic records go once a stored checkpoint is past this group
         elif isinstance(action, core.PublishDdl):
             self.publisher.ddl(action.event, ctx, txn)
             self.ddl.follow(action.event, ctx, txn)
-        self.stats.xa_waiting = len(self.held.xa)
+        self.stats.xa_waiting = self.held.waiting
 
     def _publish(self, rows: RecordBuffer | None, txn: PendingTxn) -> None:
         """Held rows that happened: out, then forgotten."""

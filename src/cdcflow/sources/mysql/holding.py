@@ -111,6 +111,11 @@ class HeldRows:
         self.xa[xid] = held
         return len(held)
 
+    @property
+    def waiting(self) -> int:
+        """Prepared XA transactions holding rows of captured tables (others are tracked, not counted)."""
+        return sum(1 for held in self.xa.values() if len(held))
+
     def complete(self, xid: str, prepared: dict[str, Any] | None) -> tuple[RecordBuffer | None, list[bytes]]:
         """XA COMMIT or ROLLBACK of `xid`: the rows held for it (None: prepared before the capture's start, so
         none), and their XA-topic keys, to delete once a stored checkpoint is past this group."""

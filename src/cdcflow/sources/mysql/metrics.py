@@ -26,7 +26,7 @@ COUNTERS = (
     ("ddl_not_followed", "ddl_not_followed", "DDLs that changed rows the capture could not read again: sinks differ"),
     ("snapshot_rows", "snapshot_rows", "Rows published by the snapshot"),
     ("rolled_back_rows", "rolled_back_rows", "Rows written then undone by ROLLBACK (TO SAVEPOINT) or XA ROLLBACK"),
-    ("xa_prepared", "xa_prepared", "XA transactions prepared"),
+    ("xa_prepared", "xa_prepared", "XA transactions prepared that changed captured tables"),
     ("xa_committed", "xa_committed", "XA transactions committed"),
     ("xa_rolled_back", "xa_rolled_back", "XA transactions rolled back"),
     ("oversize", "oversize", "Changes too large for one record, published as a marker and parts"),

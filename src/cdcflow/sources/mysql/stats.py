@@ -29,6 +29,7 @@ class CaptureStats:
     snapshot_rows: int = 0
     rolled_back_rows: int = 0  # rows MariaDB wrote that a ROLLBACK (TO SAVEPOINT) or XA ROLLBACK undid
     rolled_back_groups: int = 0  # event groups that ended in ROLLBACK
+    # XA transactions that changed captured tables (others on the server are followed, not counted)
     xa_prepared: int = 0
     xa_committed: int = 0
     xa_rolled_back: int = 0
