@@ -71,9 +71,26 @@ def test_kafka_cluster_id_never_starts_with_a_dash(monkeypatch: pytest.MonkeyPat
 
     drawn = iter([uuid.UUID(bytes=b"\xf8" + bytes(15)), uuid.UUID(bytes=b"\x01" + bytes(15))])
     monkeypatch.setattr(kafka.uuid, "uuid4", lambda: next(drawn))
-    cluster_id = kafka._cluster_id()
+    cluster_id = kafka.new_cluster_id()
     assert cluster_id == "AQAAAAAAAAAAAAAAAAAAAA"
     assert len(cluster_id) == 22
+
+
+def test_a_kafka_clusters_nodes_replicate_every_topic_three_times_and_the_single_broker_once(tmp_path: Path) -> None:
+    from cdcflow.dev.stack.kafka import node_properties
+
+    def settings(text: str) -> dict[str, str]:
+        return dict(line.split("=", 1) for line in text.splitlines())
+
+    voters = "1@127.0.0.1:9001,2@127.0.0.1:9002,3@127.0.0.1:9003"
+    node = settings(node_properties(2, 9102, 9002, voters, tmp_path / "data", replicas=3))
+    assert (node["node.id"], node["controller.quorum.voters"]) == ("2", voters)
+    assert node["default.replication.factor"] == node["offsets.topic.replication.factor"] == "3"
+    assert node["min.insync.replicas"] == node["transaction.state.log.min.isr"] == "2"
+    assert node["advertised.listeners"] == "PLAINTEXT://127.0.0.1:9102" and "sasl.enabled.mechanisms" not in node
+    single = settings(node_properties(1, 9100, 9000, "1@127.0.0.1:9000", tmp_path / "data", sasl=9200))
+    assert single["default.replication.factor"] == single["min.insync.replicas"] == "1"
+    assert "SASL_PLAINTEXT://127.0.0.1:9200" in single["listeners"]
 
 
 def _server_jar(path: Path, files: dict[str, bytes]) -> Path:

@@ -87,10 +87,11 @@ def list_topics(bootstrap: KafkaTarget, timeout_s: float = 10.0) -> list[str]:
 
 
 def create_topic(
-    bootstrap: KafkaTarget, name: str, partitions: int = 1, replication: int = 1, timeout_s: float = 30.0,
+    bootstrap: KafkaTarget, name: str, partitions: int = 1, replication: int = -1, timeout_s: float = 30.0,
     config: dict[str, str] | None = None,
 ) -> None:  # fmt: skip
-    """Create `name` (with topic-level `config`); an existing topic is fine (idempotent). Returns once every
+    """Create `name` (with topic-level `config`); an existing topic is fine (idempotent). `replication` -1: the
+    cluster's own default.replication.factor (3 on a production cluster, not 1). Returns once every
     partition's leader serves it (`wait_until_served`), so records produced next cannot meet a partition that
     its broker has not opened yet."""
     admin = _admin(bootstrap)  # must outlive the future: a collected client cancels its requests
@@ -206,6 +207,15 @@ def consume(
     finally:
         consumer.close()
     return out
+
+
+def partition_replicas(bootstrap: KafkaTarget, topic: str, timeout_s: float = 10.0) -> dict[int, tuple[int, list[int]]]:
+    """partition -> (its leader's node id, -1 when none; the node ids of its replicas), from the metadata."""
+    try:
+        meta = _admin(bootstrap).list_topics(topic=topic, timeout=timeout_s).topics[topic]
+    except (KafkaException, KeyError) as exc:
+        raise ServiceUnavailable(f"Kafka at {bootstrap}: no metadata for {topic}: {exc}") from exc
+    return {p: (int(m.leader), [int(r) for r in m.replicas]) for p, m in sorted(meta.partitions.items())}
 
 
 def partition_count(bootstrap: KafkaTarget, topic: str, timeout_s: float = 30.0) -> int:

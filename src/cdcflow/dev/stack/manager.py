@@ -13,6 +13,7 @@ from cdcflow.config.model import COMPONENTS, DEFAULT_COMPONENTS
 from cdcflow.dev.stack import ports, process, state_file
 from cdcflow.dev.stack.hbase import HBaseService
 from cdcflow.dev.stack.kafka import KafkaService
+from cdcflow.dev.stack.kafka_cluster import KafkaClusterService
 from cdcflow.dev.stack.mariadb import MariaDBService
 from cdcflow.dev.stack.mysql import MySQLService
 from cdcflow.dev.stack.phoenix import PhoenixService
@@ -27,6 +28,7 @@ log = logging.getLogger(__name__)
 def make_service(name: str) -> Service:
     factories: dict[str, type[Service]] = {
         "kafka": KafkaService,
+        "kafka-cluster": KafkaClusterService,
         "hbase": HBaseService,
         "mariadb": MariaDBService,
         "mysql": MySQLService,

@@ -1,0 +1,53 @@
+"""Faults of the three-node Kafka cluster (`cdcflow stack up kafka-cluster`): a node SIGKILLed, kept down, back."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+from cdcflow.clients.kafka import partition_replicas, ping
+from cdcflow.errors import ServiceUnavailable
+
+
+class KafkaNodes:
+    def __init__(self, endpoints: dict[str, Any]) -> None:
+        self.bootstrap = str(endpoints["bootstrap_servers"])
+        self.nodes: dict[int, dict[str, str]] = {int(i): n for i, n in endpoints["nodes"].items()}
+
+    def pid(self, node: int) -> int:
+        return int(Path(self.nodes[node]["pid_file"]).read_text().strip())
+
+    def leader(self, topic: str, partition: int = 0) -> int:
+        return partition_replicas(self.bootstrap, topic)[partition][0]
+
+    def replicas(self, topic: str) -> list[int]:
+        """How many replicas each partition of `topic` has."""
+        return [len(replicas) for _leader, replicas in partition_replicas(self.bootstrap, topic).values()]
+
+    def kill(self, node: int) -> int:
+        """SIGKILL the node and keep it down (until `release`); the pid it had."""
+        Path(self.nodes[node]["down_file"]).touch()
+        pid = self.pid(node)
+        os.kill(pid, signal.SIGKILL)
+        return pid
+
+    def release(self, node: int, old_pid: int, timeout_s: float = 90.0) -> None:
+        """Let the node start again; return once it runs with a new pid and every node is in the metadata."""
+        Path(self.nodes[node]["down_file"]).unlink(missing_ok=True)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            try:
+                restarted = self.pid(node) != old_pid
+            except (OSError, ValueError):
+                restarted = False
+            try:
+                brokers = ping(self.bootstrap, timeout_s=5.0)
+            except ServiceUnavailable:
+                brokers = 0
+            if restarted and brokers == len(self.nodes):
+                return
+            time.sleep(0.5)
+        raise AssertionError(f"Kafka node {node} did not come back in {timeout_s:.0f} s")
