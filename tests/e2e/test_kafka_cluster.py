@@ -3,6 +3,9 @@ with min.insync.replicas=2 (`cdcflow stack up kafka-cluster`). make soak only (t
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -10,6 +13,7 @@ from typing import Any
 
 import orjson
 import pytest
+import yaml
 
 from cdcflow.clients.kafka import end_offsets, topic_config
 from cdcflow.clients.kafka.client import consume
@@ -25,6 +29,8 @@ from cdcflow.dev.testing.mysql import (
     source_config,
 )
 from cdcflow.verify.mysql import compare_tables, rebuild, source_rows
+
+from .test_mysql_phoenix import PipelineProcess
 
 pytestmark = [
     pytest.mark.e2e,
@@ -105,5 +111,84 @@ def test_a_broker_killed_under_the_mysql_capture_loses_nothing_and_keeps_row_ord
         assert regressions == 0
         print(f"kafka cluster: node {killed} killed (leader moved to {moved_to}), {workload.transactions} "
               f"transactions, {stats.events} events, {stats.restarts} capture restarts, {len(last)} rows")  # fmt: skip
+    finally:
+        cluster.down()
+
+
+def test_a_broker_killed_under_the_running_pipeline_and_a_leader_moved_leave_the_delta_tables_exact(
+    mariadb: dict[str, Any], hbase: dict[str, Any], tmp_path: Path
+) -> None:
+    """The capture and `cdcflow pipeline run` (a Delta sink) on the three-node cluster while the workload writes:
+    the leader of a table's partition is SIGKILLed and kept down 15 s under the pipeline's reads, then back;
+    then Kafka's preferred-leader election moves the leadership back to it under the same reads. Afterwards
+    `cdcflow verify mysql-delta` finds no difference in any table."""
+    cluster = Stack(tmp_path / "kafka-cluster")
+    cluster.up(["kafka-cluster"])
+    try:
+        endpoints = cluster.endpoints("kafka-cluster")
+        bootstrap = endpoints["bootstrap_servers"]
+        nodes = KafkaNodes(endpoints)
+        admin = admin_endpoint(mariadb)
+        db = unique_name("kcpipe")
+        workload = MySqlWorkload(admin, db, seed=12, account_ids=200)
+        workload.create()
+        source = source_config(unique_name("kcpsrc"), [db])
+        capture = CaptureThread(source, mariadb, bootstrap).start()
+        config_path = tmp_path / "cdcflow.yaml"
+        config_path.write_text(yaml.safe_dump({
+            "kafka": {"bootstrap_servers": bootstrap},
+            "hbase": {"zk_quorum": hbase["zk_quorum"]},
+            "mysql": {"name": source.name, "host": mariadb["host"], "port": mariadb["port"],
+                      "user": mariadb["user"], "password": mariadb["password"],
+                      "schema_history_topic": source.schema_history_topic},
+            "pipeline": {"topics": source.topic_prefix.replace(".", "\\.") + "\\..*", "trigger_seconds": 1,
+                         "checkpoint_dir": str(tmp_path / "checkpoints"), "dead_letter_topic": f"{source.name}-dead",
+                         "sinks": [{"name": "delta", "type": "delta", "options": {
+                             "path": str(tmp_path / "delta"), "register_in_catalog": False}}]},
+        }))  # fmt: skip
+        pipeline = PipelineProcess(config_path, tmp_path / "pipeline.log")
+        stop = threading.Event()
+
+        def write() -> None:
+            while not stop.is_set():
+                workload.transaction()
+                time.sleep(0.05)
+
+        writer = threading.Thread(target=write, daemon=True)
+        writer.start()
+        try:
+            pipeline.start()
+            pipeline.wait_for_batches(3)
+            topic = f"{source.topic_prefix}.{db}.accounts"
+            killed = nodes.leader(topic)
+            old_pid = nodes.kill(killed)
+            time.sleep(15)
+            during = nodes.leader(topic)
+            nodes.release(killed, old_pid)
+            pipeline.wait_for_batches(2)
+            moved = nodes.elect_preferred(topic)  # the restarted node, first among the replicas, leads again
+            pipeline.wait_for_batches(3)
+        finally:
+            stop.set()
+            writer.join(60)
+        workload.close()
+        assert during in nodes.nodes and during != killed, (killed, during)
+        assert moved == (during, killed), moved
+        capture.wait_for_checkpoint(server_position(admin), timeout_s=180)
+        capture.stop()
+        pipeline.kill()
+        pipeline.start("--available-now")  # what is left after the capture's last checkpoint
+        assert pipeline.wait(600) == 0, pipeline.log.read_text()[-4000:]
+        tables = [f"{db}.{t}" for t in WORKLOAD_TABLES]
+        result = subprocess.run(
+            [sys.executable, "-m", "cdcflow.cli.main", "verify", "mysql-delta", *tables, "--config", str(config_path)],
+            capture_output=True, text=True, timeout=600, check=False,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stdout + result.stderr
+        found = dict(re.findall(rf"^mysql-delta ({db}\.\w+): no differences: (\d+) rows compared", result.stdout,
+                                re.M))  # fmt: skip
+        assert set(found) == set(tables) and int(found[f"{db}.accounts"]) > 50, result.stdout
+        print(f"kafka cluster under the pipeline: node {killed} killed (leader {during} meanwhile), then leader "
+              f"moved {moved[0]} -> {moved[1]}; {workload.transactions} transactions; rows {found}")  # fmt: skip
     finally:
         cluster.down()

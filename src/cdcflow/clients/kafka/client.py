@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import Consumer, ElectionType, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._config import ConfigResource
 from confluent_kafka.admin._listoffsets import OffsetSpec
@@ -216,6 +216,23 @@ def partition_replicas(bootstrap: KafkaTarget, topic: str, timeout_s: float = 10
     except (KafkaException, KeyError) as exc:
         raise ServiceUnavailable(f"Kafka at {bootstrap}: no metadata for {topic}: {exc}") from exc
     return {p: (int(m.leader), [int(r) for r in m.replicas]) for p, m in sorted(meta.partitions.items())}
+
+
+def elect_preferred_leaders(bootstrap: KafkaTarget, topic: str, timeout_s: float = 30.0) -> None:
+    """Kafka's preferred-leader election for every partition of `topic` (a partition already led by its
+    preferred replica is fine)."""
+    admin = _admin(bootstrap)
+    partitions = [TopicPartition(topic, p) for p in partition_replicas(bootstrap, topic)]
+    # (no request_timeout: confluent-kafka 2.16's elect_leaders fails to parse its timeout arguments, SystemError)
+    future = admin.elect_leaders(ElectionType.PREFERRED, partitions)
+    try:
+        results = future.result(timeout=timeout_s)
+    except KafkaException as exc:
+        raise ServiceUnavailable(f"leader election for {topic}: {exc}") from exc
+    for tp, failed in results.items():
+        error: KafkaError | None = failed.args[0] if failed is not None else None
+        if error is not None and error.code() != KafkaError.ELECTION_NOT_NEEDED:
+            raise ServiceUnavailable(f"leader election for {tp.topic}[{tp.partition}]: {error.str()}")
 
 
 def partition_count(bootstrap: KafkaTarget, topic: str, timeout_s: float = 30.0) -> int:

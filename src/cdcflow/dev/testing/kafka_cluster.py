@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cdcflow.clients.kafka import partition_replicas, ping
+from cdcflow.clients.kafka import elect_preferred_leaders, partition_replicas, ping
 from cdcflow.errors import ServiceUnavailable
 
 
@@ -26,6 +26,19 @@ class KafkaNodes:
     def replicas(self, topic: str) -> list[int]:
         """How many replicas each partition of `topic` has."""
         return [len(replicas) for _leader, replicas in partition_replicas(self.bootstrap, topic).values()]
+
+    def elect_preferred(self, topic: str, timeout_s: float = 30.0) -> tuple[int, int]:
+        """Kafka's preferred-leader election for every partition of `topic` (each led again by its first
+        replica); (leader of partition 0 before, after)."""
+        before = self.leader(topic)
+        elect_preferred_leaders(self.bootstrap, topic)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            leader, replicas = partition_replicas(self.bootstrap, topic)[0]
+            if leader == replicas[0]:
+                return before, leader
+            time.sleep(0.5)
+        raise AssertionError(f"{topic}: the preferred replica did not take the lead in {timeout_s:.0f} s")
 
     def kill(self, node: int) -> int:
         """SIGKILL the node and keep it down (until `release`); the pid it had."""
