@@ -1,8 +1,10 @@
-"""The MySQL capture against Kafka shaped like production: three KRaft nodes, every topic replicated three times
-with min.insync.replicas=2 (`cdcflow stack up kafka-cluster`). make soak only (three more Kafka JVMs)."""
+"""The captures and the pipeline against Kafka shaped like production: three KRaft nodes, every topic replicated
+three times with min.insync.replicas=2 (`cdcflow stack up kafka-cluster`), a node SIGKILLed under each and a
+leader moved. make soak only (three more Kafka JVMs)."""
 
 from __future__ import annotations
 
+import random
 import re
 import subprocess
 import sys
@@ -15,6 +17,7 @@ import orjson
 import pytest
 import yaml
 
+from cdcflow.clients.hbase import HBaseClient
 from cdcflow.clients.kafka import end_offsets, topic_config
 from cdcflow.clients.kafka.client import consume
 from cdcflow.dev.stack import Stack
@@ -30,6 +33,8 @@ from cdcflow.dev.testing.mysql import (
 )
 from cdcflow.verify.mysql import compare_tables, rebuild, source_rows
 
+from .hbase_capture import PeerSetup, Rebuilder
+from .test_hbase_faults import setup_tables, writes
 from .test_mysql_phoenix import PipelineProcess
 
 pytestmark = [
@@ -191,4 +196,48 @@ def test_a_broker_killed_under_the_running_pipeline_and_a_leader_moved_leave_the
         print(f"kafka cluster under the pipeline: node {killed} killed (leader {during} meanwhile), then leader "
               f"moved {moved[0]} -> {moved[1]}; {workload.transactions} transactions; rows {found}")  # fmt: skip
     finally:
+        cluster.down()
+
+
+def test_a_broker_killed_under_the_hbase_capture_loses_nothing_and_keeps_row_order(
+    hbase_client: HBaseClient, peer_setup: PeerSetup, tmp_path: Path
+) -> None:
+    """The peer publishes HBase's edits to the three-node cluster; the leader of the table topic's partition is
+    SIGKILLed mid-stream and kept down 15 s, then back. The table rebuilt from Kafka equals HBase, with every
+    row's changes in order."""
+    cluster = Stack(tmp_path / "kafka-cluster")
+    cluster.up(["kafka-cluster"])
+    try:
+        endpoints = cluster.endpoints("kafka-cluster")
+        bootstrap = endpoints["bootstrap_servers"]
+        nodes = KafkaNodes(endpoints)
+        peer_setup.write_config(kafka={"bootstrap_servers": bootstrap})
+        source, target = setup_tables(hbase_client, peer_setup)
+        peer_setup.start()
+        rng = random.Random(7)
+        writes(hbase_client, source, rng, 0, 300)
+        topic = f"{peer_setup.name}.default.{source}"
+        deadline = time.monotonic() + 60  # the topic exists and takes records: the kill hits deliveries
+        while not sum(end_offsets(bootstrap, topic).values()):
+            assert time.monotonic() < deadline, "nothing replicated before the kill"
+            time.sleep(0.5)
+        killed = nodes.leader(topic)
+        old_pid = nodes.kill(killed)
+        writes(hbase_client, source, rng, 300, 300)
+        time.sleep(15)
+        during = nodes.leader(topic)
+        nodes.release(killed, old_pid)
+        writes(hbase_client, source, rng, 600, 300)
+        assert during in nodes.nodes and during != killed, (killed, during)
+        assert nodes.replicas(topic) == [3] * len(nodes.replicas(topic))
+        rebuild = Rebuilder(hbase_client, bootstrap, topic, target)
+        try:
+            rebuild.until_equal(source, timeout_s=300)
+            rebuild.assert_row_order()
+            print(f"kafka cluster under the hbase peer: node {killed} killed (leader {during} meanwhile), "
+                  f"{len(rebuild.records)} events, {rebuild.duplicates()} duplicates")  # fmt: skip
+        finally:
+            rebuild.close()
+    finally:
+        peer_setup.stop_all()
         cluster.down()
