@@ -15,8 +15,8 @@ from cdcflow.sources.mysql.binlog.columns import LONG, VARCHAR, Column, TableSch
 from cdcflow.sources.mysql.binlog.events import EventHeader, RowsEvent
 from cdcflow.sources.mysql.changes import TxnContext, key_columns, row_changes
 from cdcflow.sources.mysql.checkpoint import AckFrontier, Checkpoint
+from cdcflow.sources.mysql.gtid_state import format_gtid_state, parse_gtid_state
 from cdcflow.sources.mysql.snapshot_driver import TableFilter
-from cdcflow.sources.mysql.transactions import format_gtid_state, parse_gtid_state
 
 SCHEMA = TableSchema(
     table_id=7, db="shop", table="items",

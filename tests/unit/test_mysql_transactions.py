@@ -14,13 +14,9 @@ from cdcflow.sources.mysql.binlog.events import (
     GtidEvent,
 )
 from cdcflow.sources.mysql.checkpoint import AckFrontier, Checkpoint
-from cdcflow.sources.mysql.transactions import (
-    GroupKind,
-    QueryRole,
-    TransactionState,
-    history_behind,
-    savepoint_name,
-)
+from cdcflow.sources.mysql.gtid_state import history_behind
+from cdcflow.sources.mysql.statements import QueryRole, savepoint_name
+from cdcflow.sources.mysql.transactions import GroupKind, TransactionState
 
 pytestmark = pytest.mark.unit
 

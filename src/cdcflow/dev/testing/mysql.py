@@ -149,7 +149,7 @@ def position_reached(checkpoint: str | None, target: str) -> bool:
     capture's checkpoint can be past the position a test read. MariaDB: every domain of the target at or past
     its sequence number; MySQL: the target's GTID set inside the checkpoint's."""
     from cdcflow.sources.mysql.binlog.gtid_set import GtidSet
-    from cdcflow.sources.mysql.transactions import parse_gtid_state
+    from cdcflow.sources.mysql.gtid_state import parse_gtid_state
 
     if checkpoint is None:  # a capture by file and position, or none yet
         return False

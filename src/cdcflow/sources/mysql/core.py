@@ -35,7 +35,8 @@ from cdcflow.sources.mysql.binlog.events import (
 )
 from cdcflow.sources.mysql.binlog.mysql_events import MySqlGtidEvent
 from cdcflow.sources.mysql.checkpoint import AckFrontier, Checkpoint
-from cdcflow.sources.mysql.transactions import QueryRole, TransactionState, savepoint_name
+from cdcflow.sources.mysql.statements import QueryRole, savepoint_name
+from cdcflow.sources.mysql.transactions import TransactionState
 
 
 @dataclass(frozen=True, slots=True)

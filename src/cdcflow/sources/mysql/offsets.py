@@ -18,7 +18,7 @@ from cdcflow.clients.mysql import AccessDenied, MySqlEndpoint, query
 from cdcflow.errors import ConfigError, TerminalError
 from cdcflow.sources.mysql.binlog.gtid_set import GtidSet
 from cdcflow.sources.mysql.checkpoint import Checkpoint
-from cdcflow.sources.mysql.transactions import parse_gtid_state
+from cdcflow.sources.mysql.gtid_state import parse_gtid_state
 
 _INSIDE_A_GROUP = ("BEGIN", "SAVEPOINT", "RELEASE SAVEPOINT", "XA START", "XA END")
 

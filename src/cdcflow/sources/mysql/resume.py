@@ -9,8 +9,8 @@ from cdcflow.config import MySqlSourceConfig
 from cdcflow.errors import TerminalError
 from cdcflow.sources.mysql.binlog.gtid_set import GtidSet
 from cdcflow.sources.mysql.checkpoint import Checkpoint
+from cdcflow.sources.mysql.gtid_state import history_behind
 from cdcflow.sources.mysql.preflight import ServerInfo
-from cdcflow.sources.mysql.transactions import history_behind
 
 
 class BinlogHistoryChanged(TerminalError):

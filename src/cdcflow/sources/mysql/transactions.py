@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import copy
 import enum
-import re
 from typing import Any
 
 from cdcflow.errors import TerminalError
@@ -22,16 +21,8 @@ from cdcflow.sources.mysql.binlog.gtid_set import ExecutedGtids, GtidSet
 from cdcflow.sources.mysql.binlog.mysql_events import MySqlGtidEvent
 from cdcflow.sources.mysql.changes import TxnContext
 from cdcflow.sources.mysql.checkpoint import AckFrontier, Checkpoint, PendingTxn
-
-_SAVEPOINT = re.compile(r"^SAVEPOINT\s+(.+?)\s*$", re.IGNORECASE | re.DOTALL)
-_ROLLBACK_TO = re.compile(r"^ROLLBACK\s+(?:WORK\s+)?TO\s+(?:SAVEPOINT\s+)?(.+?)\s*$", re.IGNORECASE | re.DOTALL)
-_COMMIT = re.compile(r"^COMMIT(?:\s+WORK)?\s*$", re.IGNORECASE)
-_ROLLBACK = re.compile(r"^ROLLBACK(?:\s+WORK)?\s*$", re.IGNORECASE)
-_XA_STATEMENT = re.compile(r"^XA\s+(START|BEGIN|END)\b", re.IGNORECASE)
-_XA_COMMIT = re.compile(r"^XA\s+COMMIT\b", re.IGNORECASE)
-_XA_ROLLBACK = re.compile(r"^XA\s+ROLLBACK\b", re.IGNORECASE)
-_XA_START = re.compile(r"^XA\s+(?:START|BEGIN)\s+(.+?)(?:\s+(?:JOIN|RESUME))?\s*$", re.IGNORECASE | re.DOTALL)
-_XA_COMPLETION = re.compile(r"^XA\s+(?:COMMIT|ROLLBACK)\s+(.+?)\s*$", re.IGNORECASE | re.DOTALL)
+from cdcflow.sources.mysql.gtid_state import format_gtid_state, parse_gtid_state
+from cdcflow.sources.mysql.statements import QueryRole, role_in_group, xa_completion_id, xa_start_id
 
 
 class GroupKind(enum.Enum):
@@ -42,62 +33,6 @@ class GroupKind(enum.Enum):
     STANDALONE = "standalone"  # one statement, no commit event (DDL)
     XA_PREPARE = "xa_prepare"  # rows of a prepared XA transaction: held until XA COMMIT / XA ROLLBACK
     XA_COMPLETION = "xa_completion"  # XA COMMIT or XA ROLLBACK of a prepared XA transaction
-
-
-class QueryRole(enum.Enum):
-    """What a Query event means for the open event group."""
-
-    OUTSIDE = "outside"  # no group open: nothing to do
-    STATEMENT = "statement"  # BEGIN, XA END, RELEASE SAVEPOINT ...: nothing to do
-    XA_START = "xa_start"  # MySQL: the group is the first half of an XA transaction; hold its rows from here
-    SAVEPOINT = "savepoint"  # remember where the group's rows stand
-    ROLLBACK_TO = "rollback_to"  # the rows since that savepoint did not happen
-    COMMIT = "commit"  # ends the group: its rows happened
-    ROLLBACK = "rollback"  # ends the group: its rows did not happen
-    DDL = "ddl"  # a standalone statement (DDL): publish it, then it commits
-    XA_COMMIT = "xa_commit"  # the prepared XA transaction's rows happened
-    XA_ROLLBACK = "xa_rollback"  # they did not
-
-
-def savepoint_name(query: str) -> str:
-    """`SAVEPOINT `s1``, ``ROLLBACK TO `s1` `` → "s1" (names compare case-insensitively, like MariaDB's)."""
-    m = _SAVEPOINT.match(query.strip()) or _ROLLBACK_TO.match(query.strip())
-    if m is None:
-        raise TerminalError(f"not a savepoint statement: {query[:200]!r}")
-    name = m[1]
-    if len(name) >= 2 and name[0] == name[-1] == "`":
-        name = name[1:-1].replace("``", "`")
-    return name.lower()
-
-
-def parse_gtid_state(text: str) -> dict[int, str]:
-    """MariaDB's gtid_binlog_pos text ("0-1-100,1-2-30") → {domain: GTID}."""
-    state = {}
-    for gtid in filter(None, (g.strip() for g in text.split(","))):
-        parts = gtid.split("-")
-        if len(parts) != 3 or not all(p.isdigit() for p in parts):
-            raise TerminalError(f"bad MariaDB GTID {gtid!r} in checkpoint")
-        state[int(parts[0])] = gtid
-    return state
-
-
-def format_gtid_state(state: dict[int, str]) -> str:
-    return ",".join(state[d] for d in sorted(state))
-
-
-def history_behind(checkpoint_state: str, server_state: str) -> list[str]:
-    """Domains where the server's binlog is behind the checkpoint: its history is not the one the checkpoint
-    came from (RESET MASTER, or a failover to a server that lacks transactions the capture published)."""
-    ours, theirs = parse_gtid_state(checkpoint_state), parse_gtid_state(server_state)
-    problems = []
-    for domain, gtid in sorted(ours.items()):
-        seq = int(gtid.rsplit("-", 1)[1])
-        server = theirs.get(domain)
-        if server is None:
-            problems.append(f"domain {domain}: the checkpoint is at {gtid}, the server's binlog has no such domain")
-        elif int(server.rsplit("-", 1)[1]) < seq:
-            problems.append(f"domain {domain}: the checkpoint is at {gtid}, the server's binlog ends at {server}")
-    return problems
 
 
 class TransactionState:
@@ -192,13 +127,13 @@ class TransactionState:
         self._first_statement = False
         if stmt.upper() == "BEGIN":
             return QueryRole.STATEMENT
-        m = _XA_START.match(stmt)
-        if m:
-            self.kind, self.xid = GroupKind.XA_PREPARE, m[1]
+        xid = xa_start_id(stmt)
+        if xid is not None:
+            self.kind, self.xid = GroupKind.XA_PREPARE, xid
             return QueryRole.XA_START
-        m = _XA_COMPLETION.match(stmt)
-        if m:
-            self.kind, self.xid = GroupKind.XA_COMPLETION, m[1]
+        xid = xa_completion_id(stmt)
+        if xid is not None:
+            self.kind, self.xid = GroupKind.XA_COMPLETION, xid
             return None  # the completion rules below apply
         self.kind = GroupKind.STANDALONE
         return QueryRole.DDL
@@ -211,25 +146,10 @@ class TransactionState:
             role = self._mysql_first_statement(stmt)
             if role is not None:
                 return role
-        if self.kind is GroupKind.XA_COMPLETION:
-            if _XA_COMMIT.match(stmt):
-                return QueryRole.XA_COMMIT
-            if _XA_ROLLBACK.match(stmt):
-                return QueryRole.XA_ROLLBACK
+        role = role_in_group(stmt, self.kind is GroupKind.XA_COMPLETION, self.kind is GroupKind.STANDALONE)
+        if role is None:
             raise TerminalError(f"XA completion group {self._gtid[1]} holds {stmt[:200]!r}, not XA COMMIT/ROLLBACK")
-        if stmt.upper() == "BEGIN" or _XA_STATEMENT.match(stmt):
-            return QueryRole.STATEMENT
-        if self.kind is GroupKind.STANDALONE:
-            return QueryRole.DDL
-        if _SAVEPOINT.match(stmt):
-            return QueryRole.SAVEPOINT
-        if _ROLLBACK_TO.match(stmt):
-            return QueryRole.ROLLBACK_TO
-        if _COMMIT.match(stmt):
-            return QueryRole.COMMIT
-        if _ROLLBACK.match(stmt):
-            return QueryRole.ROLLBACK
-        return QueryRole.STATEMENT  # RELEASE SAVEPOINT and anything else inside a group changes no row
+        return role
 
     def xa_prepared_here(self, xid: str, records: int) -> None:
         """The open group prepared XA transaction `xid` with `records` held rows."""
