@@ -44,7 +44,7 @@ pytestmark = [
 
 
 def test_a_broker_killed_under_the_mysql_capture_loses_nothing_and_keeps_row_order(
-    mariadb: dict[str, Any], tmp_path: Path
+    mariadb: dict[str, Any], tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The leader of the busiest table's partition is SIGKILLed mid-workload and kept down 15 s (the two others
     hold the in-sync quorum, so writes go on), then comes back. Afterwards: every cdcflow topic has three
@@ -88,6 +88,10 @@ def test_a_broker_killed_under_the_mysql_capture_loses_nothing_and_keeps_row_ord
         stats = capture.stop()
         assert moved_to in nodes.nodes and moved_to != killed, (killed, moved_to)  # a live replica took over
         assert workload.transactions > at_kill + 50, at_kill
+        # The capture's own producer saw the node go (librdkafka's log, through cdcflow's logger).
+        address = nodes.nodes[killed]["broker"]
+        client_lines = [r.getMessage() for r in caplog.records if r.name == "cdcflow.clients.kafka.librdkafka"]
+        assert any(address in line for line in client_lines), client_lines[-5:]
 
         topics = [f"{cfg.topic_prefix}.{db}.{t}" for t in WORKLOAD_TABLES]
         for name in [*topics, cfg.offsets_topic, cfg.schema_history_topic]:
@@ -179,6 +183,9 @@ def test_a_broker_killed_under_the_running_pipeline_and_a_leader_moved_leave_the
         workload.close()
         assert during in nodes.nodes and during != killed, (killed, during)
         assert moved == (during, killed), moved
+        # The pipeline's Kafka client (Spark's) saw the node go: it names the node's address in its log.
+        port = nodes.nodes[killed]["broker"].rsplit(":", 1)[1]
+        assert f":{port}" in pipeline.log.read_text(), "the pipeline never noticed the node was gone"
         capture.wait_for_checkpoint(server_position(admin), timeout_s=180)
         capture.stop()
         pipeline.kill()
@@ -230,6 +237,8 @@ def test_a_broker_killed_under_the_hbase_capture_loses_nothing_and_keeps_row_ord
         writes(hbase_client, source, rng, 600, 300)
         assert during in nodes.nodes and during != killed, (killed, during)
         assert nodes.replicas(topic) == [3] * len(nodes.replicas(topic))
+        # The peer's producer saw the node go (librdkafka's log in the peer's log).
+        assert nodes.nodes[killed]["broker"] in peer_setup.full_logs(), "the peer never noticed the node was gone"
         rebuild = Rebuilder(hbase_client, bootstrap, topic, target)
         try:
             rebuild.until_equal(source, timeout_s=300)

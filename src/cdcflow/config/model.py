@@ -17,7 +17,9 @@ from cdcflow.events.json_codec import VALUE_ENCODINGS
 
 ENV_PREFIX = "CDCFLOW__"
 # The local stack's components in start order (`down` stops in reverse); cdcflow.dev.stack runs one service each.
-COMPONENTS: tuple[str, ...] = ("mariadb", "mysql", "kafka", "kafka-cluster", "registry", "hbase", "phoenix", "spark")
+COMPONENTS: tuple[str, ...] = (
+    "mariadb", "mysql", "kafka", "kafka-cluster", "registry", "hbase", "hbase-cluster", "phoenix", "spark",
+)  # fmt: skip
 # What `stack up` and `cdcflow run` start unless told otherwise; the Spark standalone cluster is
 # for `pipeline submit` against a cluster (the embedded pipeline runs Spark in-process).
 DEFAULT_COMPONENTS: tuple[str, ...] = ("mariadb", "kafka", "hbase", "phoenix")

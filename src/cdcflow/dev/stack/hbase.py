@@ -35,7 +35,7 @@ JDK17_FLAGS = [
     "--add-exports", "java.base/sun.net.util=ALL-UNNAMED",
 ]  # fmt: skip
 
-_LOG4J2 = """\
+LOG4J2 = """\
 status = warn
 appender.out.type = Console
 appender.out.name = STDOUT
@@ -84,6 +84,11 @@ class HBaseService(Service):
         # Only the jars HBase does not already have (in any version): HBase's own versions win.
         self._phoenix = maven.jars_not_in(phoenix, self._lib)
 
+    def classpath(self, conf: Path) -> str:
+        """`conf` (the site files) first, then HBase's jars and the Phoenix server jars HBase lacks."""
+        assert self._lib is not None, "install() first"
+        return ":".join([maven.classpath(conf, self._lib), *map(str, self._phoenix)])
+
     def start(self, home: Path, ports: dict[str, int], log: Path) -> tuple[int, dict[str, Any]]:
         assert self._lib is not None, "install() first"
         conf = home / "conf"
@@ -114,11 +119,11 @@ class HBaseService(Service):
             "hbase.server.keyvalue.maxsize": str(64 * 2**20),
         }
         (conf / "hbase-site.xml").write_text(site_xml(props))
-        (conf / "log4j2.properties").write_text(_LOG4J2)
+        (conf / "log4j2.properties").write_text(LOG4J2)
         cmd = [
             "java", f"-Xmx{self.heap_mb}m", *JDK17_FLAGS,
             f"-Dlog4j2.configurationFile=file:{conf / 'log4j2.properties'}",
-            "-cp", ":".join([maven.classpath(conf, self._lib), *map(str, self._phoenix)]),
+            "-cp", self.classpath(conf),
             "org.apache.hadoop.hbase.master.HMaster", "start",
         ]  # fmt: skip
         pid = process.spawn(cmd, log, cwd=home)

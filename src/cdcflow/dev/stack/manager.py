@@ -12,6 +12,7 @@ from typing import Any
 from cdcflow.config.model import COMPONENTS, DEFAULT_COMPONENTS
 from cdcflow.dev.stack import ports, process, state_file
 from cdcflow.dev.stack.hbase import HBaseService
+from cdcflow.dev.stack.hbase_cluster import HBaseClusterService
 from cdcflow.dev.stack.kafka import KafkaService
 from cdcflow.dev.stack.kafka_cluster import KafkaClusterService
 from cdcflow.dev.stack.mariadb import MariaDBService
@@ -30,6 +31,7 @@ def make_service(name: str) -> Service:
         "kafka": KafkaService,
         "kafka-cluster": KafkaClusterService,
         "hbase": HBaseService,
+        "hbase-cluster": HBaseClusterService,
         "mariadb": MariaDBService,
         "mysql": MySQLService,
         "phoenix": PhoenixService,
