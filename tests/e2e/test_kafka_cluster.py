@@ -51,6 +51,7 @@ def test_a_broker_killed_under_the_mysql_capture_loses_nothing_and_keeps_row_ord
     replicas, the tables rebuilt from Kafka equal SELECT *, and each row's positions never go backwards."""
     cluster = Stack(tmp_path / "kafka-cluster")
     cluster.up(["kafka-cluster"])
+    capture: CaptureThread | None = None
     try:
         endpoints = cluster.endpoints("kafka-cluster")
         bootstrap = endpoints["bootstrap_servers"]
@@ -121,6 +122,8 @@ def test_a_broker_killed_under_the_mysql_capture_loses_nothing_and_keeps_row_ord
         print(f"kafka cluster: node {killed} killed (leader moved to {moved_to}), {workload.transactions} "
               f"transactions, {stats.events} events, {stats.restarts} capture restarts, {len(last)} rows")  # fmt: skip
     finally:
+        if capture is not None:
+            capture.stop_event.set()  # (a failed test leaves no capture running)
         cluster.down()
 
 
@@ -133,6 +136,8 @@ def test_a_broker_killed_under_the_running_pipeline_and_a_leader_moved_leave_the
     `cdcflow verify mysql-delta` finds no difference in any table."""
     cluster = Stack(tmp_path / "kafka-cluster")
     cluster.up(["kafka-cluster"])
+    pipeline: PipelineProcess | None = None
+    capture: CaptureThread | None = None
     try:
         endpoints = cluster.endpoints("kafka-cluster")
         bootstrap = endpoints["bootstrap_servers"]
@@ -203,6 +208,10 @@ def test_a_broker_killed_under_the_running_pipeline_and_a_leader_moved_leave_the
         print(f"kafka cluster under the pipeline: node {killed} killed (leader {during} meanwhile), then leader "
               f"moved {moved[0]} -> {moved[1]}; {workload.transactions} transactions; rows {found}")  # fmt: skip
     finally:
+        if pipeline is not None and pipeline.proc is not None and pipeline.proc.poll() is None:
+            pipeline.kill()  # (a failed test leaves no pipeline or capture running)
+        if capture is not None:
+            capture.stop_event.set()
         cluster.down()
 
 
