@@ -48,7 +48,7 @@ run: install ## Start the local stack (Kafka, HBase, MariaDB) and run cdcflow wi
 test: install lint browser ## Everything: lint, type checks, unit + integration + e2e tests on real services (two lanes: the Spark tests beside the rest)
 	$(BIN)/pytest -n 2
 
-soak: install browser ## The long randomized tests at full size (CDCFLOW_SOAK=1; 100k HBase mutations, a 1M-row snapshot, a 1.4M-cell HBase backfill, 1M fuzzed peer frames, Phoenix SIGKILLs, an HBase restart under Phoenix and the peer, 1,500 steps of rows and DDL with pipeline SIGKILLs, Kafka nodes SIGKILLed under the captures and the pipeline on a three-node cluster, a region server SIGKILLed on a distributed HBase on HDFS)
+soak: install browser ## The long randomized tests at full size (CDCFLOW_SOAK=1; 100k HBase mutations, a 1M-row snapshot, a 1.4M-cell HBase backfill, 1M fuzzed peer frames, Phoenix SIGKILLs, an HBase restart under Phoenix and the peer, 1,500 steps of rows and DDL with pipeline SIGKILLs, Kafka nodes SIGKILLed and leaders moved under the captures and the pipeline on a three-node cluster, regions moved, split, merged, balanced and drained, a region server SIGKILLed and cdcflow instances killed on a distributed HBase on HDFS)
 	CDCFLOW_SOAK=1 $(BIN)/pytest -m "e2e or fuzz"
 
 unit: install ## Unit tests only (no servers, seconds)

@@ -132,7 +132,8 @@ def test_a_broker_killed_under_the_running_pipeline_and_a_leader_moved_leave_the
 ) -> None:
     """The capture and `cdcflow pipeline run` (a Delta sink) on the three-node cluster while the workload writes:
     the leader of a table's partition is SIGKILLed and kept down 15 s under the pipeline's reads, then back;
-    then Kafka's preferred-leader election moves the leadership back to it under the same reads. Afterwards
+    then Kafka's preferred-leader election moves the leadership back to it under the same reads, and a partition
+    reassignment that leaves the leader's replica out moves it again (then the three replicas are restored). Afterwards
     `cdcflow verify mysql-delta` finds no difference in any table."""
     cluster = Stack(tmp_path / "kafka-cluster")
     cluster.up(["kafka-cluster"])
@@ -182,12 +183,22 @@ def test_a_broker_killed_under_the_running_pipeline_and_a_leader_moved_leave_the
             pipeline.wait_for_batches(2)
             moved = nodes.elect_preferred(topic)  # the restarted node, first among the replicas, leads again
             pipeline.wait_for_batches(3)
+            # A partition reassignment that takes the leader's replica away moves the lead; a second one gives
+            # the partition its three replicas back.
+            leading = nodes.leader(topic)
+            others = [n for n in sorted(nodes.nodes) if n != leading]
+            nodes.reassign(topic, 0, others)
+            reassigned = nodes.leader(topic)
+            pipeline.wait_for_batches(2)
+            nodes.reassign(topic, 0, [*others, leading])
+            pipeline.wait_for_batches(2)
         finally:
             stop.set()
             writer.join(60)
         workload.close()
         assert during in nodes.nodes and during != killed, (killed, during)
         assert moved == (during, killed), moved
+        assert reassigned in others and nodes.replicas(topic)[0] == 3, (leading, reassigned, nodes.replicas(topic))
         # The pipeline's Kafka client (Spark's) saw the node go: it names the node's address in its log.
         port = nodes.nodes[killed]["broker"].rsplit(":", 1)[1]
         assert f":{port}" in pipeline.log.read_text(), "the pipeline never noticed the node was gone"
@@ -206,7 +217,8 @@ def test_a_broker_killed_under_the_running_pipeline_and_a_leader_moved_leave_the
                                 re.M))  # fmt: skip
         assert set(found) == set(tables) and int(found[f"{db}.accounts"]) > 50, result.stdout
         print(f"kafka cluster under the pipeline: node {killed} killed (leader {during} meanwhile), then leader "
-              f"moved {moved[0]} -> {moved[1]}; {workload.transactions} transactions; rows {found}")  # fmt: skip
+              f"moved {moved[0]} -> {moved[1]} by election and {leading} -> {reassigned} by reassignment; "
+              f"{workload.transactions} transactions; rows {found}")  # fmt: skip
     finally:
         if pipeline is not None and pipeline.proc is not None and pipeline.proc.poll() is None:
             pipeline.kill()  # (a failed test leaves no pipeline or capture running)

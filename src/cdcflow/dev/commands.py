@@ -19,6 +19,7 @@ from cdcflow.cli.wiring import DEFAULT_CONFIG
 from cdcflow.config import CdcflowConfig
 from cdcflow.config.paths import default_stack_home
 from cdcflow.dev.stack import COMPONENTS, Stack
+from cdcflow.dev.stack.hbase_cluster import MAX_REGION_SERVERS, REGION_SERVERS
 from cdcflow.dev.stack.manager import ServiceStatus
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -54,12 +55,15 @@ def _stack(home: Path | None) -> Stack:
 
 @stack.command("up")
 @click.argument("components", nargs=-1, type=click.Choice(COMPONENTS))
+@click.option("--region-servers", type=click.IntRange(1, MAX_REGION_SERVERS), default=REGION_SERVERS,
+              show_default=True, help="How many region servers hbase-cluster runs (each its own JVM).")  # fmt: skip
 @home_option
-def stack_up(components: tuple[str, ...], home: Path | None) -> None:
+def stack_up(components: tuple[str, ...], region_servers: int, home: Path | None) -> None:
     """Start COMPONENTS (default: all but spark) and wait until each answers; running ones are kept.
 
-    `spark` is a standalone cluster (a master and two workers) for `cdcflow pipeline submit`."""
-    print_status(_stack(home).up(components or None))
+    `spark` is a standalone cluster (a master and two workers) for `cdcflow pipeline submit`; `hbase-cluster` and
+    `kafka-cluster` are HBase and Kafka shaped like production (docs/stack.md)."""
+    print_status(Stack(home or default_stack_home(), region_servers=region_servers).up(components or None))
 
 
 @stack.command("down")

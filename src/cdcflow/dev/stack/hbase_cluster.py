@@ -1,6 +1,6 @@
 """HBase shaped like production: a ZooKeeper of its own, HDFS (a NameNode and a DataNode), a master and
-three region servers, each its own JVM, WALs on HDFS. `cdcflow stack up hbase-cluster`; the one-JVM
-standalone HBase (`hbase`) stays what the tests and `make run` use.
+N region servers (three unless `--region-servers` says otherwise), each its own JVM, WALs on HDFS.
+`cdcflow stack up hbase-cluster`; the one-JVM standalone HBase (`hbase`) stays what the tests and `make run` use.
 
 Every jar comes from the classpath the standalone HBase already resolves (hadoop-hdfs holds the NameNode and
 DataNode). One shell holds the JVMs in one process group (`stack down` stops them all). Each region server
@@ -13,7 +13,7 @@ from __future__ import annotations
 import shlex
 import subprocess
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from cdcflow.clients.hbase import connect
 from cdcflow.clients.zookeeper import ZooKeeper
@@ -22,18 +22,22 @@ from cdcflow.dev.stack.hbase import JDK17_FLAGS, LOG4J2, HBaseService, site_xml
 from cdcflow.dev.stack.service import Service
 from cdcflow.errors import StackError
 
-REGION_SERVERS = 3
+REGION_SERVERS = 3  # the default; `cdcflow stack up --region-servers N`
+MAX_REGION_SERVERS = 9
 
 
 class HBaseClusterService(Service):
     name = "hbase-cluster"
-    port_names: ClassVar[tuple[str, ...]] = (
-        "zookeeper", "namenode", "namenode_http", "datanode", "datanode_http", "datanode_ipc", "master",
-        *(f"regionserver{i}" for i in range(1, REGION_SERVERS + 1)),
-    )  # fmt: skip
     start_timeout_s = 300.0
 
-    def __init__(self) -> None:
+    def __init__(self, region_servers: int = REGION_SERVERS) -> None:
+        if not 1 <= region_servers <= MAX_REGION_SERVERS:
+            raise StackError(f"hbase-cluster runs 1 to {MAX_REGION_SERVERS} region servers, not {region_servers}")
+        self.region_servers = region_servers
+        self.port_names = (
+            "zookeeper", "namenode", "namenode_http", "datanode", "datanode_http", "datanode_ipc", "master",
+            *(f"regionserver{i}" for i in range(1, region_servers + 1)),
+        )  # fmt: skip
         self.hbase = HBaseService()  # the same jars
 
     def install(self) -> None:
@@ -70,6 +74,9 @@ class HBaseClusterService(Service):
             "hbase.regionserver.info.port": "-1", "hbase.wal.provider": "filesystem",
             "zookeeper.session.timeout": "20000", "replication.source.maxretriesmultiplier": "10",
             "hbase.server.keyvalue.maxsize": str(64 * 2**20),
+            # A split's daughters can merge once the files they share with their parent are compacted away and
+            # discharged: every 10 s instead of every 2 minutes.
+            "hbase.hfile.compaction.discharger.interval": "10000",
         }))  # fmt: skip
         (conf / "log4j2.properties").write_text(LOG4J2)
         # The NameNode's and DataNode's web servers look for their webapps on the classpath; the hadoop-hdfs jar
@@ -95,7 +102,7 @@ class HBaseClusterService(Service):
         ]
         lines = [f"{cmd} &" for cmd in once]
         servers = {}
-        for i in range(1, REGION_SERVERS + 1):
+        for i in range(1, self.region_servers + 1):
             port = ports[f"regionserver{i}"]
             java = self._java(conf, 768, "org.apache.hadoop.hbase.regionserver.HRegionServer",
                               f"-Dhbase.regionserver.port={port}", "start")  # fmt: skip
@@ -119,8 +126,9 @@ class HBaseClusterService(Service):
             live = zk.children(f"{endpoints['znode_parent']}/rs")
         finally:
             zk.close()
-        if len(live) < REGION_SERVERS:
-            raise StackError(f"{len(live)} of {REGION_SERVERS} region servers registered")
+        wanted = len(endpoints["regionservers"])
+        if len(live) < wanted:
+            raise StackError(f"{len(live)} of {wanted} region servers registered")
         client = connect(endpoints["zk_quorum"], endpoints["znode_parent"], op_timeout_s=5.0)
         try:
             client.ping()

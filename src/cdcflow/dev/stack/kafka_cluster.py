@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from cdcflow.clients import kafka as kafka_client
 from cdcflow.dev.stack import process
@@ -24,9 +24,7 @@ NODES = 3
 
 class KafkaClusterService(Service):
     name = "kafka-cluster"
-    port_names: ClassVar[tuple[str, ...]] = tuple(
-        f"{kind}{i}" for i in range(1, NODES + 1) for kind in ("broker", "controller")
-    )
+    port_names: tuple[str, ...] = tuple(f"{kind}{i}" for i in range(1, NODES + 1) for kind in ("broker", "controller"))
     start_timeout_s = 150.0
 
     def __init__(self, heap_mb: int = 384) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 from cdcflow.config.model import COMPONENTS, DEFAULT_COMPONENTS
 from cdcflow.dev.stack import ports, process, state_file
 from cdcflow.dev.stack.hbase import HBaseService
-from cdcflow.dev.stack.hbase_cluster import HBaseClusterService
+from cdcflow.dev.stack.hbase_cluster import REGION_SERVERS, HBaseClusterService
 from cdcflow.dev.stack.kafka import KafkaService
 from cdcflow.dev.stack.kafka_cluster import KafkaClusterService
 from cdcflow.dev.stack.mariadb import MariaDBService
@@ -26,7 +26,8 @@ from cdcflow.errors import CdcflowError, StackError
 log = logging.getLogger(__name__)
 
 
-def make_service(name: str) -> Service:
+def make_service(name: str, region_servers: int = REGION_SERVERS) -> Service:
+    """The component `name`; `region_servers`: how many the production-shaped HBase (`hbase-cluster`) runs."""
     factories: dict[str, type[Service]] = {
         "kafka": KafkaService,
         "kafka-cluster": KafkaClusterService,
@@ -40,6 +41,8 @@ def make_service(name: str) -> Service:
     }
     if name not in factories:
         raise StackError(f"unknown component {name!r}; choose from {', '.join(COMPONENTS)}")
+    if name == "hbase-cluster":
+        return HBaseClusterService(region_servers)
     return factories[name]()
 
 
@@ -55,8 +58,9 @@ class ServiceStatus:
 
 
 class Stack:
-    def __init__(self, home: Path) -> None:
+    def __init__(self, home: Path, region_servers: int = REGION_SERVERS) -> None:
         self.home = home.resolve()
+        self.region_servers = region_servers  # of an hbase-cluster this stack starts
 
     def _names(
         self, names: Sequence[str] | None, with_hosts: bool = False, default: Sequence[str] = DEFAULT_COMPONENTS
@@ -74,7 +78,7 @@ class Stack:
     def up(self, names: Sequence[str] | None = None) -> list[ServiceStatus]:
         """Start what is not running (idempotent) and return once each answers a real call."""
         chosen = self._names(names, with_hosts=True)
-        services = {n: make_service(n) for n in chosen}
+        services = {n: make_service(n, self.region_servers) for n in chosen}
         for svc in services.values():
             svc.install()
         current = state_file.load(self.home)

@@ -9,7 +9,7 @@ import json
 import sys
 import urllib.request
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from cdcflow.dev.stack import process
 from cdcflow.dev.stack.service import Service
@@ -17,7 +17,7 @@ from cdcflow.dev.stack.service import Service
 
 class RegistryService(Service):
     name = "registry"
-    port_names: ClassVar[tuple[str, ...]] = ("http",)
+    port_names: tuple[str, ...] = ("http",)
     start_timeout_s = 60.0
     stop_grace_s = 10.0
 

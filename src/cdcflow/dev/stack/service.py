@@ -9,8 +9,9 @@ from typing import Any, ClassVar
 
 class Service(ABC):
     name: ClassVar[str]
-    # Names of the ports the service needs; the manager picks free ones.
-    port_names: ClassVar[tuple[str, ...]]
+    # Names of the ports the service needs; the manager picks free ones (a class's, or an instance's when they
+    # depend on its size).
+    port_names: tuple[str, ...]
     # How long a start may take before it counts as failed.
     start_timeout_s: ClassVar[float] = 120.0
     # How long SIGTERM may take before SIGKILL.

@@ -12,7 +12,7 @@ import json
 import shlex
 import urllib.request
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from cdcflow.dev.stack import process
 from cdcflow.dev.stack.service import Service
@@ -31,7 +31,7 @@ def pyspark_home() -> Path:
 
 class SparkService(Service):
     name = "spark"
-    port_names: ClassVar[tuple[str, ...]] = (
+    port_names: tuple[str, ...] = (
         "master", "master_ui", *(f"worker{i}{part}" for i in range(1, WORKERS + 1) for part in ("", "_ui")),
     )  # fmt: skip
     start_timeout_s = 120.0

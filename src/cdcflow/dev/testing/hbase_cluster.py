@@ -1,5 +1,5 @@
-"""Faults of the production-shaped HBase (`cdcflow stack up hbase-cluster`): a region server SIGKILLed and kept
-down, or let back."""
+"""Faults of the production-shaped HBase (`cdcflow stack up hbase-cluster`): a region server SIGKILLed or stopped
+and kept down, or let back."""
 
 from __future__ import annotations
 
@@ -37,6 +37,17 @@ class RegionServers:
         pid = int(Path(self.servers[number]["pid_file"]).read_text().strip())
         os.kill(pid, signal.SIGKILL)
         return pid
+
+    def stop(self, number: int) -> int:
+        """SIGTERM the region server (a clean shutdown) and keep it down (until `release`); the pid it had."""
+        Path(self.servers[number]["down_file"]).touch()
+        pid = int(Path(self.servers[number]["pid_file"]).read_text().strip())
+        os.kill(pid, signal.SIGTERM)
+        return pid
+
+    def release(self, number: int) -> None:
+        """Let a server kept down start again (its loop starts a new incarnation)."""
+        Path(self.servers[number]["down_file"]).unlink(missing_ok=True)
 
     def wait_gone(self, number: int, timeout_s: float = 90.0) -> None:
         """Until ZooKeeper expired the killed server's session (the master then handles its crash)."""

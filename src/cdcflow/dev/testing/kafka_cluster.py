@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import subprocess
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from cdcflow.clients.kafka import elect_preferred_leaders, partition_replicas, ping
+from cdcflow.dev.stack.kafka import KafkaService
 from cdcflow.errors import ServiceUnavailable
 
 
@@ -39,6 +43,32 @@ class KafkaNodes:
                 return before, leader
             time.sleep(0.5)
         raise AssertionError(f"{topic}: the preferred replica did not take the lead in {timeout_s:.0f} s")
+
+    def reassign(self, topic: str, partition: int, replicas: list[int], timeout_s: float = 120.0) -> str:
+        """Kafka's partition reassignment (its kafka-reassign-partitions tool): `partition` of `topic` moves to
+        `replicas`; returns the tool's last report once the move is complete."""
+        tool = KafkaService(heap_mb=256)
+        tool.install()
+        with tempfile.TemporaryDirectory(prefix="cdcflow-reassign-") as tmp:
+            plan = Path(tmp) / "plan.json"
+            plan.write_text(json.dumps({"version": 1, "partitions": [
+                {"topic": topic, "partition": partition, "replicas": replicas}]}))  # fmt: skip
+
+            def run(action: str) -> str:
+                main = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
+                cmd = tool.java(Path(tmp), main, "--bootstrap-server", self.bootstrap,
+                                "--reassignment-json-file", str(plan), action)  # fmt: skip
+                done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+                if done.returncode != 0:
+                    raise AssertionError(f"reassignment {action} failed:\n{done.stdout}{done.stderr}")
+                return done.stdout
+
+            run("--execute")
+            deadline = time.monotonic() + timeout_s
+            while "is completed" not in (report := run("--verify")):
+                assert time.monotonic() < deadline, f"{topic}-{partition}: reassignment not complete: {report}"
+                time.sleep(1)
+            return report
 
     def kill(self, node: int) -> int:
         """SIGKILL the node and keep it down (until `release`); the pid it had."""

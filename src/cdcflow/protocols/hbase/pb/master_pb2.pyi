@@ -382,3 +382,89 @@ class RestoreSnapshotResponse(_message.Message):
     PROC_ID_FIELD_NUMBER: _ClassVar[int]
     proc_id: int
     def __init__(self, proc_id: _Optional[int] = ...) -> None: ...
+
+class MoveRegionRequest(_message.Message):
+    __slots__ = ("region", "dest_server_name")
+    REGION_FIELD_NUMBER: _ClassVar[int]
+    DEST_SERVER_NAME_FIELD_NUMBER: _ClassVar[int]
+    region: _hbase_types_pb2.RegionSpecifier
+    dest_server_name: _hbase_types_pb2.ServerName
+    def __init__(self, region: _Optional[_Union[_hbase_types_pb2.RegionSpecifier, _Mapping]] = ..., dest_server_name: _Optional[_Union[_hbase_types_pb2.ServerName, _Mapping]] = ...) -> None: ...
+
+class MoveRegionResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class MergeTableRegionsRequest(_message.Message):
+    __slots__ = ("region", "forcible", "nonce_group", "nonce")
+    REGION_FIELD_NUMBER: _ClassVar[int]
+    FORCIBLE_FIELD_NUMBER: _ClassVar[int]
+    NONCE_GROUP_FIELD_NUMBER: _ClassVar[int]
+    NONCE_FIELD_NUMBER: _ClassVar[int]
+    region: _containers.RepeatedCompositeFieldContainer[_hbase_types_pb2.RegionSpecifier]
+    forcible: bool
+    nonce_group: int
+    nonce: int
+    def __init__(self, region: _Optional[_Iterable[_Union[_hbase_types_pb2.RegionSpecifier, _Mapping]]] = ..., forcible: _Optional[bool] = ..., nonce_group: _Optional[int] = ..., nonce: _Optional[int] = ...) -> None: ...
+
+class MergeTableRegionsResponse(_message.Message):
+    __slots__ = ("proc_id",)
+    PROC_ID_FIELD_NUMBER: _ClassVar[int]
+    proc_id: int
+    def __init__(self, proc_id: _Optional[int] = ...) -> None: ...
+
+class BalanceRequest(_message.Message):
+    __slots__ = ("ignore_rit", "dry_run")
+    IGNORE_RIT_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    ignore_rit: bool
+    dry_run: bool
+    def __init__(self, ignore_rit: _Optional[bool] = ..., dry_run: _Optional[bool] = ...) -> None: ...
+
+class BalanceResponse(_message.Message):
+    __slots__ = ("balancer_ran", "moves_calculated", "moves_executed")
+    BALANCER_RAN_FIELD_NUMBER: _ClassVar[int]
+    MOVES_CALCULATED_FIELD_NUMBER: _ClassVar[int]
+    MOVES_EXECUTED_FIELD_NUMBER: _ClassVar[int]
+    balancer_ran: bool
+    moves_calculated: int
+    moves_executed: int
+    def __init__(self, balancer_ran: _Optional[bool] = ..., moves_calculated: _Optional[int] = ..., moves_executed: _Optional[int] = ...) -> None: ...
+
+class SetBalancerRunningRequest(_message.Message):
+    __slots__ = ("on", "synchronous")
+    ON_FIELD_NUMBER: _ClassVar[int]
+    SYNCHRONOUS_FIELD_NUMBER: _ClassVar[int]
+    on: bool
+    synchronous: bool
+    def __init__(self, on: _Optional[bool] = ..., synchronous: _Optional[bool] = ...) -> None: ...
+
+class SetBalancerRunningResponse(_message.Message):
+    __slots__ = ("prev_balance_value",)
+    PREV_BALANCE_VALUE_FIELD_NUMBER: _ClassVar[int]
+    prev_balance_value: bool
+    def __init__(self, prev_balance_value: _Optional[bool] = ...) -> None: ...
+
+class DecommissionRegionServersRequest(_message.Message):
+    __slots__ = ("server_name", "offload")
+    SERVER_NAME_FIELD_NUMBER: _ClassVar[int]
+    OFFLOAD_FIELD_NUMBER: _ClassVar[int]
+    server_name: _containers.RepeatedCompositeFieldContainer[_hbase_types_pb2.ServerName]
+    offload: bool
+    def __init__(self, server_name: _Optional[_Iterable[_Union[_hbase_types_pb2.ServerName, _Mapping]]] = ..., offload: _Optional[bool] = ...) -> None: ...
+
+class DecommissionRegionServersResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class RecommissionRegionServerRequest(_message.Message):
+    __slots__ = ("server_name", "region")
+    SERVER_NAME_FIELD_NUMBER: _ClassVar[int]
+    REGION_FIELD_NUMBER: _ClassVar[int]
+    server_name: _hbase_types_pb2.ServerName
+    region: _containers.RepeatedCompositeFieldContainer[_hbase_types_pb2.RegionSpecifier]
+    def __init__(self, server_name: _Optional[_Union[_hbase_types_pb2.ServerName, _Mapping]] = ..., region: _Optional[_Iterable[_Union[_hbase_types_pb2.RegionSpecifier, _Mapping]]] = ...) -> None: ...
+
+class RecommissionRegionServerResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
