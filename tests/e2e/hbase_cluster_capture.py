@@ -1,6 +1,6 @@
 """The production-shaped HBase (`cdcflow stack up hbase-cluster`) with a SERIAL peer served by cdcflow instances and
 a randomized workload (puts with versions written out of order, deletes of every kind) writing in a thread; what
-the cluster tests share."""
+the cluster tests share. Increments and appends go beside the workload's puts and deletes: every mutation type."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from cdcflow.clients.hbase.model import ColumnFamily
+from cdcflow.clients.hbase.model import Append, ColumnFamily, Increment
 from cdcflow.clients.hbase.native import NativeHBaseClient
 from cdcflow.dev.demo.hbase_workload import FAMILIES, HBaseWorkload
 from cdcflow.dev.stack import Stack
@@ -40,6 +40,7 @@ class ClusterCapture:
         self.failure: BaseException | None = None
         self.writer: threading.Thread | None = None
         self.metrics_ports: list[int] = []
+        self.counter_mutations = 0
 
     def __enter__(self) -> ClusterCapture:
         self.stack.up(["hbase-cluster"])
@@ -78,11 +79,24 @@ class ClusterCapture:
         """WAL entries instance `index` received."""
         return self.metric(index, "cdcflow_hbase_wal_entries_total")
 
+    def counters(self, step: int) -> None:
+        """An increment and an append in each of the table's first regions, beside the workload's puts (with
+        timestamps of its own) and deletes of every kind: mutations that HBase stamps itself, not idempotent."""
+        for region in range(4):
+            row = b"row-%05d-counter" % (region * 500 + 7)
+            self.writer_client.mutate(self.source, Increment(row).add(b"cf", b"n", 1))
+            self.writer_client.mutate(self.source, Append(row).add(b"cg", b"log", b"%d," % step))
+            self.counter_mutations += 2
+
     def start_writing(self, pause_s: float = 0.1) -> None:
         def keep_writing() -> None:
             try:
+                step = 0
                 while not self.stopped.is_set():
                     self.workload.step(40)
+                    if step % 3 == 0:  # (eight single calls: kept from slowing the workload's batches much)
+                        self.counters(step)
+                    step += 1
                     time.sleep(pause_s)
             except BaseException as exc:  # surfaced by stop_writing
                 self.failure = exc
@@ -120,7 +134,8 @@ class ClusterCapture:
             rebuild.assert_row_order()
             # (More events than mutations when regions moved: the client writes a whole batch again when a region
             # of it moved, and HBase logs those mutations twice.)
-            print(f"hbase cluster, {label}: {self.workload.mutations} mutations, {len(rebuild.records)} events, "
+            print(f"hbase cluster, {label}: {self.workload.mutations + self.counter_mutations} mutations "
+                  f"({self.counter_mutations} increments and appends), {len(rebuild.records)} events, "
                   f"{rebuild.duplicates()} duplicates")  # fmt: skip
         finally:
             rebuild.close()

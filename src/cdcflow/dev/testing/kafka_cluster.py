@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from cdcflow.clients.kafka import elect_preferred_leaders, partition_replicas, ping
-from cdcflow.dev.stack.kafka import KafkaService
 from cdcflow.errors import ServiceUnavailable
+from cdcflow.jars import maven, versions
 
 
 class KafkaNodes:
@@ -45,10 +45,11 @@ class KafkaNodes:
         raise AssertionError(f"{topic}: the preferred replica did not take the lead in {timeout_s:.0f} s")
 
     def reassign(self, topic: str, partition: int, replicas: list[int], timeout_s: float = 120.0) -> str:
-        """Kafka's partition reassignment (its kafka-reassign-partitions tool): `partition` of `topic` moves to
-        `replicas`; returns the tool's last report once the move is complete."""
-        tool = KafkaService(heap_mb=256)
-        tool.install()
+        """Kafka's partition reassignment (its kafka-reassign-partitions tool, from the kafka-tools jar and its
+        dependencies, resolved apart from the brokers'): `partition` of `topic` moves to `replicas`; returns the
+        tool's last report once the move is complete."""
+        tools = maven.resolve_classpath("kafka-tools.xml", {"kafka.version": versions.KAFKA_VERSION,
+                                                            "log4j.version": versions.LOG4J_VERSION})  # fmt: skip
         with tempfile.TemporaryDirectory(prefix="cdcflow-reassign-") as tmp:
             plan = Path(tmp) / "plan.json"
             plan.write_text(json.dumps({"version": 1, "partitions": [
@@ -56,8 +57,8 @@ class KafkaNodes:
 
             def run(action: str) -> str:
                 main = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
-                cmd = tool.java(Path(tmp), main, "--bootstrap-server", self.bootstrap,
-                                "--reassignment-json-file", str(plan), action)  # fmt: skip
+                cmd = ["java", "-Xmx256m", "-cp", maven.classpath(tools), main, "--bootstrap-server", self.bootstrap,
+                       "--reassignment-json-file", str(plan), action]  # fmt: skip
                 done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
                 if done.returncode != 0:
                     raise AssertionError(f"reassignment {action} failed:\n{done.stdout}{done.stderr}")
