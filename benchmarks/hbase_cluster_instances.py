@@ -20,7 +20,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 import uuid
 from pathlib import Path
 
@@ -35,17 +34,14 @@ from cdcflow.clients.kafka import end_offsets
 from cdcflow.config.paths import default_stack_home
 from cdcflow.dev.stack import Stack
 from cdcflow.dev.stack.ports import free_port
+from cdcflow.dev.testing.metrics import metric_value
 from cdcflow.jars import versions
 
 CLI = [sys.executable, "-m", "cdcflow.cli.main"]
 
 
 def entries(port: int) -> float:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
-        for line in resp.read().decode().splitlines():
-            if line.startswith("cdcflow_hbase_wal_entries_total "):
-                return float(line.split()[1])
-    return 0.0
+    return metric_value(port, "cdcflow_hbase_wal_entries_total") or 0.0
 
 
 def one_run(client: NativeHBaseClient, zk_quorum: str, bootstrap: str, rows: int, batch: int, call_mb: int,

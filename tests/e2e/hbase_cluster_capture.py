@@ -7,7 +7,6 @@ from __future__ import annotations
 import re
 import threading
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ from cdcflow.dev.stack import Stack
 from cdcflow.dev.stack.ports import free_port
 from cdcflow.dev.testing import unique_name
 from cdcflow.dev.testing.hbase_cluster import RegionServers
+from cdcflow.dev.testing.metrics import metric_value
 
 from .hbase_capture import PeerSetup, Rebuilder
 
@@ -69,11 +69,7 @@ class ClusterCapture:
         return self.peer.start(index, "--metrics-port", str(port))
 
     def metric(self, index: int, name: str) -> float:
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_ports[index]}/metrics", timeout=10) as resp:
-            for line in resp.read().decode().splitlines():
-                if line.startswith(name + " "):
-                    return float(line.split()[1])
-        return 0.0
+        return metric_value(self.metrics_ports[index], name) or 0.0
 
     def entries(self, index: int) -> float:
         """WAL entries instance `index` received."""

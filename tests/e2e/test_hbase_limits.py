@@ -22,6 +22,7 @@ from cdcflow.clients.hbase.model import Put
 from cdcflow.clients.kafka import consume
 from cdcflow.clients.zookeeper import ZooKeeper
 from cdcflow.dev.stack.ports import free_port
+from cdcflow.dev.testing.metrics import metric_value
 from cdcflow.protocols.hbase import framing
 from cdcflow.protocols.hbase.pb import rpc_pb2, wal_pb2
 
@@ -49,11 +50,9 @@ def ask_unknown_method(port: int, timeout_s: float = 10) -> framing.Response:
 
 
 def metric(port: int, name: str) -> float:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
-        for line in resp.read().decode().splitlines():
-            if line.startswith(name + " "):
-                return float(line.split()[1])
-    raise AssertionError(f"no metric {name}")
+    value = metric_value(port, name)
+    assert value is not None, f"no metric {name}"
+    return value
 
 
 def status_kb(pid: int, field: str) -> int:

@@ -196,7 +196,7 @@ def replication_backlog(client: NativeHBaseClient, peer_id: str | None = None) -
     """Per region server and queue, what is waiting for `peer_id` (all peers when None). Region servers
     report this to the master with their load every few seconds, so it is that old."""
     out = []
-    for live in _live_servers(client):
+    for live in live_server_loads(client):
         name = f"{live.server.host_name},{live.server.port},{live.server.start_code}"
         for src in live.server_load.replLoadSource:
             if peer_id is None or src.peerID == peer_id:
@@ -211,11 +211,11 @@ def replication_backlog(client: NativeHBaseClient, peer_id: str | None = None) -
 
 def region_servers(client: NativeHBaseClient) -> list[tuple[str, int]]:
     """(host, port) of every live region server, from the master."""
-    return [(live.server.host_name, live.server.port) for live in _live_servers(client)]
+    return [(live.server.host_name, live.server.port) for live in live_server_loads(client)]
 
 
-def _live_servers(client: NativeHBaseClient) -> Any:
-    """The master's list of live region servers (ClusterStatus.live_servers), with their load."""
+def live_server_loads(client: NativeHBaseClient) -> Any:
+    """The master's list of live region servers (ClusterStatus.live_servers: name with start code, and load)."""
     req = master_pb2.GetClusterStatusRequest(options=[master_pb2.LIVE_SERVERS])
     res = client.master_call("GetClusterStatus", req, master_pb2.GetClusterStatusResponse)
     return res.cluster_status.live_servers

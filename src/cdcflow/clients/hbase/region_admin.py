@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from cdcflow.clients.hbase.admin import live_server_loads
 from cdcflow.clients.hbase.native import NativeHBaseClient, RegionLocation
 from cdcflow.errors import HBaseTerminalError
 from cdcflow.protocols.hbase.pb import hbase_types_pb2, master_pb2
@@ -39,9 +40,7 @@ def _spec(region: RegionLocation) -> hbase_types_pb2.RegionSpecifier:
 
 def live_servers(client: NativeHBaseClient) -> list[ServerName]:
     """The region servers the master counts as live, with their start codes."""
-    req = master_pb2.GetClusterStatusRequest(options=[master_pb2.LIVE_SERVERS])
-    res = client.master_call("GetClusterStatus", req, master_pb2.GetClusterStatusResponse)
-    return [ServerName(s.server.host_name, s.server.port, s.server.start_code) for s in res.cluster_status.live_servers]
+    return [ServerName(s.server.host_name, s.server.port, s.server.start_code) for s in live_server_loads(client)]
 
 
 def server_at(client: NativeHBaseClient, host: str, port: int) -> ServerName:
