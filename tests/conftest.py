@@ -50,7 +50,8 @@ SPARK_LANE = frozenset(
         "e2e/test_oversize_apply", "e2e/test_apply_cost", "e2e/test_sink_groups",
         "e2e/test_sink_interleavings", "integration/test_debezium_avro_spark",
         "integration/test_delta_fold_records", "integration/test_delta_mysql_typed",
-        "integration/test_delta_state_sql", "integration/test_envelope_parse",
+        "integration/test_delta_state_sql", "integration/test_envelope_parse", "integration/test_delta_history",
+        "e2e/test_history_from_mariadb",
     )
 )  # fmt: skip
 
@@ -70,6 +71,7 @@ SPARK_LANE_B = frozenset(
         "e2e/test_sink_edge_values", "e2e/test_pipeline_topics", "e2e/test_mysql8_pipeline",
         "integration/test_debezium_avro_spark", "integration/test_delta_fold_records",
         "integration/test_delta_mysql_typed", "integration/test_delta_state_sql", "integration/test_envelope_parse",
+        "integration/test_delta_history",
     )
 )  # fmt: skip
 

@@ -14,8 +14,10 @@ from cdcflow.errors import ConfigError as ConfigError
 from cdcflow.pipeline.context import Endpoints as Endpoints
 from cdcflow.pipeline.library import Pipeline as Pipeline
 from cdcflow.pipeline.library import SinkApplier as SinkApplier
+from cdcflow.pipeline.library import as_of as as_of
 from cdcflow.pipeline.library import change_log as change_log
 from cdcflow.pipeline.library import current_view as current_view
+from cdcflow.pipeline.library import history as history
 from cdcflow.pipeline.library import parse_changes as parse_changes
 from cdcflow.pipeline.library import read_changes as read_changes
 from cdcflow.pipeline.library import run_pipeline as run_pipeline

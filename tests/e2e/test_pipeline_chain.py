@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import re
 import signal
 import subprocess
 import sys
@@ -27,6 +26,7 @@ from cdcflow.clients import kafka as k
 from cdcflow.clients.hbase import HBaseClient
 from cdcflow.dev.demo.hbase_workload import TYPED_COLUMNS, HBaseWorkload
 from cdcflow.dev.testing import soak_size
+from cdcflow.dev.testing.pipeline_logs import wait_for_a_fold
 from cdcflow.pipeline.progress import read_progress
 from cdcflow.pipeline.session import build_session
 from cdcflow.pipeline.sinks.delta.views import current_view, hbase_state_rows
@@ -52,19 +52,6 @@ def hive_metastore(root: Path) -> dict[str, str]:
         "spark.sql.warehouse.dir": str(root / "warehouse"),
         "spark.hadoop.javax.jdo.option.ConnectionURL": f"jdbc:derby:;databaseName={root / 'metastore'};create=true",
     }
-
-
-def wait_for_a_fold(proc: subprocess.Popen[bytes], log_path: Path, after: int) -> str:
-    """The state path of the first fold the pipeline logs as started after byte `after` of its log."""
-    deadline = time.monotonic() + 300
-    while True:
-        text = log_path.read_bytes()[after:].decode(errors="replace")
-        m = re.search(r"sink state: (\S+): folding \d+ changes", text)
-        if m:
-            return m.group(1)
-        assert proc.poll() is None, f"pipeline exited early:\n{text[-3000:]}"
-        assert time.monotonic() < deadline, "no fold started"
-        time.sleep(0.02)
 
 
 def test_randomized_workload_survives_three_driver_kills(

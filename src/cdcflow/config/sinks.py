@@ -22,7 +22,7 @@ class SinkOptions(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-def _check_table_map(value: dict[str, str]) -> dict[str, str]:
+def _check_table_map(value: dict[str, str], option: str = "table_map") -> dict[str, str]:
     bad = [k for k in value if not TABLE_MAP_KEY.match(k)]
     if bad:
         hints = []
@@ -34,7 +34,7 @@ def _check_table_map(value: dict[str, str]) -> dict[str, str]:
             else:
                 hints.append(repr(k))
         raise ValueError(
-            "table_map keys are 'db.table' or '<source name>/db.table' (HBase: 'namespace.table'): " + ", ".join(hints)
+            f"{option} keys are 'db.table' or '<source name>/db.table' (HBase: 'namespace.table'): " + ", ".join(hints)
         )
     return value
 
@@ -65,6 +65,22 @@ class HBaseSinkOptions(_Mapped):
     # The target's families get their source family's TTL (at creation, and again within a minute of a change),
     # so cells expire in the copy as in the source (expiry writes nothing to the WAL a peer could ship).
     follow_ttl: bool = True
+
+
+class TableHistory(SinkOptions):
+    """History of one MySQL table in a Delta sink (`history_tables`)."""
+
+    enabled: bool = True
+    # Columns whose changes start a new version; a change of other columns only updates the version it falls in
+    # (SCD type 2 with TRACK HISTORY ON). Null: every column.
+    track_history_on: tuple[str, ...] | None = None
+
+    @field_validator("track_history_on")
+    @classmethod
+    def _columns(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        if value is not None and not value:
+            raise ValueError("track_history_on lists at least one column (null: every column)")
+        return value
 
 
 class DeltaStateOptions(_Mapped):
@@ -99,6 +115,11 @@ class DeltaStateOptions(_Mapped):
     deletion_vectors: bool = True
     # Prefix of the catalog database names (<prefix><db>).
     catalog_database_prefix: str = Field(default="", pattern=r"^[A-Za-z0-9_]*$")
+    # History (SCD type 2) of MySQL tables: every version of a row with the source position and time it was
+    # valid from and to, at <state path>.cdcflow_history, named <prefix><db>.<table>_history; kept by the folds.
+    history: bool = False
+    # Per table ("db.table" or "<source name>/db.table"), over `history`: {enabled, track_history_on}.
+    history_tables: dict[str, TableHistory] = {}
 
     @field_validator("typed_columns")
     @classmethod
@@ -107,6 +128,20 @@ class DeltaStateOptions(_Mapped):
         if bad:
             raise ValueError(f"typed_columns {bad}: keys are 'family:qualifier', encodings one of {VALUE_ENCODINGS}")
         return value
+
+    @field_validator("history_tables")
+    @classmethod
+    def _history_keys(cls, value: dict[str, TableHistory]) -> dict[str, TableHistory]:
+        _check_table_map({k: "" for k in value}, "history_tables")
+        return value
+
+    def history_of(self, source: str, db: str, table: str) -> TableHistory | None:
+        """The table's history options, None when it keeps no history."""
+        for key in (f"{source}/{db}.{table}", f"{db}.{table}"):
+            if key in self.history_tables:
+                chosen = self.history_tables[key]
+                return chosen if chosen.enabled else None
+        return TableHistory() if self.history else None
 
     @property
     def kept_versions(self) -> int:

@@ -6,7 +6,7 @@ Four ways in, from the smallest:
   sink, exactly-once as in cdcflow's pipeline (dead letters, oversize changes, progress and metrics included);
 - `Pipeline` / `run_pipeline`: cdcflow's whole pipeline (a query per sink or group, supervised and restarted)
   on the user's existing SparkSession;
-- `current_view` and `change_log`: the Delta sink's tables, read by catalog name or path.
+- `current_view`, `history`, `as_of` and `change_log`: the Delta sink's tables, read by catalog name or path.
 
 The session comes from the user, built with `spark_conf()`: cdcflow never creates or stops it here.
 """
@@ -19,7 +19,8 @@ import os
 import re
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 
@@ -39,8 +40,10 @@ from cdcflow.pipeline.queries import QuerySink
 from cdcflow.pipeline.runner import Pipeline
 from cdcflow.pipeline.session import LOCAL_CONF, check_session, extra_jars, session_conf
 from cdcflow.pipeline.sinks.base import Sink
+from cdcflow.pipeline.sinks.delta import catalog as delta_catalog
 from cdcflow.pipeline.sinks.delta import log as delta_log
 from cdcflow.pipeline.sinks.delta import views
+from cdcflow.pipeline.sinks.delta.history import reads as history_reads
 from cdcflow.pipeline.sinks.registry import make_sink
 
 log = logging.getLogger(__name__)
@@ -206,10 +209,54 @@ def current_view(spark: SparkSession, table: str, include_deleted: bool = False)
     return spark.table(table)
 
 
+def history(spark: SparkSession, table: str, track_history_on: Sequence[str] | None = None) -> DataFrame:
+    """Every version of a MySQL table's rows (SCD type 2) kept by a Delta sink with `history` on: the source's
+    columns, `_cdcflow_op`, `_cdcflow_valid_from_pos`/`_cdcflow_valid_from` (source time) and
+    `_cdcflow_valid_to_pos`/`_cdcflow_valid_to` (null while current), `_cdcflow_current`; exact as of the last
+    applied batch. `table`: the state table's path or a name the sink registered (`db.table`); the catalog also
+    holds this as `db.table_history`. `track_history_on`: only changes of these columns start a version
+    (default: the table's option; none: every change)."""
+    return spark.sql(history_reads.history_sql(spark, _state_path(spark, table), track_history_on))
+
+
+def as_of(
+    spark: SparkSession,
+    table: str,
+    *,
+    position: Sequence[int] | None = None,
+    gtid: str | None = None,
+    source_time: datetime | int | None = None,
+) -> DataFrame:
+    """A MySQL table kept with `history` as it was at one point of its source, in the columns of its current
+    view: after the transaction `gtid` (MariaDB `domain-server-sequence`; MySQL: the executed GTID set then, as
+    `@@gtid_executed` shows it), at a source `position` (`_cdcflow_pos` values compare element by element), or
+    at a `source_time` (every change whose source time is at most it; a datetime, or epoch milliseconds). Give
+    one of the three."""
+    if sum(x is not None for x in (position, gtid, source_time)) != 1:
+        raise ValueError("as_of takes one of position, gtid or source_time")
+    path = _state_path(spark, table)
+    if gtid is not None:
+        position = history_reads.gtid_position(gtid)
+    if source_time is not None:
+        ms = source_time if isinstance(source_time, int) else _epoch_ms(source_time)
+        return spark.sql(history_reads.as_of_sql(spark, path, source_ts_ms=ms))
+    return spark.sql(history_reads.as_of_sql(spark, path, position=position))
+
+
+def _epoch_ms(at: datetime) -> int:
+    if at.tzinfo is None:
+        raise ValueError(f"{at}: give a time with its zone (source times are instants)")
+    return int(at.timestamp() * 1000)
+
+
+def _state_path(spark: SparkSession, table: str) -> str:
+    return table if "/" in table or ":" in table else delta_catalog.state_path_of(spark, table)
+
+
 def change_log(spark: SparkSession, path: str) -> DataFrame:
     """Every change a Delta sink logged (its `_changes` table at `path`), newest fold or not."""
     return delta_log.changes(spark, path)
 
 
-__all__ = ["DEFAULT_TOPICS", "Pipeline", "SinkApplier", "change_log", "current_view", "parse_changes", "read_changes",
-           "run_pipeline", "spark_conf"]  # fmt: skip
+__all__ = ["DEFAULT_TOPICS", "Pipeline", "SinkApplier", "as_of", "change_log", "current_view", "history",
+           "parse_changes", "read_changes", "run_pipeline", "spark_conf"]  # fmt: skip

@@ -1,7 +1,8 @@
 """A Delta sink's tables by name in the Spark session's catalog (decision 0014, "Names").
 
-For every source table: a view `<prefix><db>.<table>` (the current view, `views.view_sql`) and its
-state table `<prefix><db>.<table>_state` (an external Delta table at the state path). Spark's own
+For every source table: a view `<prefix><db>.<table>` (the current view, `views.view_sql`), its
+state table `<prefix><db>.<table>_state` (an external Delta table at the state path), and for a table that keeps
+history, `<prefix><db>.<table>_history` (`history.reads.history_sql`). Spark's own
 catalog keeps them for the session; a Hive metastore (`spark.sql.catalogImplementation: hive`) or a
 catalog the user configured as `spark_catalog` keeps them for every job that uses it.
 
@@ -17,6 +18,8 @@ import logging
 from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
+from cdcflow.errors import ConfigError
+from cdcflow.pipeline.sinks.delta.history.reads import history_sql
 from cdcflow.pipeline.sinks.delta.sql import delta_path, quoted, sql_string
 from cdcflow.pipeline.sinks.delta.views import view_sql
 
@@ -24,6 +27,7 @@ log = logging.getLogger(__name__)
 
 STATE_PATH_PROPERTY = "cdcflow.state_path"
 STATE_SUFFIX = "_state"
+HISTORY_SUFFIX = "_history"
 
 
 def names(prefix: str, db: str, table: str) -> tuple[str, str]:
@@ -56,6 +60,35 @@ def register(spark: SparkSession, state_path: str, prefix: str, db: str, table: 
             return False
     _replace_view(spark, view, state_path)
     return True
+
+
+def register_history(spark: SparkSession, state_path: str, prefix: str, db: str, table: str) -> bool:
+    """Create or refresh the history view `<prefix><db>.<table>_history` (`history.reads.history_sql`); False when
+    the name belongs to something else (logged)."""
+    name = f"{quoted(prefix + db)}.{quoted(table + HISTORY_SUFFIX)}"
+    if spark.catalog.tableExists(name):
+        owner = _property(spark, name, STATE_PATH_PROPERTY)
+        if owner != state_path:
+            log.warning("%s already names %s; the history of %s is not registered under it", name,
+                        owner or "a table or view cdcflow did not create", state_path)  # fmt: skip
+            return False
+    spark.sql(
+        f"CREATE OR REPLACE VIEW {name} TBLPROPERTIES ({sql_string(STATE_PATH_PROPERTY)} = {sql_string(state_path)}) "
+        f"AS {history_sql(spark, state_path)}"
+    )
+    return True
+
+
+def state_path_of(spark: SparkSession, name: str) -> str:
+    """The state path behind a name the sink registered (the current view `db.table`, its `_state` table or its
+    `_history` view)."""
+    path = _property(spark, name, STATE_PATH_PROPERTY) if spark.catalog.tableExists(name) else None
+    if path is None and name.endswith(STATE_SUFFIX) and spark.catalog.tableExists(name):
+        row = spark.sql(f"DESCRIBE DETAIL {name}").first()
+        path = str(row["location"]) if row else None
+    if path is None:
+        raise ConfigError(f"{name}: not a table a cdcflow Delta sink registered (give the state table's path)")
+    return path
 
 
 def _replace_view(spark: SparkSession, view: str, state_path: str) -> None:

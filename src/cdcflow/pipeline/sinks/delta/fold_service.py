@@ -21,6 +21,7 @@ from pyspark.sql import SparkSession
 from cdcflow.config.sinks import DeltaStateOptions
 from cdcflow.pipeline.sinks.delta import catalog
 from cdcflow.pipeline.sinks.delta import log as change_log
+from cdcflow.pipeline.sinks.delta.history.fold import fold_with_history
 from cdcflow.pipeline.sinks.delta.layouts import layout_of
 from cdcflow.pipeline.sinks.delta.layouts.base import FoldHooks, FoldJob
 from cdcflow.pipeline.sinks.delta.records import (
@@ -78,6 +79,7 @@ class FoldService:
         record = read_record(spark, path)
         if record is None or record.log != self.log_path:
             layout: Layout = "hbase" if connector == "hbase" else self.options.mysql_layout
+            history = self.options.history_of(source, db, table) if layout != "hbase" else None
             if record is not None:
                 log.warning("sink %s: %s was fed by the change log %s; continuing it from %s", self.sink, path,
                             record.log, self.log_path)  # fmt: skip
@@ -86,6 +88,8 @@ class FoldService:
                 kept_versions=self.options.kept_versions, typed_columns=dict(self.options.typed_columns),
                 mysql_columns=self.shapes.shape_doc(source, db, table) if layout == "typed" else [],
                 family_ttls=(self.shapes.family_ttls(db, table) or {}) if layout == "hbase" else {},
+                history=history is not None,
+                track_history_on=list(history.track_history_on) if history and history.track_history_on else None,
             )  # fmt: skip
             write_record(spark, path, record)
             self._write_table_index(spark, path)
@@ -119,6 +123,8 @@ class FoldService:
                 named = catalog.register(spark, path, prefix, record.db, record.table, known)
                 if named and DeltaTable.isDeltaTable(spark, path):
                     self._named.add(path)
+                if record.history:
+                    catalog.register_history(spark, path, prefix, record.db, record.table)
         except Exception as exc:
             log.warning("sink %s: %s: could not register %s.%s in the Spark catalog (%s); it stays readable by "
                         "path (cdcflow.pipeline.sinks.delta.views.current_view)", self.sink, path, record.db,
@@ -141,15 +147,23 @@ class FoldService:
             return 0
         started = time.perf_counter()
         version = self.log_version  # every batch logged so far (the log's newest version after a start)
-        if record.folded_version >= version:
+        history = self.options.history_of(record.source, record.db, record.table) if record.layout != "hbase" else None
+        if record.folded_version >= version and (history is None or record.history_seeded):
             if path not in self._named:  # folded by an earlier process that ended before naming it
                 self._register_names(spark, path, record)
             return 0
-        job = FoldJob(spark, self.sink, self.options, self.shapes, self.hooks, path, record, version)
-        folded = layout_of(record.layout).fold(job)
+        job = FoldJob(spark, self.sink, self.options, self.shapes, self.hooks, path, record, version, history)
+        if history is None:
+            folded = layout_of(record.layout).fold(job)
+        else:
+            folded = fold_with_history(job, layout_of(record.layout))
         self.hooks.merged(path)
         took_ms = int((time.perf_counter() - started) * 1000)
         done = record.folded(version, int(time.time() * 1000), took_ms, folded.changes)
+        done = dataclasses.replace(
+            done, history=history is not None, history_seeded=history is not None,
+            track_history_on=list(history.track_history_on) if history and history.track_history_on else None,
+        )  # fmt: skip
         truncate = folded.truncated_at
         if record.layout == "typed":
             shape = self.shapes.shape_doc(record.source, record.db, record.table)

@@ -23,6 +23,7 @@ from pyspark.sql import SparkSession
 
 RECORD_SUFFIX = ".cdcflow.json"
 DELETES_SUFFIX = ".cdcflow_deletes"
+HISTORY_SUFFIX = ".cdcflow_history"
 Layout = Literal["hbase", "typed", "json"]
 
 
@@ -43,6 +44,10 @@ class FoldRecord:
     truncated_at: list[int] | None = None
     # HBase: the newest truncate folded: every cell older than this (ms) is gone, and stays out when it comes late
     emptied_before_ts: int | None = None
+    # MySQL: every version is kept in the history table beside the state (`history_path`), folded with it
+    history: bool = False
+    history_seeded: bool = False  # the history table holds every change the log held when history began
+    track_history_on: list[str] | None = None  # the history view's tracked columns (None: every column)
     folded_at_ms: int | None = None
     fold_ms: int | None = None  # how long the last fold took
     folded_rows: int | None = None  # changes read by the last fold
@@ -70,6 +75,12 @@ def deletes_path(state_path: str) -> str:
     Feed reports a delete) and appends the key's delete position here, so an older change replayed
     later cannot bring the row back."""
     return state_path.rstrip("/") + DELETES_SUFFIX
+
+
+def history_path(state_path: str) -> str:
+    """A MySQL state table's history (SCD type 2; a Delta table beside it, `history/`): one row per version of
+    a row, with the position and time it was valid from and to."""
+    return state_path.rstrip("/") + HISTORY_SUFFIX
 
 
 def _fs(spark: SparkSession, path: str) -> tuple[Any, Any]:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Protocol
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
-from cdcflow.config.sinks import DeltaStateOptions
+from cdcflow.config.sinks import DeltaStateOptions, TableHistory
 from cdcflow.pipeline.sinks.delta.records import FoldRecord
 
 if TYPE_CHECKING:
@@ -42,6 +42,11 @@ class FoldJob:
     path: str
     record: FoldRecord
     version: int
+    history: TableHistory | None = None  # MySQL: the history this table keeps (`history/`), None: none
+    # The changes to fold as a query of versions (`history.versions.versions_sql`: each row stands for `_changes`
+    # log rows), read once for the state and the history; None: the log rows of the record's versions up to
+    # `version`.
+    changes: str | None = None
 
     def started(self, changes: int) -> None:
         log.info(

@@ -40,15 +40,16 @@ DELETED_KEYS = StructType(
 ROW_CHANGE = ("key", "after", "deleted", "op", "pos", "source_ts_ms")
 
 
-def newest_per_key_sql(changes: str) -> str:
+def newest_per_key_sql(changes: str, counted: str = "count(*)") -> str:
     """Log rows (a query) reduced to one row per key, the newest by position, with `_changes` the number of
-    changes of the key: key, after, deleted, op, pos, source_ts_ms, _changes. Truncates (op t) are under the key
-    WHOLE_TABLE (no row's key is empty), the newest of them kept."""
+    changes of the key (`counted`: how to count them, from rows that stand for several): key, after, deleted, op,
+    pos, source_ts_ms, _changes. Truncates (op t) are under the key WHOLE_TABLE (no row's key is empty), the newest
+    of them kept."""
     newest = "named_struct('after', after, 'deleted', op = 'd', 'op', op, 'pos', pos, 'source_ts_ms', source_ts_ms)"
     return (
         "SELECT key, _newest.*, _changes FROM (SELECT "
         f"CASE WHEN op = 't' THEN {sql_string(WHOLE_TABLE)} ELSE key END AS key, max_by({newest}, pos) AS _newest, "
-        f"count(*) AS _changes FROM ({changes}) GROUP BY 1)"
+        f"{counted} AS _changes FROM ({changes}) GROUP BY 1)"
     )
 
 
@@ -97,37 +98,44 @@ class MySqlRows(ABC):
         The pending changes are read once: reduced to the newest per key and kept, then counted, merged and
         their deletes recorded from what was kept."""
         spark, record = job.spark, job.record
-        pending = pending_sql(record, record.folded_version + 1, job.version)
-        newest = spark.sql(newest_per_key_sql(pending)).persist()
+        if job.changes is not None:  # the changes as versions (history is kept): each stands for `_changes`
+            newest = spark.sql(newest_per_key_sql(job.changes, "sum(_changes)")).persist()
+        else:
+            newest = spark.sql(newest_per_key_sql(pending_sql(record, record.folded_version + 1, job.version)))
+            newest = newest.persist()
         kept = f"cdcflow_fold_{uuid.uuid4().hex}"  # the kept rows by name, for the rule's SQL
         newest.createOrReplaceTempView(kept)
         try:
-            counted = newest.agg(
-                F.sum("_changes").alias("n"), F.count_if(F.col("op") == "d").alias("d"),
-                F.max(F.when(F.col("op") == "t", F.col("pos"))).alias("t"),
-                F.count_if(F.col("op") != "t").alias("rows"),
-            ).first()  # fmt: skip
-            changes = int(counted["n"] or 0) if counted else 0
-            if not changes or counted is None:
-                return Folded(0, None)
-            job.started(changes)
-            truncated_at = [int(p) for p in counted["t"]] if counted["t"] is not None else None
-            deleted_keys = deletes_path(job.path)
-            if truncated_at is not None:
-                self._truncate(job, deleted_keys, truncated_at)
-                self._refreshed_after_truncate(job)
-            if not counted["rows"]:
-                return Folded(changes, truncated_at)  # only truncates: nothing to merge (perhaps no shape yet)
-            cut = max((t for t in (record.truncated_at, truncated_at) if t is not None), default=None)
-            deletes = delta_path(deleted_keys) if DeltaTable.isDeltaTable(spark, deleted_keys) else None
-            latest = spark.sql(surviving_sql(f"SELECT * FROM {kept}", deletes, position_sql(cut)))
-            self._merge(job, latest)
-            if counted["d"]:
-                self._record_deletes(spark, deleted_keys, latest)
-            return Folded(changes, truncated_at)
+            return self._fold_state(job, newest, kept)
         finally:
             spark.catalog.dropTempView(kept)
             newest.unpersist()
+
+    def _fold_state(self, job: FoldJob, newest: DataFrame, kept: str) -> Folded:
+        spark, record = job.spark, job.record
+        counted = newest.agg(
+            F.sum("_changes").alias("n"), F.count_if(F.col("op") == "d").alias("d"),
+            F.max(F.when(F.col("op") == "t", F.col("pos"))).alias("t"),
+            F.count_if(F.col("op") != "t").alias("rows"),
+        ).first()  # fmt: skip
+        changes = int(counted["n"] or 0) if counted else 0
+        if not changes or counted is None:
+            return Folded(0, None)
+        job.started(changes)
+        truncated_at = [int(p) for p in counted["t"]] if counted["t"] is not None else None
+        deleted_keys = deletes_path(job.path)
+        if truncated_at is not None:
+            self._truncate(job, deleted_keys, truncated_at)
+            self._refreshed_after_truncate(job)
+        if not counted["rows"]:
+            return Folded(changes, truncated_at)  # only truncates: nothing to merge (perhaps no shape yet)
+        cut = max((t for t in (record.truncated_at, truncated_at) if t is not None), default=None)
+        deletes = delta_path(deleted_keys) if DeltaTable.isDeltaTable(spark, deleted_keys) else None
+        latest = spark.sql(surviving_sql(f"SELECT * FROM {kept}", deletes, position_sql(cut)))
+        self._merge(job, latest)
+        if counted["d"]:
+            self._record_deletes(spark, deleted_keys, latest)
+        return Folded(changes, truncated_at)
 
     def _truncate(self, job: FoldJob, deleted_keys: str, truncated_at: list[int]) -> None:
         """A TRUNCATE in the fold's changes: recorded in the table's deletes (key WHOLE_TABLE), then every

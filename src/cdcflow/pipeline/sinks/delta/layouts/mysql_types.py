@@ -166,12 +166,14 @@ def typed_columns_sql(columns: Sequence[MySqlColumn]) -> list[str]:
     source_ts_ms) and `_values`, the event's values as map<string,string> (`VALUES_SQL`). A delete
     keeps its key columns (from the event's key) and nulls the others. The fold and the views
     (`views.py`, SQL a catalog can store) both build rows from these."""
+    meta = [f"op = 'd' AS {DELETED}", f"op AS {OP}", f"pos AS {POS}", f"source_ts_ms AS {SOURCE_TS}"]
+    return [*source_columns_sql(columns), *meta]
+
+
+def source_columns_sql(columns: Sequence[MySqlColumn]) -> list[str]:
+    """The source's columns of `typed_columns_sql`, without cdcflow's."""
     keys = set(key_columns(columns))
-    out = []
-    for c in columns:
-        type_name = delta_type(c.sql_type)
-        out.append(f"{convert_sql(_raw(c.name, c.name in keys), type_name)} AS {quoted(c.name)}")
-    return [*out, f"op = 'd' AS {DELETED}", f"op AS {OP}", f"pos AS {POS}", f"source_ts_ms AS {SOURCE_TS}"]
+    return [f"{convert_sql(_raw(c.name, c.name in keys), delta_type(c.sql_type))} AS {quoted(c.name)}" for c in columns]
 
 
 # The event's values parsed once, in a projection of their own: every column reads this map (Spark

@@ -1,0 +1,194 @@
+"""Reads of a table's history: every version with its validity (`history_sql`), and the table as it was at a
+position, a GTID or a source time (`as_of_sql`). Both are exact up to the sink's last applied batch: the stored
+history plus the changes logged since the last fold, ended the way the fold ends them (`versions.py`). Like the
+current view, they are SQL text over paths, so a catalog can keep them.
+
+Rows come in the table's layout with the source's columns as the table has them now (`record.mysql_columns`):
+a column added later is null in older versions, a dropped one is left out.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from delta.tables import DeltaTable
+from pyspark.sql import SparkSession
+
+from cdcflow.errors import ConfigError
+from cdcflow.pipeline.sinks.delta.history.fold import logged_sql
+from cdcflow.pipeline.sinks.delta.history.versions import (
+    HISTORY,
+    NO_END,
+    following_version,
+    one_per_transaction_sql,
+    stored_end,
+    stored_sql,
+    truncates_of_sql,
+    valid_to_sql,
+    versions_sql,
+    with_truncates_sql,
+)
+from cdcflow.pipeline.sinks.delta.layouts import mysql_types as mt
+from cdcflow.pipeline.sinks.delta.log import WHOLE_TABLE
+from cdcflow.pipeline.sinks.delta.records import FoldRecord, history_path, read_record
+from cdcflow.pipeline.sinks.delta.sql import empty, pending_sql, quoted, sql_string, steps
+from cdcflow.pipeline.sinks.mysql_history import MySqlColumn
+
+_EMPTY = sql_string(WHOLE_TABLE)
+# The history view's own columns, after the source's.
+KEY = "_cdcflow_key"
+VALID_FROM_POS, VALID_FROM = "_cdcflow_valid_from_pos", "_cdcflow_valid_from"
+VALID_TO_POS, VALID_TO = "_cdcflow_valid_to_pos", "_cdcflow_valid_to"
+CURRENT = "_cdcflow_current"
+_MAX = 2**63 - 1
+
+
+def history_record(spark: SparkSession, state_path: str) -> FoldRecord:
+    """The fold record of a table that keeps history; refused naming why when it does not."""
+    record = read_record(spark, state_path)
+    if record is None:
+        raise FileNotFoundError(f"{state_path}: no state table cdcflow registered there")
+    if record.layout == "hbase":
+        raise ConfigError(f"{state_path}: an HBase table; history is kept for MySQL tables (HBase keeps cell "
+                          "versions in the state table: retained_versions)")  # fmt: skip
+    if not record.history:
+        raise ConfigError(f"{state_path}: no history is kept for {record.db}.{record.table}; set history: true (or "
+                          "history_tables) in the Delta sink's options, and it is kept from the next fold on, with "
+                          "every change the change log holds")  # fmt: skip
+    return record
+
+
+def versions_with_ends_sql(spark: SparkSession, state_path: str, record: FoldRecord) -> str:
+    """Every version of the table (no truncates) with its end, exact up to the last applied batch: the stored
+    versions, and the changes logged from the folded version on (inclusive, as the current view) merged in."""
+    stored_path = history_path(state_path)
+    if record.history_seeded and DeltaTable.isDeltaTable(spark, stored_path):
+        stored = stored_sql(stored_path)
+        pending = versions_sql(pending_sql(record, record.folded_version))
+    else:  # not folded with history yet: every change the log holds
+        stored = empty(HISTORY)
+        pending = versions_sql(logged_sql(record))
+    truncates = truncates_of_sql(stored, pending)
+    touched = f"SELECT DISTINCT key FROM ({pending}) WHERE key != {_EMPTY}"
+    redo = (
+        f"SELECT h.key, h.after, h.op, h.pos, h.source_ts_ms FROM ({stored}) h LEFT SEMI JOIN ({touched}) n "
+        f"ON h.key = n.key UNION ALL SELECT key, after, op, pos, source_ts_ms FROM ({pending}) WHERE key != {_EMPTY}"
+    )
+    redone = valid_to_sql(
+        with_truncates_sql(f"SELECT *, {NO_END} FROM ({one_per_transaction_sql(redo)})", truncates),
+        following_version(), "_truncates",
+    )  # fmt: skip
+    # The stored ends stand, but for a truncate logged since the last fold.
+    kept = valid_to_sql(
+        with_truncates_sql(
+            f"SELECT h.* FROM ({stored}) h LEFT ANTI JOIN ({touched}) n ON h.key = n.key WHERE h.key != {_EMPTY}",
+            truncates,
+        ),
+        stored_end(), "_truncates",
+    )  # fmt: skip
+    columns = ", ".join(f.name for f in HISTORY.fields)
+    return f"SELECT {columns} FROM ({redone}) UNION ALL SELECT {columns} FROM ({kept})"
+
+
+def _shape(record: FoldRecord) -> list[MySqlColumn]:
+    return [MySqlColumn(**c) for c in record.mysql_columns]
+
+
+def history_sql(spark: SparkSession, state_path: str, track_history_on: Sequence[str] | None = None) -> str:
+    """Every version of the table's rows (SCD type 2): the source's columns, `_cdcflow_op`, valid from
+    (`_cdcflow_valid_from_pos`, `_cdcflow_valid_from`: a timestamp of the source time) up to
+    (`_cdcflow_valid_to_pos`, `_cdcflow_valid_to`; null while current), and `_cdcflow_current`. A delete ends a
+    version and starts none. `track_history_on` (default: the table's option; None: every column): consecutive
+    versions that differ only in other columns are one version, with the newest values."""
+    record = history_record(spark, state_path)
+    tracked = list(track_history_on if track_history_on is not None else record.track_history_on or [])
+    rows = f"SELECT * FROM ({versions_with_ends_sql(spark, state_path, record)}) WHERE op != 'd'"
+    validity = [
+        f"key AS {KEY}", f"op AS {quoted('_cdcflow_op')}", f"pos AS {VALID_FROM_POS}",
+        f"timestamp_millis(source_ts_ms) AS {VALID_FROM}", f"valid_to_pos AS {VALID_TO_POS}",
+        f"timestamp_millis(valid_to_ts_ms) AS {VALID_TO}", f"valid_to_pos IS NULL AS {CURRENT}",
+    ]  # fmt: skip
+    if record.layout == "typed":
+        shape = _shape(record)
+        if not shape:
+            return f"SELECT NULL AS {quoted(KEY)} WHERE false"
+        known = {c.name.lower(): c.name for c in shape}
+        missing = [c for c in tracked if c.lower() not in known]
+        if missing:
+            raise ConfigError(f"{state_path}: track_history_on names {missing}, which {record.db}.{record.table} does "
+                              f"not have (its columns: {[c.name for c in shape]})")  # fmt: skip
+        tracked_sql = [quoted(known[c.lower()]) for c in tracked]
+        shown = steps(rows, [["*", mt.VALUES_SQL], [*mt.source_columns_sql(shape), *validity]])
+    else:
+        tracked_sql = [f"get_json_object(after, {sql_string('$.' + c)})" for c in tracked]
+        shown = f"SELECT key, after, {', '.join(validity)} FROM ({rows})"
+    if tracked_sql:
+        shown = _collapsed(shown, tracked_sql)
+    return f"SELECT * EXCEPT ({KEY}) FROM ({shown})"
+
+
+def _collapsed(rows: str, tracked: Sequence[str]) -> str:
+    """Versions that follow one another without a gap (no delete or truncate between) and agree on every
+    `tracked` expression made one: valid from the first, to the last, with the last one's values."""
+    window = f"PARTITION BY {KEY} ORDER BY {VALID_FROM_POS}"
+    same = " AND ".join([f"lag({VALID_TO_POS}) OVER ({window}) <=> {VALID_FROM_POS}",
+                         *(f"lag({t}) OVER ({window}) <=> {t}" for t in tracked)])  # fmt: skip
+    starts = f"SELECT *, CASE WHEN {same} THEN 0 ELSE 1 END AS _starts FROM ({rows})"
+    numbered = f"SELECT *, sum(_starts) OVER ({window} ROWS UNBOUNDED PRECEDING) AS _version FROM ({starts})"
+    last = f"max_by(struct(* EXCEPT ({KEY}, _starts, _version)), {VALID_FROM_POS})"
+    first = f"min_by(named_struct('pos', {VALID_FROM_POS}, 'at', {VALID_FROM}), {VALID_FROM_POS})"
+    merged = f"SELECT {KEY}, {last} AS _last, {first} AS _first FROM ({numbered}) GROUP BY {KEY}, _version"
+    return (
+        f"SELECT {KEY}, _last.* EXCEPT ({VALID_FROM_POS}, {VALID_FROM}), _first.pos AS {VALID_FROM_POS}, "
+        f"_first.at AS {VALID_FROM} FROM ({merged})"
+    )
+
+
+def as_of_sql(
+    spark: SparkSession, state_path: str, position: Sequence[int] | None = None, source_ts_ms: int | None = None
+) -> str:
+    """The table's rows as they were at a source position (every change up to it applied; a position
+    comparing element by element, like `pos`) or at a source time (every change whose source time is at most
+    `source_ts_ms`), in the columns of its current view."""
+    if (position is None) == (source_ts_ms is None):
+        raise ValueError("give a position or a source time, not both")
+    record = history_record(spark, state_path)
+    if position is not None:
+        at = f"array({', '.join(f'CAST({int(p)} AS BIGINT)' for p in position)})"
+        valid = f"pos <= {at} AND (valid_to_pos IS NULL OR valid_to_pos > {at})"
+    else:
+        at = f"CAST({int(source_ts_ms or 0)} AS BIGINT)"
+        valid = f"source_ts_ms <= {at} AND (valid_to_ts_ms IS NULL OR valid_to_ts_ms > {at})"
+    rows = f"SELECT * FROM ({versions_with_ends_sql(spark, state_path, record)}) WHERE op != 'd' AND {valid}"
+    if record.layout == "typed":
+        shape = _shape(record)
+        if not shape:
+            return f"SELECT NULL AS {quoted(mt.DELETED)} WHERE false"
+        return steps(rows, [["*", mt.VALUES_SQL], mt.typed_columns_sql(shape)])
+    return f"SELECT key, after, op = 'd' AS deleted, op, pos, source_ts_ms FROM ({rows})"
+
+
+_MARIADB_GTID = re.compile(r"^\s*(\d+)-(\d+)-(\d+)\s*$")
+_MYSQL_INTERVAL = re.compile(r"^(\d+)(?:-(\d+))?$")
+
+
+def gtid_position(gtid: str) -> list[int]:
+    """The position just after a transaction, from its GTID: MariaDB's `domain-server-sequence`, or for MySQL the
+    executed GTID set at that point (`uuid:1-100,uuid2:1-7`, as `@@gtid_executed` shows it): MySQL positions count
+    the executed set's transactions (docs/mysql.md, "Positions")."""
+    mariadb = _MARIADB_GTID.match(gtid)
+    if mariadb:
+        return [int(mariadb.group(3)), _MAX]
+    count = 0
+    for part in (p.strip() for p in gtid.replace("\n", "").split(",")):
+        uuid_text, _, intervals = part.partition(":")
+        if not uuid_text or not intervals:
+            raise ValueError(f"{gtid!r}: not a MariaDB GTID (domain-server-sequence) nor a MySQL GTID set "
+                             "(uuid:1-100,...)")  # fmt: skip
+        for interval in intervals.split(":"):
+            m = _MYSQL_INTERVAL.match(interval.strip())
+            if m is None or (m.group(2) and int(m.group(2)) < int(m.group(1))):
+                raise ValueError(f"{gtid!r}: {interval!r} is not an interval of transaction numbers")
+            count += (int(m.group(2)) if m.group(2) else int(m.group(1))) - int(m.group(1)) + 1
+    return [count, _MAX]

@@ -1,0 +1,111 @@
+"""The history's rules as SQL text, each written once for the fold (`fold.py`) and the reads (`reads.py`).
+
+- A **version** is what one transaction left of a key: the transaction's last change of the key (its position's
+  first element names the transaction: the GTID sequence number on MariaDB, the size of the executed GTID set on
+  MySQL). A change the capture delivered twice, or a transaction whose changes came in two batches, makes the
+  same version. Deletes are versions too (op `d`, no row), truncates are versions of the empty key (op `t`).
+- A version is **valid** from its position and source time up to the key's next version, or to the first
+  truncate after it when that comes first; while neither exists it is current.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pyspark.sql.types import ArrayType, LongType, StringType, StructField, StructType
+
+from cdcflow.pipeline.sinks.delta.log import WHOLE_TABLE
+from cdcflow.pipeline.sinks.delta.sql import delta_path, quoted, sql_string
+
+# The history table: one row per version.
+HISTORY = StructType(
+    [
+        StructField("key", StringType(), False),  # the primary-key columns as JSON; truncates: WHOLE_TABLE
+        StructField("after", StringType()),  # the row image as JSON; null for a delete
+        StructField("op", StringType()),
+        StructField("pos", ArrayType(LongType())),  # valid from this position
+        StructField("source_ts_ms", LongType()),  # and this source time
+        StructField("valid_to_pos", ArrayType(LongType())),  # up to the next version or truncate (null: current)
+        StructField("valid_to_ts_ms", LongType()),
+    ]
+)
+VERSION = ("key", "after", "op", "pos", "source_ts_ms")
+# The end columns of a version not ended (yet), typed: a bare NULL has no type for the MERGE.
+NO_END = "CAST(NULL AS array<bigint>) AS valid_to_pos, CAST(NULL AS BIGINT) AS valid_to_ts_ms"
+# The type of a table's truncates as the validity rule reads them: sorted by position.
+TRUNCATES_TYPE = "array<struct<pos:array<bigint>,ts:bigint>>"
+
+
+def versions_sql(changes: str) -> str:
+    """Log rows (a query) as versions: key, after, op, pos, source_ts_ms, and `_changes`, the log rows it
+    stands for."""
+    last = "named_struct('after', after, 'op', op, 'pos', pos, 'source_ts_ms', source_ts_ms)"
+    return (
+        "SELECT key, _v.after, _v.op, _v.pos, _v.source_ts_ms, _changes FROM (SELECT "
+        f"CASE WHEN op = 't' THEN {sql_string(WHOLE_TABLE)} ELSE key END AS key, max_by({last}, pos) AS _v, "
+        f"count(*) AS _changes FROM ({changes}) GROUP BY 1, pos[0])"
+    )
+
+
+def one_per_transaction_sql(rows: str, prefer: str | None = None) -> str:
+    """`rows` (a query with VERSION columns and more) reduced to one row per key and transaction: the newest by
+    position; between equal positions, the one with `prefer` true (a boolean column) first."""
+    order = "pos DESC" + (f", {prefer} DESC" if prefer else "")
+    return (
+        f"SELECT * EXCEPT (_n) FROM (SELECT *, row_number() OVER (PARTITION BY key, pos[0] ORDER BY {order}) AS _n "
+        f"FROM ({rows})) WHERE _n = 1"
+    )
+
+
+def valid_to_sql(rows: str, next_version: str, truncates: str) -> str:
+    """`rows` (a query) with `valid_to_pos` and `valid_to_ts_ms` (replacing any it has): the version ends at
+    `next_version` (an SQL struct<pos, ts>, null when none), or at the first of `truncates` (an SQL expression of
+    TRUNCATES_TYPE) after its position when that comes first."""
+    cut = f"try_element_at(filter({truncates}, t -> t.pos > pos), 1)"
+    ends = "CASE WHEN _cut IS NOT NULL AND (_next IS NULL OR _cut.pos < _next.pos) THEN _cut ELSE _next END"
+    return (
+        "SELECT * EXCEPT (_next, _cut, _end), _end.pos AS valid_to_pos, _end.ts AS valid_to_ts_ms FROM ("
+        f"SELECT *, {ends} AS _end FROM (SELECT * EXCEPT (valid_to_pos, valid_to_ts_ms), {next_version} AS _next, "
+        f"{cut} AS _cut FROM ({rows})))"
+    )
+
+
+def following_version() -> str:
+    """The key's next version (struct<pos, ts>) as a window expression over one key's versions."""
+    return "lead(named_struct('pos', pos, 'ts', source_ts_ms)) OVER (PARTITION BY key ORDER BY pos)"
+
+
+def stored_end() -> str:
+    """The end a stored row holds (struct<pos, ts>, null while current)."""
+    return "CASE WHEN valid_to_pos IS NULL THEN NULL ELSE named_struct('pos', valid_to_pos, 'ts', valid_to_ts_ms) END"
+
+
+def truncates_literal(truncates: Sequence[tuple[Sequence[int], int | None]]) -> str:
+    """Truncates (position, source time) as an SQL value of TRUNCATES_TYPE, sorted by position."""
+    items = []
+    for pos, ts in sorted(truncates, key=lambda t: list(t[0])):
+        position = f"array({', '.join(f'CAST({int(p)} AS BIGINT)' for p in pos)})"
+        items.append(f"named_struct('pos', {position}, 'ts', CAST({'NULL' if ts is None else int(ts)} AS BIGINT))")
+    return f"CAST(array({', '.join(items)}) AS {TRUNCATES_TYPE})"
+
+
+def truncates_of_sql(*relations: str) -> str:
+    """A one-row query: `_truncates`, the truncates of `relations` (queries with key, pos, source_ts_ms) as
+    TRUNCATES_TYPE. Joined to the rows that read it (Spark takes no subquery inside a higher-order function)."""
+    union = " UNION ALL ".join(
+        f"SELECT pos, source_ts_ms FROM ({r}) WHERE key = {sql_string(WHOLE_TABLE)}" for r in relations
+    )
+    return (
+        f"SELECT CAST(array_sort(collect_list(named_struct('pos', pos, 'ts', source_ts_ms))) AS {TRUNCATES_TYPE}) "
+        f"AS _truncates FROM ({union})"
+    )
+
+
+def with_truncates_sql(rows: str, truncates: str) -> str:
+    """`rows` (a query) with the column `_truncates` of `truncates` (a `truncates_of_sql` query)."""
+    return f"SELECT r.*, t._truncates FROM ({rows}) r CROSS JOIN ({truncates}) t"
+
+
+def stored_sql(history: str) -> str:
+    """The history table at `history` (a path) as a query."""
+    return f"SELECT {', '.join(quoted(f.name) for f in HISTORY.fields)} FROM {delta_path(history)}"

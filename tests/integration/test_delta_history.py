@@ -1,0 +1,290 @@
+"""History (SCD type 2) and point-in-time reads of a Delta sink's MySQL tables (real Spark and Delta; Kafka for
+the typed layout's schema history), against an oracle the test's own workload keeps while it generates the
+transactions: every committed row version with the GTID and time of its transaction. The changes reach the sink
+in random batches, some late (after newer ones of the same row), a quarter of them twice, a transaction's changes
+split across batches, with a fold that fails after its MERGEs and is done again."""
+
+from __future__ import annotations
+
+import json
+import random
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import DataFrame, SparkSession
+
+from cdcflow.clients import kafka as k
+from cdcflow.config.sinks import DeltaStateOptions
+from cdcflow.events.json_codec import encode
+from cdcflow.events.model import ChangeEvent, Op, SourceInfo
+from cdcflow.pipeline.context import Endpoints
+from cdcflow.pipeline.envelope import events_of, parse
+from cdcflow.pipeline.library import as_of, history
+from cdcflow.pipeline.session import build_session
+from cdcflow.pipeline.sinks.delta.layouts.base import FoldHooks
+from cdcflow.pipeline.sinks.delta.records import history_path, read_record
+from cdcflow.pipeline.sinks.delta.sink import DeltaStateSink
+from cdcflow.pipeline.sinks.delta.views import current_view
+
+SOURCE, DB, TABLE = "hist", "shop", "items"
+BASE_TS = 1_700_000_000_000
+FIRST_SEQ = 100
+
+
+@dataclass(frozen=True)
+class Change:
+    op: str  # c, u, d, t
+    key: int | None
+    row: dict[str, Any] | None  # the row after it (None: deleted; truncate)
+    pos: tuple[int, int, int]
+    ts_ms: int
+
+
+@dataclass
+class Version:
+    key: int
+    row: dict[str, Any]
+    valid_from: tuple[int, int, int]
+    valid_to: tuple[int, int, int] | None = None
+
+
+@dataclass
+class Workload:
+    """Transactions as the workload ran them, and what it knows of them: the table after each one (with the
+    transaction's GTID sequence number and time) and every version of every row."""
+
+    transactions: list[list[Change]] = field(default_factory=list)
+    after: list[tuple[int, int, dict[int, dict[str, Any]]]] = field(default_factory=list)  # (seq, ts, rows)
+    versions: list[Version] = field(default_factory=list)
+
+
+def run_workload(rng: random.Random, transactions: int, keys: int) -> Workload:
+    w = Workload()
+    rows: dict[int, dict[str, Any]] = {}
+    open_version: dict[int, Version] = {}
+    for i in range(transactions):
+        seq, ts = FIRST_SEQ + i, BASE_TS + (i // 3) * 1000  # three transactions a second: times repeat
+        if i > 20 and rng.random() < 0.03:
+            changes = [Change("t", None, None, (seq, 0, 0), ts)]
+            rows = {}
+            for v in open_version.values():
+                v.valid_to = (seq, 0, 0)
+            open_version = {}
+        else:
+            changes = []
+            for key in rng.sample(range(keys), rng.randint(1, 4)):
+                for _ in range(2 if rng.random() < 0.15 else 1):  # a row changed twice in one transaction
+                    if key in rows and rng.random() < 0.25:
+                        op, row = "d", None
+                    else:
+                        op = "u" if key in rows else "c"
+                        row = {"id": key, "v": rng.choice(["a", "b", "c"]), "n": rng.randrange(1000)}
+                    changes.append(Change(op, key, row, (seq, len(changes) + 1, 0), ts))
+                    if row is None:
+                        rows.pop(key, None)
+                    else:
+                        rows[key] = row
+            last: dict[int, Change] = {}
+            for c in changes:
+                assert c.key is not None
+                last[c.key] = c
+            for key, c in last.items():
+                if key in open_version:
+                    open_version.pop(key).valid_to = c.pos
+                if c.row is not None:
+                    version = Version(key, dict(c.row), c.pos)
+                    w.versions.append(version)
+                    open_version[key] = version
+        w.transactions.append(changes)
+        w.after.append((seq, ts, {key: dict(row) for key, row in rows.items()}))
+    return w
+
+
+def event_bytes(c: Change, before: dict[str, Any] | None) -> bytes:
+    source = SourceInfo("mysql", SOURCE, DB, TABLE, c.ts_ms, c.pos, extra={"gtid": f"0-1-{c.pos[0]}"})
+    if c.op == "t":
+        event = ChangeEvent(b"{}", Op.TRUNCATE, source, truncate={"cause": "truncate", "ddl": "TRUNCATE TABLE items"})
+    else:
+        key = json.dumps({"id": c.key}, separators=(",", ":")).encode()
+        event = ChangeEvent(key, Op(c.op), source, before=before, after=c.row)
+    return encode(event)
+
+
+def deliveries(rng: random.Random, w: Workload) -> list[list[bytes]]:
+    """The workload's changes in batches as an at-least-once capture and Kafka may deliver them: in order but for
+    some that come late, a quarter twice."""
+    events: list[bytes] = []
+    rows: dict[int, dict[str, Any]] = {}
+    for changes in w.transactions:
+        for c in changes:
+            before = rows.get(c.key) if c.key is not None else None
+            events.append(event_bytes(c, before))
+            if c.op == "t":
+                rows = {}
+            elif c.row is None:
+                rows.pop(c.key, None)  # type: ignore[arg-type]
+            else:
+                rows[c.key] = c.row  # type: ignore[index]
+    for _ in range(len(events) // 10):  # late: moved behind newer changes
+        i = rng.randrange(len(events) - 5)
+        events.insert(min(len(events), i + rng.randint(5, 60)), events.pop(i))
+    for e in rng.sample(events, len(events) // 4):  # twice
+        events.insert(rng.randrange(len(events) + 1), e)
+    batches, i = [], 0
+    while i < len(events):
+        n = rng.randint(15, 45)
+        batches.append(events[i : i + n])
+        i += n
+    return batches
+
+
+def events_frame(spark: SparkSession, values: list[bytes]) -> DataFrame:
+    raw = spark.createDataFrame(
+        [("t", 0, i, json.dumps(json.loads(v)["key"]).encode(), v) for i, v in enumerate(values)],
+        "topic string, partition int, offset long, key binary, value binary",
+    )
+    return events_of(parse(raw))
+
+
+class FailOnce(FoldHooks):
+    """The second fold fails after its MERGEs committed (state and history), before its record: as a driver
+    killed there, the next fold does it all again."""
+
+    def __init__(self) -> None:
+        self.folds = 0
+        self.failed = 0
+
+    def merged(self, path: str) -> None:
+        self.folds += 1
+        if self.folds == 2:
+            self.failed += 1
+            raise RuntimeError("cdcflow test: a fold stopped between its MERGEs and its record")
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[SparkSession]:
+    yield build_session("cdcflow-test-history")
+
+
+def _schema_history(bootstrap: str) -> str:
+    topic = f"hist-schema-{uuid.uuid4().hex[:8]}"
+    columns = [
+        {"name": "id", "type": "INT", "sql_type": "INT", "nullable": False, "key": True, "key_order": 0},
+        {"name": "v", "type": "VARCHAR", "sql_type": "VARCHAR(20)", "nullable": True, "key": False, "key_order": None},
+        {"name": "n", "type": "INT", "sql_type": "INT", "nullable": True, "key": False, "key_order": None},
+    ]
+    record = {"kind": "table", "source": SOURCE, "db": DB, "table": TABLE, "columns": columns, "pos": [1, 1, 0]}
+    k.create_topic(bootstrap, topic, partitions=1)
+    k.produce_sync(bootstrap, topic, [(SOURCE.encode(), json.dumps(record).encode())])
+    return topic
+
+
+def _row(r: Any, layout: str) -> dict[str, Any]:
+    """{id, v, n} of a row of a view, whatever the layout."""
+    return json.loads(r["after"]) if layout == "json" else {"id": r["id"], "v": r["v"], "n": r["n"]}
+
+
+def _rows(frame: DataFrame, layout: str) -> list[dict[str, Any]]:
+    return [_row(r, layout) for r in frame.collect()]
+
+
+def _table(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    return sorted((r["id"], r["v"], r["n"]) for r in rows)
+
+
+def _history_rows(frame: DataFrame, layout: str) -> list[tuple[Any, ...]]:
+    out = []
+    for r in frame.collect():
+        row, to = _row(r, layout), r["_cdcflow_valid_to_pos"]
+        assert r["_cdcflow_current"] == (to is None)
+        out.append((row["id"], row["v"], row["n"], tuple(r["_cdcflow_valid_from_pos"]), tuple(to) if to else None))
+    return sorted(out, key=repr)
+
+
+def _expected_history(versions: list[Version], tracked: tuple[str, ...] | None = None) -> list[tuple[Any, ...]]:
+    """The workload's versions; with `tracked`, consecutive versions of a row (one ending where the next begins)
+    that agree on the tracked columns made one, with the last one's values."""
+    out: list[tuple[Any, ...]] = []
+    by_key: dict[int, list[Version]] = {}
+    for v in versions:
+        by_key.setdefault(v.key, []).append(v)
+    for key, vs in by_key.items():
+        merged: list[Version] = []
+        for v in sorted(vs, key=lambda v: v.valid_from):
+            prev = merged[-1] if merged else None
+            if (tracked and prev is not None and prev.valid_to == v.valid_from
+                    and all(prev.row[c] == v.row[c] for c in tracked)):  # fmt: skip
+                merged[-1] = Version(key, v.row, prev.valid_from, v.valid_to)
+            else:
+                merged.append(Version(key, v.row, v.valid_from, v.valid_to))
+        out += [(key, v.row["v"], v.row["n"], v.valid_from, v.valid_to) for v in merged]
+    return sorted(out, key=repr)
+
+
+def same(got: list[tuple[Any, ...]], expected: list[tuple[Any, ...]], stage: str) -> None:
+    extra, missing = sorted(set(got) - set(expected), key=repr), sorted(set(expected) - set(got), key=repr)
+    assert got == expected, (
+        f"{stage}: {len(got)} versions, {len(expected)} expected; extra {extra[:6]}, missing {missing[:6]}"
+    )
+
+
+@pytest.mark.parametrize("layout", ["typed", "json"])
+def test_history_and_point_in_time_reads_equal_the_workloads_own_account(
+    layout: str, spark: SparkSession, kafka: dict[str, Any], tmp_path: Path
+) -> None:
+    rng = random.Random(54 if layout == "typed" else 55)
+    workload = run_workload(rng, transactions=150, keys=10)
+    batches = deliveries(rng, workload)
+    prefix = f"h{uuid.uuid4().hex[:6]}_"
+    options = DeltaStateOptions(
+        path=str(tmp_path / "delta"), mysql_layout=layout, history=True, fold_rows=10**9, fold_interval_s=10**6,
+        schema_history_topic=_schema_history(kafka["bootstrap_servers"]), catalog_database_prefix=prefix,
+    )  # fmt: skip
+    hooks = FailOnce()
+    sink = DeltaStateSink("hist", options, Endpoints(bootstrap_servers=kafka["bootstrap_servers"]), hooks=hooks)
+    path = sink.table_path(SOURCE, DB, TABLE)
+    folded_after = {len(batches) // 3, len(batches) // 2, (2 * len(batches)) // 3}
+    for batch_id, batch in enumerate(batches):
+        sink.apply_batch(events_frame(spark, batch), batch_id)
+        if batch_id in folded_after:
+            try:
+                sink.flush(spark)
+            except RuntimeError as exc:
+                assert "a fold stopped" in str(exc)
+    assert hooks.failed == 1  # the fold that stopped after its MERGEs ran, and was done again by a later one
+    record = read_record(spark, path)
+    assert record is not None and record.history and record.history_seeded
+    assert record.folded_version < sink.batches.version  # the last batches are not folded: the reads merge them
+
+    def check(stage: str) -> None:
+        same(_history_rows(history(spark, path), layout), _expected_history(workload.versions), stage)
+        tracked = _history_rows(history(spark, path, track_history_on=["v"]), layout)
+        same(tracked, _expected_history(workload.versions, ("v",)), f"{stage}, tracking v")
+        points = rng.sample(workload.after, 25)
+        for seq, _ts, rows in points:
+            assert _table(_rows(as_of(spark, path, gtid=f"0-1-{seq}"), layout)) == _table(list(rows.values())), seq
+        for _seq, ts, _rows_then in rng.sample(workload.after, 25):
+            at = ts + rng.randrange(1000)
+            expected = [rows for _s, t, rows in workload.after if t <= at][-1]
+            got_rows = _table(_rows(as_of(spark, path, source_time=at), layout))
+            assert got_rows == _table(list(expected.values())), (stage, at)
+        newest = _table(list(workload.after[-1][2].values()))
+        assert _table(_rows(current_view(spark, path), layout)) == newest
+        assert _table(_rows(as_of(spark, path, position=[FIRST_SEQ + 10**6]), layout)) == newest
+
+    check("history stored and changes not folded yet")
+    sink.flush(spark)
+    check("every change folded")
+    # a fold with nothing new changes nothing, and the history's name is in the catalog
+    stored = spark.read.format("delta").load(history_path(path)).count()
+    sink.apply_batch(events_frame(spark, batches[0]), len(batches))  # old changes again, in a new batch
+    sink.flush(spark)
+    assert spark.read.format("delta").load(history_path(path)).count() == stored
+    check("a batch of old changes folded again")
+    named = spark.table(f"{prefix}{DB}.{TABLE}_history")
+    assert _history_rows(named, layout) == _expected_history(workload.versions)
+    sink.close()
