@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from pyspark.sql import SparkSession
 
@@ -31,8 +32,14 @@ from cdcflow.pipeline.library import as_of, history
 from cdcflow.pipeline.session import build_session
 from cdcflow.pipeline.sinks.delta.views import current_view
 
-TRANSACTIONS = soak_size(240, 2_000)
+TRANSACTIONS = 1_500
 KEYS = 15
+
+pytestmark = pytest.mark.skipif(
+    not soak_size(0, 1),
+    reason="make soak only (about 4 minutes of Spark; tests/integration/test_delta_history.py "
+    "runs the same checks on generated transactions in make test)",
+)
 
 
 class HistoryWorkload:
