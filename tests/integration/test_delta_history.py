@@ -19,6 +19,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from cdcflow.clients import kafka as k
 from cdcflow.config.sinks import DeltaStateOptions
+from cdcflow.dev.testing import soak_size
 from cdcflow.events.json_codec import encode
 from cdcflow.events.model import ChangeEvent, Op, SourceInfo
 from cdcflow.pipeline.context import Endpoints
@@ -136,7 +137,7 @@ def deliveries(rng: random.Random, w: Workload) -> list[list[bytes]]:
         events.insert(rng.randrange(len(events) + 1), e)
     batches, i = [], 0
     while i < len(events):
-        n = rng.randint(15, 45)
+        n = rng.randint(20, 60)
         batches.append(events[i : i + n])
         i += n
     return batches
@@ -232,12 +233,16 @@ def same(got: list[tuple[Any, ...]], expected: list[tuple[Any, ...]], stage: str
     )
 
 
-@pytest.mark.parametrize("layout", ["typed", "json"])
+@pytest.mark.parametrize(
+    "layout",
+    ["typed", pytest.param("json", marks=pytest.mark.skipif(not soak_size(0, 1), reason="make soak only (the same "
+                                                            "rules as typed, another projection; 2 minutes)"))],
+)  # fmt: skip
 def test_history_and_point_in_time_reads_equal_the_workloads_own_account(
     layout: str, spark: SparkSession, kafka: dict[str, Any], tmp_path: Path
 ) -> None:
     rng = random.Random(54 if layout == "typed" else 55)
-    workload = run_workload(rng, transactions=150, keys=10)
+    workload = run_workload(rng, transactions=soak_size(120, 400), keys=10)
     batches = deliveries(rng, workload)
     prefix = f"h{uuid.uuid4().hex[:6]}_"
     options = DeltaStateOptions(
