@@ -10,10 +10,10 @@ kept in memory, and every contender starts from them:
    staged with a null merge key so they insert, every change staged with its key so it ends the current
    version; a delete ends it too), one MERGE per batch;
 2. cdcflow, history off: a `delta` sink in this process, each batch appended, then folded every `--fold-every`
-   batches (and at the end); append and fold times apart;
+   batches (default: as the sink's `fold_rows` default would) and at the end; append and fold times apart;
 3. cdcflow, history on: the same with `history: true`.
 
-Goals (#54): (3) at least 2x the docs SCD2's throughput (both end with an exact history); its folds at most 1.3x
+Goals: (3) at least 2x the docs SCD2's throughput (both end with an exact history); its folds at most 1.3x
 those of (2). Then a point-in-time read of the table (`cdcflow.as_of` at a position among the updates) against
 reading its current view, every row and column computed (a hash of each row, summed), median of three; goal at most
 2x. Checked: cdcflow's history equals the docs table version by version, and as_of equals the docs table's
@@ -22,7 +22,7 @@ versions valid at that position.
 Against the local stack's Kafka for the typed table's schema history (`make stack-up kafka` first).
 
 Usage: .venv/bin/python benchmarks/delta_history.py [--rows 200000] [--rounds 4] [--deletes 2000]
-           [--batch 20000] [--fold-every 5] [--repeat 1]
+           [--batch 20000] [--fold-every N] [--repeat 1]
 """
 
 from __future__ import annotations
@@ -212,9 +212,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--deletes", type=int, default=2_000)
     parser.add_argument("--batch", type=int, default=20_000)
-    parser.add_argument("--fold-every", type=int, default=5)
+    # cdcflow folds when fold_rows changes are pending: every that many batches by default
+    parser.add_argument("--fold-every", type=int, default=None)
     parser.add_argument("--repeat", type=int, default=1)
     args = parser.parse_args()
+    if args.fold_every is None:
+        args.fold_every = max(1, int(DeltaStateOptions.model_fields["fold_rows"].default) // args.batch)
     logging.basicConfig(level=logging.WARNING)
     bootstrap = Stack(default_stack_home()).endpoints("kafka")["bootstrap_servers"]
     spark = build_session("cdcflow-bench-history")

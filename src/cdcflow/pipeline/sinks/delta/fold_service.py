@@ -163,6 +163,7 @@ class FoldService:
         done = dataclasses.replace(
             done, history=history is not None, history_seeded=history is not None,
             track_history_on=list(history.track_history_on) if history and history.track_history_on else None,
+            history_truncates=[list(t) for t in folded.history_truncates or []],
         )  # fmt: skip
         truncate = folded.truncated_at
         if record.layout == "typed":

@@ -47,6 +47,7 @@ class FoldRecord:
     # MySQL: every version is kept in the history table beside the state (`history_path`), folded with it
     history: bool = False
     history_seeded: bool = False  # the history table holds every change the log held when history began
+    history_truncates: list[Any] = field(default_factory=list)  # [[position, source time], ...] in the history
     track_history_on: list[str] | None = None  # the history view's tracked columns (None: every column)
     folded_at_ms: int | None = None
     fold_ms: int | None = None  # how long the last fold took

@@ -13,13 +13,14 @@ import logging
 import uuid
 
 from delta.tables import DeltaTable
+from pyspark.sql import Column
 
 from cdcflow.pipeline.sinks.delta.history.versions import (
     HISTORY,
     NO_END,
+    Truncate,
     following_version,
     one_per_transaction_sql,
-    stored_sql,
     truncates_literal,
     valid_to_sql,
     versions_sql,
@@ -54,78 +55,85 @@ def fold_with_history(job: FoldJob, layout: Layout) -> Folded:
     try:
         folded = layout.fold(dataclasses.replace(job, changes=f"SELECT * FROM {name}"))
         if folded.changes or not record.history_seeded:
-            fold_history(job, f"SELECT * FROM {name}")
-        return folded
+            truncates = fold_history(job, f"SELECT * FROM {name}")
+            return dataclasses.replace(folded, history_truncates=truncates)
+        return dataclasses.replace(folded, history_truncates=record.history_truncates)
     finally:
         spark.catalog.dropTempView(name)
         versions.unpersist()
 
 
-def fold_history(job: FoldJob, versions: str) -> None:
-    """Merge `versions` (a query of `versions.versions_sql` rows: the fold's changes) into the table's history.
-    The first fold that keeps history for a table (`record.history_seeded` false) takes every version the log
-    holds instead."""
-    spark, path = job.spark, history_path(job.path)
-    seeding = not job.record.history_seeded
+def fold_history(job: FoldJob, versions: str) -> list[Truncate]:
+    """Merge `versions` (a query of `versions.versions_sql` rows: the fold's changes) into the table's history;
+    the table's truncates after it (kept in the fold record, so no fold scans the history for them). The first
+    fold that keeps history for a table (`record.history_seeded` false) takes every version the log holds
+    instead."""
+    spark, path, record = job.spark, history_path(job.path), job.record
+    seeding = not record.history_seeded
     if seeding:
-        versions = versions_sql(logged_sql(job.record))
+        versions = versions_sql(logged_sql(record))
     fresh = not DeltaTable.isDeltaTable(spark, path)
     table = f"cdcflow_history_{uuid.uuid4().hex}"
     new = spark.sql(versions).drop("_changes").persist()
     new.createOrReplaceTempView(table)
     try:
         new_truncates = [(list(r["pos"]), r["source_ts_ms"]) for r in new.where(f"key = {_EMPTY}").collect()]
-        stored_truncates = []
-        if not fresh:
-            stored = spark.sql(f"SELECT pos, source_ts_ms FROM ({stored_sql(path)}) WHERE key = {_EMPTY}").collect()
-            stored_truncates = [(list(r["pos"]), r["source_ts_ms"]) for r in stored]
-        truncates = truncates_literal([*stored_truncates, *new_truncates])
+        stored_truncates = [] if seeding else [(list(pos), ts) for pos, ts in record.history_truncates]
+        known = {tuple(pos) for pos, _ts in stored_truncates}
+        truncates = [*stored_truncates, *(t for t in new_truncates if tuple(t[0]) not in known)]
+        ended_by = truncates_literal(truncates)
         if fresh:
             ensure_table(spark, path, HISTORY, job.state_properties())
-            rows = valid_to_sql(
-                f"SELECT *, {NO_END} FROM {table} WHERE key != {_EMPTY}",
-                following_version(), truncates,
-            )  # fmt: skip
+            rows = valid_to_sql(f"SELECT *, {NO_END} FROM {table} WHERE key != {_EMPTY}", following_version(), ended_by)
             truncate_rows = f"SELECT *, {NO_END} FROM {table} WHERE key = {_EMPTY}"
             columns = ", ".join(f.name for f in HISTORY.fields)
             spark.sql(f"SELECT {columns} FROM ({rows}) UNION ALL SELECT {columns} FROM ({truncate_rows})").write.format(
                 "delta"
             ).mode("append").save(path)
-            return
-        # A truncate ends versions of every key; so does a history that starts now (the stored rows may be a
-        # seed that was cut short).
-        every_key = seeding or bool(new_truncates)
-        existing = f"SELECT * FROM ({stored_sql(path)}) WHERE key != {_EMPTY}"
-        if not every_key:
-            existing = (
-                f"SELECT h.* FROM ({existing}) h LEFT SEMI JOIN (SELECT DISTINCT key FROM {table}) n ON h.key = n.key"
-            )
-        both = (
-            "SELECT key, after, op, pos, source_ts_ms, valid_to_pos AS _stored_to_pos, "
-            f"valid_to_ts_ms AS _stored_to_ts, true AS _stored FROM ({existing}) UNION ALL "
-            f"SELECT key, after, op, pos, source_ts_ms, NULL, NULL, false FROM {table} WHERE key != {_EMPTY}"
-        )
-        rows = valid_to_sql(
-            f"SELECT *, {NO_END} FROM ({one_per_transaction_sql(both, '_stored')})",
-            following_version(), truncates,
-        )  # fmt: skip
-        changed = (
-            f"SELECT key, after, op, pos, source_ts_ms, valid_to_pos, valid_to_ts_ms FROM ({rows}) WHERE NOT _stored "
-            "OR NOT (valid_to_pos <=> _stored_to_pos) OR NOT (valid_to_ts_ms <=> _stored_to_ts) "
-            f"UNION ALL SELECT key, after, op, pos, source_ts_ms, {NO_END} FROM {table} WHERE key = {_EMPTY}"
-        )
-        source = job.hooks.merge_source(path, spark.sql(changed))
-
-        def merge() -> None:
-            (
-                DeltaTable.forPath(spark, path).alias("t")
-                .merge(source.alias("s"), "t.key = s.key AND t.pos[0] = s.pos[0]")
-                .whenMatchedUpdateAll(condition=f"s.key != {_EMPTY}")
-                .whenNotMatchedInsertAll()
-                .execute()
-            )  # fmt: skip
-
-        merge_guarded(job.sink, path, merge)
+            return truncates
+        _merge(job, path, table, ended_by, every_key=seeding or bool(new_truncates))
+        return truncates
     finally:
         spark.catalog.dropTempView(table)
         new.unpersist()
+
+
+def _merge(job: FoldJob, path: str, table: str, ended_by: str, every_key: bool) -> None:
+    """The stored versions of the keys `table`'s versions touch (of every key when `every_key`: a truncate ends
+    versions of every key, and a history that starts now may hold a seed cut short) read narrowly (no row
+    images), every end computed again over both, and only what changed MERGEd: new versions inserted (or
+    replacing a stored one of the same transaction that they follow), stored ones given their new end."""
+    spark = job.spark
+    narrow = "key, pos, source_ts_ms, valid_to_pos, valid_to_ts_ms"
+    existing = f"SELECT {narrow} FROM {delta_path(path)} WHERE key != {_EMPTY}"
+    if not every_key:
+        touched = f"SELECT DISTINCT key FROM {table}"
+        existing = f"SELECT h.* FROM ({existing}) h LEFT SEMI JOIN ({touched}) n ON h.key = n.key"
+    both = (
+        "SELECT key, CAST(NULL AS STRING) AS after, CAST(NULL AS STRING) AS op, pos, source_ts_ms, "
+        f"valid_to_pos AS _stored_to_pos, valid_to_ts_ms AS _stored_to_ts, true AS _stored FROM ({existing}) "
+        f"UNION ALL SELECT key, after, op, pos, source_ts_ms, NULL, NULL, false FROM {table} WHERE key != {_EMPTY}"
+    )
+    rows = valid_to_sql(f"SELECT *, {NO_END} FROM ({one_per_transaction_sql(both, '_stored')})", following_version(),
+                        ended_by)  # fmt: skip
+    columns = ", ".join(f.name for f in HISTORY.fields)
+    changed = (
+        f"SELECT {columns}, _stored FROM ({rows}) WHERE NOT _stored OR NOT (valid_to_pos <=> _stored_to_pos) "
+        "OR NOT (valid_to_ts_ms <=> _stored_to_ts) "
+        f"UNION ALL SELECT key, after, op, pos, source_ts_ms, {NO_END}, false FROM {table} WHERE key = {_EMPTY}"
+    )
+    source = job.hooks.merge_source(path, spark.sql(changed))
+    every: dict[str, str | Column] = {f.name: f"s.{f.name}" for f in HISTORY.fields}
+    ends: dict[str, str | Column] = {"valid_to_pos": "s.valid_to_pos", "valid_to_ts_ms": "s.valid_to_ts_ms"}
+
+    def merge() -> None:
+        (
+            DeltaTable.forPath(spark, path).alias("t")
+            .merge(source.alias("s"), "t.key = s.key AND t.pos[0] = s.pos[0]")
+            .whenMatchedUpdate(condition="s._stored", set=ends)
+            .whenMatchedUpdate(condition=f"s.key != {_EMPTY}", set=every)
+            .whenNotMatchedInsert(values=every)
+            .execute()
+        )  # fmt: skip
+
+    merge_guarded(job.sink, path, merge)

@@ -25,6 +25,7 @@ from cdcflow.pipeline.sinks.delta.history.versions import (
     stored_end,
     stored_sql,
     truncates_of_sql,
+    truncates_relation_sql,
     valid_to_sql,
     versions_sql,
     with_truncates_sql,
@@ -66,10 +67,11 @@ def versions_with_ends_sql(spark: SparkSession, state_path: str, record: FoldRec
     if record.history_seeded and DeltaTable.isDeltaTable(spark, stored_path):
         stored = stored_sql(stored_path)
         pending = versions_sql(pending_sql(record, record.folded_version))
+        stored_truncates = truncates_relation_sql([(list(pos), ts) for pos, ts in record.history_truncates])
     else:  # not folded with history yet: every change the log holds
-        stored = empty(HISTORY)
+        stored = stored_truncates = empty(HISTORY)
         pending = versions_sql(logged_sql(record))
-    truncates = truncates_of_sql(stored, pending)
+    truncates = truncates_of_sql(stored_truncates, pending)
     touched = f"SELECT DISTINCT key FROM ({pending}) WHERE key != {_EMPTY}"
     redo = (
         f"SELECT h.key, h.after, h.op, h.pos, h.source_ts_ms FROM ({stored}) h LEFT SEMI JOIN ({touched}) n "

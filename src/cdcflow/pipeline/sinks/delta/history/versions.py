@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from pyspark.sql.types import ArrayType, LongType, StringType, StructField, StructType
 
@@ -32,6 +33,8 @@ HISTORY = StructType(
 VERSION = ("key", "after", "op", "pos", "source_ts_ms")
 # The end columns of a version not ended (yet), typed: a bare NULL has no type for the MERGE.
 NO_END = "CAST(NULL AS array<bigint>) AS valid_to_pos, CAST(NULL AS BIGINT) AS valid_to_ts_ms"
+# A truncate as the fold record keeps it: (position, source time).
+Truncate = tuple[list[int], Any]
 # The type of a table's truncates as the validity rule reads them: sorted by position.
 TRUNCATES_TYPE = "array<struct<pos:array<bigint>,ts:bigint>>"
 
@@ -80,13 +83,31 @@ def stored_end() -> str:
     return "CASE WHEN valid_to_pos IS NULL THEN NULL ELSE named_struct('pos', valid_to_pos, 'ts', valid_to_ts_ms) END"
 
 
-def truncates_literal(truncates: Sequence[tuple[Sequence[int], int | None]]) -> str:
+def truncates_literal(truncates: Sequence[Truncate]) -> str:
     """Truncates (position, source time) as an SQL value of TRUNCATES_TYPE, sorted by position."""
     items = []
     for pos, ts in sorted(truncates, key=lambda t: list(t[0])):
-        position = f"array({', '.join(f'CAST({int(p)} AS BIGINT)' for p in pos)})"
-        items.append(f"named_struct('pos', {position}, 'ts', CAST({'NULL' if ts is None else int(ts)} AS BIGINT))")
+        ts_sql = "NULL" if ts is None else int(ts)
+        items.append(f"named_struct('pos', {position_sql(pos)}, 'ts', CAST({ts_sql} AS BIGINT))")
     return f"CAST(array({', '.join(items)}) AS {TRUNCATES_TYPE})"
+
+
+def position_sql(pos: Sequence[int]) -> str:
+    return f"array({', '.join(f'CAST({int(p)} AS BIGINT)' for p in pos)})"
+
+
+def truncates_relation_sql(truncates: Sequence[Truncate]) -> str:
+    """Truncates (position, source time) as a query with key (WHOLE_TABLE), pos, source_ts_ms."""
+    rows = [
+        f"SELECT {sql_string(WHOLE_TABLE)} AS key, {position_sql(pos)} AS pos, "
+        f"CAST({'NULL' if ts is None else int(ts)} AS BIGINT) AS source_ts_ms"
+        for pos, ts in truncates
+    ]
+    empty = (
+        f"SELECT {sql_string(WHOLE_TABLE)} AS key, CAST(NULL AS array<bigint>) AS pos, CAST(NULL AS BIGINT) "
+        "AS source_ts_ms WHERE false"
+    )
+    return " UNION ALL ".join(rows) if rows else empty
 
 
 def truncates_of_sql(*relations: str) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
@@ -66,6 +66,8 @@ class FoldJob:
 class Folded:
     changes: int  # the changes read
     truncated_at: list[int] | None  # the newest truncate among them (its position)
+    # History kept: every truncate of the table ([position, source time]), for the fold record
+    history_truncates: list[Any] | None = None
 
 
 class Layout(Protocol):
