@@ -23,6 +23,7 @@ Against the local stack's Kafka for the typed table's schema history (`make stac
 
 Usage: .venv/bin/python benchmarks/delta_history.py [--rows 200000] [--rounds 4] [--deletes 2000]
            [--batch 20000] [--fold-every N] [--repeat 1]
+The batches are kept in the driver: give it the memory (SPARK_DRIVER_MEMORY=6g for a million rows).
 """
 
 from __future__ import annotations

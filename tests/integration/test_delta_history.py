@@ -20,6 +20,7 @@ from pyspark.sql import DataFrame, SparkSession
 from cdcflow.clients import kafka as k
 from cdcflow.config.sinks import DeltaStateOptions
 from cdcflow.dev.testing import soak_size
+from cdcflow.errors import ConfigError
 from cdcflow.events.json_codec import encode
 from cdcflow.events.model import ChangeEvent, Op, SourceInfo
 from cdcflow.pipeline.context import Endpoints
@@ -297,3 +298,33 @@ def test_history_and_point_in_time_reads_equal_the_workloads_own_account(
     named = spark.table(f"{prefix}{DB}.{TABLE}_history")
     assert _history_rows(named, layout) == _expected_history(workload.versions)
     sink.close()
+
+
+def test_history_turned_on_later_starts_with_every_change_the_log_holds(
+    spark: SparkSession, kafka: dict[str, Any], tmp_path: Path
+) -> None:
+    """A table folded for a while without history; history turned on, with nothing new to fold: the next fold
+    fills the history from the change log, so it holds every version since the sink began."""
+    rng = random.Random(56)
+    workload = run_workload(rng, transactions=40, keys=6)
+    batches = deliveries(rng, workload)
+    options = DeltaStateOptions(
+        path=str(tmp_path / "delta"), fold_rows=10**9, fold_interval_s=10**6, register_in_catalog=False,
+        schema_history_topic=_schema_history(kafka["bootstrap_servers"]),
+    )  # fmt: skip
+    endpoints = Endpoints(bootstrap_servers=kafka["bootstrap_servers"])
+    before = DeltaStateSink("hist", options, endpoints)
+    for batch_id, batch in enumerate(batches):
+        before.apply_batch(events_frame(spark, batch), batch_id)
+    before.flush(spark)
+    before.close()
+    path = before.table_path(SOURCE, DB, TABLE)
+    with pytest.raises(ConfigError, match="no history is kept"):
+        history(spark, path)
+
+    after = DeltaStateSink("hist", options.model_copy(update={"history": True}), endpoints)  # a restart
+    after.flush(spark)  # nothing new in the log: the fold only starts the history
+    after.close()
+    record = read_record(spark, path)
+    assert record is not None and record.history_seeded
+    same(_history_rows(history(spark, path), "typed"), _expected_history(workload.versions), "history turned on")

@@ -49,7 +49,11 @@ def fold_with_history(job: FoldJob, layout: Layout) -> Folded:
     """The layout's fold of the state, and the history's step, from one read of the pending changes (as
     versions: the state's newest change per key is the newest version)."""
     spark, record = job.spark, job.record
-    versions = spark.sql(versions_sql(pending_sql(record, record.folded_version + 1, job.version))).persist()
+    if job.version > record.folded_version:
+        pending = pending_sql(record, record.folded_version + 1, job.version)
+    else:  # nothing new: a fold that only starts the history (turned on for a table folded before)
+        pending = f"SELECT * FROM {delta_path(record.log)} WHERE false"
+    versions = spark.sql(versions_sql(pending)).persist()
     name = f"cdcflow_versions_{uuid.uuid4().hex}"
     versions.createOrReplaceTempView(name)
     try:
@@ -70,7 +74,7 @@ def fold_history(job: FoldJob, versions: str) -> list[Truncate]:
     instead."""
     spark, path, record = job.spark, history_path(job.path), job.record
     seeding = not record.history_seeded
-    if seeding:
+    if seeding and record.folded_version >= 0:  # (never folded: the fold's changes are every change logged)
         versions = versions_sql(logged_sql(record))
     fresh = not DeltaTable.isDeltaTable(spark, path)
     table = f"cdcflow_history_{uuid.uuid4().hex}"
