@@ -27,6 +27,7 @@ from cdcflow.pipeline.context import Endpoints
 from cdcflow.pipeline.envelope import events_of, parse
 from cdcflow.pipeline.library import as_of, history
 from cdcflow.pipeline.session import build_session
+from cdcflow.pipeline.sinks.delta import fold_service
 from cdcflow.pipeline.sinks.delta.layouts.base import FoldHooks
 from cdcflow.pipeline.sinks.delta.records import history_path, read_record
 from cdcflow.pipeline.sinks.delta.sink import DeltaStateSink
@@ -240,7 +241,7 @@ def same(got: list[tuple[Any, ...]], expected: list[tuple[Any, ...]], stage: str
                                                             "rules as typed, another projection; 2 minutes)"))],
 )  # fmt: skip
 def test_history_and_point_in_time_reads_equal_the_workloads_own_account(
-    layout: str, spark: SparkSession, kafka: dict[str, Any], tmp_path: Path
+    layout: str, spark: SparkSession, kafka: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     rng = random.Random(54 if layout == "typed" else 55)
     workload = run_workload(rng, transactions=soak_size(120, 400), keys=10)
@@ -297,6 +298,12 @@ def test_history_and_point_in_time_reads_equal_the_workloads_own_account(
     same(_history_rows(history(spark, path), layout), _expected_history(workload.versions), "old changes again")
     named = spark.table(f"{prefix}{DB}.{TABLE}_history")
     assert _history_rows(named, layout) == _expected_history(workload.versions)
+    # the fold thread's upkeep compacts the history with the state (every COMPACT_EVERY_FOLDS folds that wrote)
+    monkeypatch.setattr(fold_service, "COMPACT_EVERY_FOLDS", 2)
+    sink.service.housekeeping()
+    operations = [r["operation"] for r in spark.sql(f"DESCRIBE HISTORY delta.`{history_path(path)}`").collect()]
+    assert "OPTIMIZE" in operations
+    same(_history_rows(history(spark, path), layout), _expected_history(workload.versions), "compacted")
     sink.close()
 
 

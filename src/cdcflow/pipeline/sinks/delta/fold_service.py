@@ -28,6 +28,7 @@ from cdcflow.pipeline.sinks.delta.records import (
     FoldRecord,
     Layout,
     deletes_path,
+    history_path,
     read_record,
     read_text,
     write_record,
@@ -202,8 +203,8 @@ class FoldService:
         self._optimize_log_if_due()
 
     def compact_if_due(self) -> None:
-        """Compact each state table (and its deletes) after every COMPACT_EVERY_FOLDS folds that wrote to it:
-        each fold adds a file or two."""
+        """Compact each state table (and its deletes and history) after every COMPACT_EVERY_FOLDS folds that wrote
+        to it: each fold adds a file or two."""
         spark = self.spark
         with self._records_lock:
             due = [p for p, n in self._folds_since_compaction.items() if n >= COMPACT_EVERY_FOLDS]
@@ -211,7 +212,7 @@ class FoldService:
             assert spark is not None
             spark.sparkContext.setLocalProperty("spark.scheduler.pool", FOLD_POOL)
             started = time.perf_counter()
-            for table in (path, deletes_path(path)):
+            for table in (path, deletes_path(path), history_path(path)):
                 if DeltaTable.isDeltaTable(spark, table):
                     spark.sql(f"OPTIMIZE delta.`{table}`").collect()
             with self._records_lock:
