@@ -52,12 +52,8 @@ def register(spark: SparkSession, state_path: str, prefix: str, db: str, table: 
         elif not _same_location(spark, state, state_path):
             log.warning("%s already names another table; %s is not registered under it", state, state_path)
             return False
-    if spark.catalog.tableExists(view):
-        owner = _property(spark, view, STATE_PATH_PROPERTY)
-        if owner != state_path:
-            log.warning("%s already names %s; the current view of %s is not registered under it", view,
-                        owner or "a table or view cdcflow did not create", state_path)  # fmt: skip
-            return False
+    if _held_by_another(spark, view, state_path, "the current view"):
+        return False
     _replace_view(spark, view, state_path)
     return True
 
@@ -66,16 +62,21 @@ def register_history(spark: SparkSession, state_path: str, prefix: str, db: str,
     """Create or refresh the history view `<prefix><db>.<table>_history` (`history.reads.history_sql`); False when
     the name belongs to something else (logged)."""
     name = f"{quoted(prefix + db)}.{quoted(table + HISTORY_SUFFIX)}"
-    if spark.catalog.tableExists(name):
-        owner = _property(spark, name, STATE_PATH_PROPERTY)
-        if owner != state_path:
-            log.warning("%s already names %s; the history of %s is not registered under it", name,
-                        owner or "a table or view cdcflow did not create", state_path)  # fmt: skip
-            return False
-    spark.sql(
-        f"CREATE OR REPLACE VIEW {name} TBLPROPERTIES ({sql_string(STATE_PATH_PROPERTY)} = {sql_string(state_path)}) "
-        f"AS {history_sql(spark, state_path)}"
-    )
+    if _held_by_another(spark, name, state_path, "the history"):
+        return False
+    _replace_view(spark, name, state_path, history_sql(spark, state_path))
+    return True
+
+
+def _held_by_another(spark: SparkSession, name: str, state_path: str, what: str) -> bool:
+    """Whether `name` is taken by something other than this state path's view (logged: it is left alone)."""
+    if not spark.catalog.tableExists(name):
+        return False
+    owner = _property(spark, name, STATE_PATH_PROPERTY)
+    if owner == state_path:
+        return False
+    log.warning("%s already names %s; %s of %s is not registered under it", name,
+                owner or "a table or view cdcflow did not create", what, state_path)  # fmt: skip
     return True
 
 
@@ -91,10 +92,11 @@ def state_path_of(spark: SparkSession, name: str) -> str:
     return path
 
 
-def _replace_view(spark: SparkSession, view: str, state_path: str) -> None:
+def _replace_view(spark: SparkSession, view: str, state_path: str, query: str | None = None) -> None:
+    """The view `view` of `state_path` as `query` (None: its current view), owned by the path (a property)."""
     spark.sql(
         f"CREATE OR REPLACE VIEW {view} TBLPROPERTIES ({sql_string(STATE_PATH_PROPERTY)} = {sql_string(state_path)}) "
-        f"AS {view_sql(spark, state_path)}"
+        f"AS {query if query is not None else view_sql(spark, state_path)}"
     )
 
 

@@ -31,6 +31,7 @@ from cdcflow.pipeline.sinks.delta.history.versions import (
     with_truncates_sql,
 )
 from cdcflow.pipeline.sinks.delta.layouts import mysql_types as mt
+from cdcflow.pipeline.sinks.delta.layouts.mysql import position_sql
 from cdcflow.pipeline.sinks.delta.log import WHOLE_TABLE
 from cdcflow.pipeline.sinks.delta.records import FoldRecord, history_path, read_record
 from cdcflow.pipeline.sinks.delta.sql import empty, pending_sql, quoted, sql_string, steps
@@ -157,7 +158,7 @@ def as_of_sql(
         raise ValueError("give a position or a source time, not both")
     record = history_record(spark, state_path)
     if position is not None:
-        at = f"array({', '.join(f'CAST({int(p)} AS BIGINT)' for p in position)})"
+        at = position_sql(list(position))
         valid = f"pos <= {at} AND (valid_to_pos IS NULL OR valid_to_pos > {at})"
     else:
         at = f"CAST({int(source_ts_ms or 0)} AS BIGINT)"

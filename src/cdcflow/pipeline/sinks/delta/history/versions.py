@@ -15,6 +15,7 @@ from typing import Any
 
 from pyspark.sql.types import ArrayType, LongType, StringType, StructField, StructType
 
+from cdcflow.pipeline.sinks.delta.layouts.mysql import position_sql
 from cdcflow.pipeline.sinks.delta.log import WHOLE_TABLE
 from cdcflow.pipeline.sinks.delta.sql import delta_path, quoted, sql_string
 
@@ -90,10 +91,6 @@ def truncates_literal(truncates: Sequence[Truncate]) -> str:
         ts_sql = "NULL" if ts is None else int(ts)
         items.append(f"named_struct('pos', {position_sql(pos)}, 'ts', CAST({ts_sql} AS BIGINT))")
     return f"CAST(array({', '.join(items)}) AS {TRUNCATES_TYPE})"
-
-
-def position_sql(pos: Sequence[int]) -> str:
-    return f"array({', '.join(f'CAST({int(p)} AS BIGINT)' for p in pos)})"
 
 
 def truncates_relation_sql(truncates: Sequence[Truncate]) -> str:
