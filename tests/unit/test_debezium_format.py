@@ -17,6 +17,8 @@ import pytest
 
 from cdcflow.events.debezium.columns import Field, UnconvertibleValue
 from cdcflow.events.debezium.envelope import DebeziumTable, transaction_begin, transaction_end
+from cdcflow.events.debezium.transcode import Transcoder
+from cdcflow.events.transactions import TransactionEnd
 from cdcflow.sources.mysql.binlog import columns as t
 from cdcflow.sources.mysql.binlog.columns import BINARY_COLLATION, Column, TableSchema
 from cdcflow.sources.mysql.binlog.events import EventHeader, RowsEvent
@@ -247,13 +249,22 @@ def test_transaction_records_count_events_per_table() -> None:
     key, begin = transaction_begin("0-1-16", 1000, schemas=False)
     assert orjson.loads(key) == {"id": "0-1-16"}
     assert orjson.loads(begin) == {"status": "BEGIN", "id": "0-1-16", "event_count": None, "data_collections": None,
-                                   "ts_ms": 1000}  # fmt: skip
-    _, end = transaction_end("0-1-16", 2000, {"ref.lines": 2, "ref.types": 1}, schemas=True)
+                                   "ts_ms": 1000, "cdcflow_pos": None}  # fmt: skip
+    _, end = transaction_end("0-1-16", 2000, {"ref.lines": 2, "ref.types": 1}, schemas=True, seq=16)
     payload = orjson.loads(end)["payload"]
-    assert payload["event_count"] == 3 and payload["data_collections"] == [
-        {"data_collection": "ref.lines", "event_count": 2},
-        {"data_collection": "ref.types", "event_count": 1},
-    ]
+    assert (
+        payload["event_count"] == 3
+        and payload["cdcflow_pos"] == 16
+        and payload["data_collections"]
+        == [
+            {"data_collection": "ref.lines", "event_count": 2},
+            {"data_collection": "ref.types", "event_count": 1},
+        ]
+    )
+    # the consistent cut reads it back (and a BEGIN as nothing)
+    read = Transcoder(None).transaction("src", end)
+    assert read == TransactionEnd("src", "0-1-16", 16, 2000, {"ref.lines": 2, "ref.types": 1})
+    assert Transcoder(None).transaction("src", begin) is None
 
 
 def test_a_key_column_that_is_not_a_column_is_refused() -> None:

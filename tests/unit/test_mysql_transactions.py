@@ -104,13 +104,13 @@ def test_xa_groups_keep_the_prepared_set_in_every_checkpoint() -> None:
     state.begin(gtid(0, 11, flags=GTID_PREPARED_XA, xid=xid))
     state.xa_prepared_here(xid, 3)
     prepared = state.commit(header(300), {})
-    assert prepared.xa_prepared == {xid: {"gtid": "0-1-11", "records": 3}}
+    assert prepared.xa_prepared == {xid: {"gtid": "0-1-11", "records": 3, "seq": 11}}
     assert Checkpoint.from_bytes(prepared.to_bytes()).xa_prepared == prepared.xa_prepared
     state.begin(gtid(0, 12, flags=GTID_PREPARED_XA | GTID_TRANSACTIONAL, xid="X'7832',X'',1"))
     state.commit(header(400), {})  # an ordinary group in between keeps the set
     state.begin(gtid(0, 13, standalone=True, flags=GTID_COMPLETED_XA, xid=xid))
     assert state.query_role(f"XA COMMIT {xid}") is QueryRole.XA_COMMIT
-    assert state.xa_completed_here(xid) == {"gtid": "0-1-11", "records": 3}
+    assert state.xa_completed_here(xid) == {"gtid": "0-1-11", "records": 3, "seq": 11}
     assert state.commit(header(500), {}).xa_prepared == {}
     # A restart from the prepare's checkpoint knows the transaction is still prepared.
     assert TransactionState(prepared, AckFrontier()).xa_prepared == prepared.xa_prepared

@@ -119,10 +119,12 @@ def pipeline_context(cfg: CdcflowConfig) -> Endpoints:
     if any(s.type == "phoenix" and not s.options.get("url") for s in sinks):
         phoenix_url = str(local_stack.endpoints(cfg.stack.resolved_home(), "phoenix")["jdbc_url"])
     beats = cfg.mysql.output.heartbeat_topic
+    transactions = cfg.mysql.output.transaction_topic
     return Endpoints(
         bootstrap_servers=bootstrap(cfg), kafka_properties=dict(cfg.kafka.properties), zk_quorum=zk,
         phoenix_url=phoenix_url, data_dir=str(data_dir(cfg)), mysql_schema_history_topic=cfg.mysql.schema_history_topic,
         heartbeat_topics=(beats,) if beats else (),  # a batch of heartbeats only is progress, not sink work
+        transaction_topics=((cfg.mysql.name, transactions, cfg.mysql.topic_prefix),) if transactions else (),
         dead_letter_topic=cfg.pipeline.dead_letter_topic, checkpoint_root=str(checkpoint_root(cfg)),
         **debezium_input(cfg),
     )  # fmt: skip

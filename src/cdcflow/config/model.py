@@ -338,8 +338,9 @@ class OutputConfig(_Strict):
     # columns (their MySQL type and fractional digits in the field's schema parameters), which readers need to
     # give the exact values back (the cdcflow pipeline needs it); off: Debezium's defaults exactly.
     propagate_source_types: bool = True
-    # debezium format: a topic for BEGIN/END records of each transaction, with its event counts per table
-    # (Debezium's provide.transaction.metadata); null: none.
+    # A topic (one partition, kept) with a record per committed transaction: its GTID, position and change events
+    # per table (the debezium format: Debezium's BEGIN/END records, provide.transaction.metadata). A Delta sink's
+    # consistent cut reads it (docs/pipeline.md); null: none.
     transaction_topic: str | None = Field(default=None, pattern=r"^[A-Za-z0-9._\-]+$")
     # Heartbeat records (either format): every heartbeat_interval_s, a record keyed by the source's name with
     # its acknowledged position and the time of the newest change it read, busy or idle (Debezium's
@@ -351,10 +352,10 @@ class OutputConfig(_Strict):
 
     @model_validator(mode="after")
     def _debezium_only(self) -> OutputConfig:
-        debezium_only = self.schemas or self.transaction_topic or self.decimal_handling != "precise"
+        debezium_only = self.schemas or self.decimal_handling != "precise"
         if self.format == "cdcflow" and (debezium_only or self.serialization != "json"):
-            raise ValueError("output.schemas, output.serialization, output.transaction_topic and "
-                             "output.decimal_handling apply to output.format: debezium only")  # fmt: skip
+            raise ValueError("output.schemas, output.serialization and output.decimal_handling apply to "
+                             "output.format: debezium only")  # fmt: skip
         if self.serialization == "avro" and self.schemas:
             raise ValueError("output.schemas wraps JSON records; with Avro the schema is in the registry: drop it")
         return self

@@ -120,6 +120,13 @@ class DeltaStateOptions(_Mapped):
     history: bool = False
     # Per table ("db.table" or "<source name>/db.table"), over `history`: {enabled, track_history_on}.
     history_tables: dict[str, TableHistory] = {}
+    # Keep the consistent cut of each MySQL source whose capture writes a transaction topic
+    # (mysql.output.transaction_topic): the newest source transaction this sink holds whole, with every one
+    # before it; its tables read as of it (cdcflow.at_cut) show the source as it was after that commit. Turns
+    # history on for the sink's MySQL tables (history_tables may turn a table's off: it is then left out).
+    consistent_cut: bool = False
+    # Seconds between two updates of the cut (each reads the new transaction records and counts the new changes).
+    consistent_cut_interval_s: float = Field(default=10.0, gt=0)
 
     @field_validator("typed_columns")
     @classmethod
@@ -141,7 +148,7 @@ class DeltaStateOptions(_Mapped):
             if key in self.history_tables:
                 chosen = self.history_tables[key]
                 return chosen if chosen.enabled else None
-        return TableHistory() if self.history else None
+        return TableHistory() if self.history or self.consistent_cut else None
 
     @property
     def kept_versions(self) -> int:

@@ -32,6 +32,9 @@ class Endpoints:
     mysql_schema_history_topic: str | None = "cdcflow-mysql-schema-history"
     # Topics of the sources' heartbeats: a batch of heartbeats only is progress, not work for the sinks.
     heartbeat_topics: tuple[str, ...] = ()
+    # (source name, transaction topic, change topic prefix) of the MySQL sources that write transaction records
+    # (mysql.output.transaction_topic): a Delta sink's consistent cut reads them.
+    transaction_topics: tuple[tuple[str, str, str], ...] = ()
     # (topic pattern, "json" or "avro") of the sources whose topics are in the debezium format.
     debezium_topics: tuple[tuple[str, str], ...] = ()
     debezium_heartbeat_topics: tuple[str, ...] = ()  # Debezium's heartbeat topics, read as cdcflow's
@@ -65,6 +68,8 @@ class Endpoints:
         for name in ("heartbeat_topics", "debezium_heartbeat_topics"):
             if name in values and values[name] is not None:
                 values[name] = tuple(values[name])
+        if values.get("transaction_topics") is not None:
+            values["transaction_topics"] = tuple((str(a), str(b), str(c)) for a, b, c in values["transaction_topics"])
         if values.get("debezium_topics") is not None:
             values["debezium_topics"] = tuple((str(p), str(s)) for p, s in values["debezium_topics"])
         for name in ("data_dir", "checkpoint_root"):

@@ -39,6 +39,9 @@ class QuerySink:
     last_error: str | None = None
     gave_up: bool = False  # --available-now: a grouped sink that failed max_failures times
 
+    def __post_init__(self) -> None:
+        self.sink.topics = self.topics  # which source tables the sink takes (the Delta sink's consistent cut)
+
     def owned(self) -> Column:
         return owns_topic(F.col("topic"), self.topics, self.earlier_topics)
 

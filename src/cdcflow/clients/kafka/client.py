@@ -341,6 +341,48 @@ def iter_to_end(
         consumer.close()
 
 
+def read_from(bootstrap: KafkaTarget, topic: str, partition: int, offset: int, max_records: int,
+              timeout_s: float = 30.0) -> list[KafkaRecord]:  # fmt: skip
+    """The records of one partition from `offset` (or its oldest, if retention removed that one) to its end now, at
+    most `max_records` ([] if the topic or partition does not exist yet)."""
+    consumer = Consumer(
+        client_config(bootstrap, {"group.id": f"cdcflow-read-from-{time.time_ns()}", "enable.auto.commit": False})
+    )
+    try:
+        try:
+            meta = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
+            if meta is None or meta.error is not None or partition not in meta.partitions:
+                return []
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout_s)
+        except KafkaException as exc:
+            raise ServiceUnavailable(f"read {topic} partition {partition}: {exc}") from exc
+        start = max(offset, low)
+        end = min(high, start + max_records)
+        out: list[KafkaRecord] = []
+        if start >= end:
+            return out
+        consumer.assign([TopicPartition(topic, partition, start)])
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if time.monotonic() > deadline:
+                raise ServiceUnavailable(f"reading {topic} partition {partition} from {start} to {end} took more "
+                                         f"than {timeout_s:.0f} s")  # fmt: skip
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            err = msg.error()
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:
+                    return out
+                raise ServiceUnavailable(f"read {topic} partition {partition}: {err.str()}")
+            at = msg.offset() or 0
+            out.append(KafkaRecord(topic, partition, at, msg.key(), msg.value()))
+            if at + 1 >= end:
+                return out
+    finally:
+        consumer.close()
+
+
 def read_at(
     bootstrap: KafkaTarget, topic: str, partition: int, offsets: list[int], timeout_s: float = 60.0
 ) -> dict[int, bytes | None]:

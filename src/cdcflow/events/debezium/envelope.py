@@ -180,6 +180,9 @@ TRANSACTION_VALUE_SCHEMA: dict[str, Any] = {
             {"type": "int64", "optional": False, "field": "event_count"}],
             "optional": True, "name": "event.collection", "version": 1}, "optional": True, "field": "data_collections"},
         {"type": "int64", "optional": False, "field": "ts_ms"},
+        # cdcflow's addition: the first element of the transaction's changes' positions (source.cdcflow_pos), which
+        # a MySQL GTID alone does not give (decision 0015); the Delta sink's consistent cut reads it.
+        {"type": "int64", "optional": True, "field": "cdcflow_pos"},
     ],
     "optional": False, "name": "io.debezium.connector.common.TransactionMetadataValue", "version": 1,
 }  # fmt: skip
@@ -190,15 +193,16 @@ def _wrap(schema: dict[str, Any], payload: dict[str, Any], schemas: bool) -> byt
 
 
 def begin_payload(txn_id: str, ts_ms: int) -> dict[str, Any]:
-    return {"status": "BEGIN", "id": txn_id, "event_count": None, "data_collections": None, "ts_ms": ts_ms}
+    return {"status": "BEGIN", "id": txn_id, "event_count": None, "data_collections": None, "ts_ms": ts_ms,
+            "cdcflow_pos": None}  # fmt: skip
 
 
-def end_payload(txn_id: str, ts_ms: int, counts: Mapping[str, int]) -> dict[str, Any]:
-    """`counts`: events per "db.table", in first-seen order."""
+def end_payload(txn_id: str, ts_ms: int, counts: Mapping[str, int], seq: int | None = None) -> dict[str, Any]:
+    """`counts`: events per "db.table", in first-seen order; `seq`: the first element of the changes' positions."""
     return {
         "status": "END", "id": txn_id, "event_count": sum(counts.values()),
         "data_collections": [{"data_collection": name, "event_count": n} for name, n in counts.items()],
-        "ts_ms": ts_ms,
+        "ts_ms": ts_ms, "cdcflow_pos": seq,
     }  # fmt: skip
 
 
@@ -208,9 +212,10 @@ def transaction_begin(txn_id: str, ts_ms: int, schemas: bool) -> tuple[bytes, by
     return _wrap(TRANSACTION_KEY_SCHEMA, {"id": txn_id}, schemas), _wrap(TRANSACTION_VALUE_SCHEMA, value, schemas)
 
 
-def transaction_end(txn_id: str, ts_ms: int, counts: Mapping[str, int], schemas: bool) -> tuple[bytes, bytes]:
+def transaction_end(txn_id: str, ts_ms: int, counts: Mapping[str, int], schemas: bool,
+                    seq: int | None = None) -> tuple[bytes, bytes]:  # fmt: skip
     """(key, value) of an END record, in JSON."""
-    value = end_payload(txn_id, ts_ms, counts)
+    value = end_payload(txn_id, ts_ms, counts, seq)
     return _wrap(TRANSACTION_KEY_SCHEMA, {"id": txn_id}, schemas), _wrap(TRANSACTION_VALUE_SCHEMA, value, schemas)
 
 

@@ -24,6 +24,7 @@ from cdcflow.events.debezium.avro import split_frame
 from cdcflow.events.debezium.columns import Field
 from cdcflow.events.heartbeats import heartbeat_record
 from cdcflow.events.json_codec import SCHEMA_ID, MalformedEvent
+from cdcflow.events.transactions import TransactionEnd, collection_counts
 
 # schema id -> the writer schema's text (Confluent's GET /schemas/ids/{id})
 FetchSchema = Callable[[int], str]
@@ -113,6 +114,26 @@ class Transcoder:
             raise MalformedEvent("a heartbeat record without an integer ts_ms")
         name = server if isinstance(server, str) else ""
         return heartbeat_record("mysql", name, {}, source_ts_ms, ts_ms)[1]
+
+    def transaction(self, source: str, value: bytes) -> TransactionEnd | None:
+        """A record of the transaction metadata topic: its END as a TransactionEnd of `source`, None for a BEGIN.
+        The position is `cdcflow_pos` (cdcflow's addition); without it (Debezium's own records) a MariaDB GTID
+        d-s-n gives n, and a MySQL GTID nothing: refused, since a MySQL position counts the executed set."""
+        payload = self._read_avro(value)[0] if value[:1] == b"\x00" else self._json_payload(value)
+        status, txn_id, ts_ms = payload.get("status"), payload.get("id"), payload.get("ts_ms")
+        if status == "BEGIN":
+            return None
+        if status != "END" or not isinstance(txn_id, str) or not isinstance(ts_ms, int):
+            raise MalformedEvent("not a BEGIN or END record with an id and ts_ms")
+        seq = payload.get("cdcflow_pos")
+        if seq is None:
+            parts = txn_id.split("-")
+            if len(parts) != 3 or not all(p.isdigit() for p in parts):
+                raise MalformedEvent(f"an END record of {txn_id} without cdcflow_pos (not written by cdcflow)")
+            seq = int(parts[2])
+        if not isinstance(seq, int):
+            raise MalformedEvent("an END record with a cdcflow_pos that is not an integer")
+        return TransactionEnd(source, txn_id, seq, ts_ms, collection_counts(payload.get("data_collections")))
 
     # -- Avro -----------------------------------------------------------------------------------------------
 

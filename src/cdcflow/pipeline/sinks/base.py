@@ -35,6 +35,8 @@ class Sink(ABC):
         # The streaming query's id, kept in its checkpoint (new when the checkpoint is reset); set
         # by the runner before the first batch.
         self.query_id: str | None = None
+        # The subscribe pattern of the sink's topics (which source tables it takes); set by the runner.
+        self.topics: str | None = None
 
     def jars(self) -> list[str]:
         """Extra jars the sink needs in Spark's JVM (a JDBC driver, ...); added to the session."""

@@ -219,6 +219,7 @@ class MySqlCapture:
         """One decision of the core, in the order the core gave them."""
         p = self._core_now().position
         if isinstance(action, core.EndGroup):
+            self.publisher.forget_published()
             self._core_now().end_group(action.header, self.snapshots.progress)
             self.stats.transactions += 1
             self.stats.last_source_ts_ms = action.header.timestamp * 1000
@@ -241,7 +242,7 @@ class MySqlCapture:
             self.stats.rolled_back_rows += self.held.undo(action.kept)
         elif isinstance(action, core.ReleaseGroup):
             self._publish(self.held.take_group(), txn)
-            self.publisher.transaction_end(ctx, txn, action.commit)
+            self.publisher.transaction_end(ctx.id, ctx.seq, action.commit.timestamp * 1000, txn)
         elif isinstance(action, core.DiscardGroup):
             self.stats.rolled_back_rows += self.held.drop_group()
             self.stats.rolled_back_groups += 1
@@ -261,6 +262,9 @@ class MySqlCapture:
             elif action.commit:
                 self.stats.xa_committed += 1 if len(rows) else 0
                 self._publish(rows, txn)
+                prepared, at_ms = action.prepared or {}, action.at.timestamp * 1000 if action.at else 0
+                if isinstance(prepared.get("seq"), int):  # (prepared by a version that did not record it: none)
+                    self.publisher.transaction_end(str(prepared["gtid"]), prepared["seq"], at_ms, txn)
             else:
                 self.stats.xa_rolled_back += 1 if len(rows) else 0
                 self.stats.rolled_back_rows += len(rows)
@@ -269,6 +273,8 @@ class MySqlCapture:
         elif isinstance(action, core.PublishDdl):
             self.publisher.ddl(action.event, ctx, txn)
             self.ddl.follow(action.event, ctx, txn)
+            # (a DDL that emptied tables published their op t events: a transaction of its own)
+            self.publisher.transaction_end(ctx.id, ctx.seq, action.event.header.timestamp * 1000, txn)
         self.stats.xa_waiting = self.held.waiting
 
     def _publish(self, rows: RecordBuffer | None, txn: PendingTxn) -> None:

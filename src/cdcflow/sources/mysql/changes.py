@@ -20,6 +20,7 @@ import orjson
 from cdcflow.events.heartbeats import heartbeat_record
 from cdcflow.events.json_codec import SCHEMA_ID, encode
 from cdcflow.events.model import ChangeEvent, Op, SourceInfo
+from cdcflow.events.transactions import TransactionEnd, transaction_record
 from cdcflow.sources.mysql.binlog.columns import TableSchema
 from cdcflow.sources.mysql.binlog.events import EventHeader, Row, RowsEvent
 from cdcflow.sources.mysql.checkpoint import Checkpoint
@@ -173,11 +174,13 @@ SplitOversize = Callable[[ChangeEvent, bytes, str, int, str], HeldRecord]
 
 class CdcflowEncoder:
     """`mysql.output.format: cdcflow`: the records of the cdcflow envelope (events/json_codec.py), one per
-    change; a change larger than its topic takes goes to `split`. A RecordEncoder (output.py)."""
+    change; a change larger than its topic takes goes to `split`; transaction records (events/transactions.py)
+    to `transaction_topic`, if set. A RecordEncoder (output.py)."""
 
-    def __init__(self, source_name: str, split: SplitOversize) -> None:
+    def __init__(self, source_name: str, split: SplitOversize, transaction_topic: str | None = None) -> None:
         self.source_name = source_name
         self.split = split
+        self.transaction_topic = transaction_topic
 
     def rows(self, ev: RowsEvent, ctx: TxnContext, keys: tuple[str, ...], topic: str, limit: int) -> list[HeldRecord]:
         assert ev.schema is not None
@@ -205,5 +208,8 @@ class CdcflowEncoder:
         position = {"gtid_state": cp.gtid_state, "file": cp.file, "pos": cp.pos} if cp else {}
         return heartbeat_record("mysql", self.source_name, position, source_ts_ms, now_ms)
 
-    def transaction_end(self, ctx: TxnContext, ts_ms: int) -> HeldRecord | None:
-        return None  # transaction records are the debezium format's (config: output.transaction_topic)
+    def transaction_end(self, end: TransactionEnd) -> HeldRecord | None:
+        if not self.transaction_topic:
+            return None
+        key, value = transaction_record(end)
+        return HeldRecord(self.transaction_topic, key, value)

@@ -83,11 +83,13 @@ class PrepareXa:
 @dataclass(frozen=True, slots=True)
 class CompleteXa:
     """XA COMMIT (`commit`) publishes the rows held for `xid`, XA ROLLBACK drops them. `prepared`: what the
-    prepare group recorded ({"gtid", "records"}), None when it was prepared before the capture's start."""
+    prepare group recorded ({"gtid", "records", "seq"}), None when it was prepared before the capture's start;
+    `at`: the XA COMMIT / XA ROLLBACK statement."""
 
     xid: str
     commit: bool
     prepared: dict[str, Any] | None
+    at: EventHeader | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,7 +212,7 @@ class CaptureCore:
             ending = PublishDdl(ev)
         else:  # XA COMMIT / XA ROLLBACK of a transaction an earlier group prepared
             xid = p.xid or ""
-            ending = CompleteXa(xid, role is QueryRole.XA_COMMIT, p.xa_completed_here(xid))
+            ending = CompleteXa(xid, role is QueryRole.XA_COMMIT, p.xa_completed_here(xid), ev.header)
         return [ending, EndGroup(ev.header)]
 
     def prepared(self, xid: str, records: int) -> None:

@@ -31,6 +31,7 @@ from cdcflow.events.debezium.envelope import (
     transaction_end,
 )
 from cdcflow.events.model import ChangeEvent
+from cdcflow.events.transactions import TransactionEnd
 from cdcflow.sources.mysql.binlog.columns import TableSchema
 from cdcflow.sources.mysql.binlog.events import RowsEvent
 from cdcflow.sources.mysql.changes import TxnContext
@@ -126,13 +127,13 @@ class DebeziumRecords:
         self._avro[(topic, id(table))] = (table, avro)
         return avro
 
-    def transaction_record(self, txn_id: str, ts_ms: int, counts: Mapping[str, int] | None) -> Record:
-        """A BEGIN (counts None) or END record of the transaction metadata topic."""
-        payload = begin_payload(txn_id, ts_ms) if counts is None else end_payload(txn_id, ts_ms, counts)
+    def transaction_record(self, txn_id: str, ts_ms: int, counts: Mapping[str, int] | None,
+                           seq: int | None = None) -> Record:  # fmt: skip
+        """A BEGIN (counts None) or END record of the transaction metadata topic (`seq`: its changes' position)."""
+        payload = begin_payload(txn_id, ts_ms) if counts is None else end_payload(txn_id, ts_ms, counts, seq)
         if self._register is None:
-            make = transaction_begin if counts is None else None
-            key, value = (make(txn_id, ts_ms, self.out.schemas) if make is not None
-                          else transaction_end(txn_id, ts_ms, counts or {}, self.out.schemas))  # fmt: skip
+            key, value = (transaction_begin(txn_id, ts_ms, self.out.schemas) if counts is None
+                          else transaction_end(txn_id, ts_ms, counts, self.out.schemas, seq))  # fmt: skip
             return key, value, b""
         if self._transactions is None:
             assert self.out.transaction_topic is not None
@@ -276,12 +277,13 @@ class DebeziumEncoder:
                   checkpoint: Checkpoint | None) -> tuple[bytes | None, bytes]:  # fmt: skip
         return self.records.heartbeat_record(topic, now_ms, source_ts_ms)
 
-    def transaction_end(self, ctx: TxnContext, ts_ms: int) -> HeldRecord | None:
-        """The END record of a committed group that published rows (output.transaction_topic)."""
+    def transaction_end(self, end: TransactionEnd) -> HeldRecord | None:
+        """The END record of a transaction that published changes (output.transaction_topic). Its counts are the
+        changes published: rows a ROLLBACK TO SAVEPOINT undid are not in them, a truncate is (once per table)."""
         transactions = self.records.out.transaction_topic
-        if not transactions or ctx.order == 0:
+        if not transactions:
             return None
-        key, value, _ = self.records.transaction_record(ctx.id, ts_ms, ctx.table_orders)
+        key, value, _ = self.records.transaction_record(end.id, end.ts_ms, end.counts, end.seq)
         return HeldRecord(transactions, key, value)
 
     def _described(self, db: str, table: str) -> DebeziumTable:

@@ -16,6 +16,7 @@ from cdcflow.clients.registry import SchemaRegistry
 from cdcflow.config import KafkaConfig, MySqlSourceConfig
 from cdcflow.errors import ConfigError
 from cdcflow.events.model import ChangeEvent
+from cdcflow.events.transactions import TransactionEnd
 from cdcflow.sources.mysql.binlog.events import RowsEvent
 from cdcflow.sources.mysql.changes import CdcflowEncoder, SplitOversize, TxnContext
 from cdcflow.sources.mysql.checkpoint import Checkpoint
@@ -46,8 +47,8 @@ class RecordEncoder(Protocol):
         """(key, value) of a heartbeat record."""
         ...
 
-    def transaction_end(self, ctx: TxnContext, ts_ms: int) -> HeldRecord | None:
-        """The END record of a committed group, where the format has one."""
+    def transaction_end(self, end: TransactionEnd) -> HeldRecord | None:
+        """The record saying what a committed transaction published (output.transaction_topic), None without one."""
         ...
 
 
@@ -57,7 +58,7 @@ def make_encoder(cfg: MySqlSourceConfig, kafka: KafkaConfig, mariadb: bool, spli
     format); `query`: SQL on the source (the debezium format describes tables no TABLE_MAP has yet)."""
     out = cfg.output
     if out.format != "debezium":
-        return CdcflowEncoder(cfg.name, split)
+        return CdcflowEncoder(cfg.name, split, out.transaction_topic)
     connector = "mariadb" if mariadb else "mysql"
     register = None
     if out.serialization == "avro":

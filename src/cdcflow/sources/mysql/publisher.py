@@ -25,6 +25,7 @@ from cdcflow.errors import ServiceUnavailable, TerminalError
 from cdcflow.events import oversize
 from cdcflow.events.model import ChangeEvent
 from cdcflow.events.topics import change_topic
+from cdcflow.events.transactions import TransactionEnd
 from cdcflow.sources.mysql.binlog.events import PARTIAL_UPDATE_ROWS, EventHeader, QueryEvent, RowsEvent, TableMapEvent
 from cdcflow.sources.mysql.changes import TxnContext, key_columns, truncate_change
 from cdcflow.sources.mysql.checkpoint import AckFrontier, PendingTxn
@@ -51,6 +52,8 @@ class Publisher:
         self._topics: dict[str, int] = {}  # topic -> largest encoded event it takes
         self._table_columns: dict[str, list[dict[str, object]]] = {}  # last schema published per table
         self._since_poll = 0
+        # Change events published for the transaction being published, per "db.table": its transaction record.
+        self.published: dict[str, int] = {}
 
     def send(self, topic: str, key: bytes | None, value: bytes | None, txn: PendingTxn, partition: int = -1) -> None:
         txn.outstanding += 1
@@ -65,6 +68,7 @@ class Publisher:
         self.send(record.topic, record.key, record.value, txn)
         if record.table:
             self.stats.events += 1
+            self.published[record.table] = self.published.get(record.table, 0) + 1
         self._since_poll += 1
         if self._since_poll >= 2000:  # delivery callbacks run inside poll: keep the frontier moving
             self.producer.poll(0)
@@ -108,12 +112,21 @@ class Publisher:
         self.producer.send(topic, key, value, _log_heartbeat_failure)
         self.stats.heartbeats += 1
 
-    def transaction_end(self, ctx: TxnContext, txn: PendingTxn, commit: EventHeader) -> None:
-        """The END record of a committed transaction, where the output format has one."""
+    def transaction_end(self, txn_id: str, seq: int, ts_ms: int, txn: PendingTxn) -> None:
+        """The transaction record (output.transaction_topic) of the changes published since the last one, if any:
+        they carry position `seq` (an XA transaction's are its prepare's, published at its XA COMMIT)."""
         assert self.encoder is not None
-        end = self.encoder.transaction_end(ctx, commit.timestamp * 1000)
+        counts, self.published = self.published, {}
+        if not counts:
+            return
+        end = self.encoder.transaction_end(TransactionEnd(self.cfg.name, txn_id, seq, ts_ms, counts))
         if end is not None:
             self.send(end.topic, end.key, end.value, txn)
+            self.stats.transaction_records += 1
+
+    def forget_published(self) -> None:
+        """A group ended without a transaction record (rolled back, or nothing of it published)."""
+        self.published = {}
 
     def topic_for(self, db: str, table: str) -> str:
         return change_topic(self.cfg.topic_prefix, db, table)
@@ -223,6 +236,8 @@ class Publisher:
         partitions = partition_count(self.bootstrap, topic)  # (a failure resumes from the last checkpoint)
         for partition in range(partitions):
             self.send(topic, key, value, txn, partition)
+        qualified = f"{db}.{table}"  # one change, whatever the partitions (each copy has the same position)
+        self.published[qualified] = self.published.get(qualified, 0) + 1
         self.stats.truncates += 1
         log.info("%s of %s.%s at %s:%d (%s): every row gone; an op t event in %d partition(s) of %s", cause, db,
                  table, ctx.file, ev.header.start_pos, ctx.gtid, partitions, topic)  # fmt: skip

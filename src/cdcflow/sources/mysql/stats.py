@@ -37,6 +37,7 @@ class CaptureStats:
     xa_unknown: int = 0  # XA COMMIT/ROLLBACK of a transaction prepared before the capture's start
     oversize: int = 0  # changes too large for their topic, published as a marker and parts
     heartbeats: int = 0  # heartbeat records sent (output.heartbeat_topic)
+    transaction_records: int = 0  # transaction records sent (output.transaction_topic)
     signals: int = 0  # signal rows acted on (snapshot.signal_table)
     signals_refused: int = 0  # signal rows that could not be acted on (logged with the reason)
     partial_json_rows: int = 0  # MySQL: rows of Update_rows_partial events (JSON diffs applied to the before image)

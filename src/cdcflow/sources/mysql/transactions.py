@@ -154,7 +154,7 @@ class TransactionState:
     def xa_prepared_here(self, xid: str, records: int) -> None:
         """The open group prepared XA transaction `xid` with `records` held rows."""
         assert self.ctx is not None and self.ctx.gtid is not None
-        self.xa_prepared[xid] = {"gtid": self.ctx.gtid, "records": records}
+        self.xa_prepared[xid] = {"gtid": self.ctx.gtid, "records": records, "seq": self.ctx.seq}
 
     def xa_completed_here(self, xid: str) -> dict[str, Any] | None:
         """The open group commits or rolls back `xid`; what was prepared for it (None: prepared before the

@@ -21,6 +21,7 @@ from pyspark.sql import SparkSession
 from cdcflow.config.sinks import DeltaStateOptions
 from cdcflow.pipeline.sinks.delta import catalog
 from cdcflow.pipeline.sinks.delta import log as change_log
+from cdcflow.pipeline.sinks.delta.cut.tracker import CutTracker
 from cdcflow.pipeline.sinks.delta.history.fold import fold_with_history
 from cdcflow.pipeline.sinks.delta.layouts import layout_of
 from cdcflow.pipeline.sinks.delta.layouts.base import FoldHooks, FoldJob
@@ -48,8 +49,9 @@ RETENTION_HOURS = 168  # Delta's default deletedFileRetentionDuration, which the
 
 class FoldService:
     def __init__(self, sink: str, options: DeltaStateOptions, log_path: str, shapes: SourceShapes,
-                 hooks: FoldHooks) -> None:  # fmt: skip
+                 hooks: FoldHooks, cuts: CutTracker | None = None) -> None:  # fmt: skip
         self.sink = sink
+        self.cuts = cuts
         self.options = options
         self.log_path = log_path
         self.shapes = shapes
@@ -201,6 +203,19 @@ class FoldService:
                 self._register_names(spark, path, record)
         self.compact_if_due()
         self._optimize_log_if_due()
+        self.update_cut()
+
+    def update_cut(self, force: bool = False) -> None:
+        """The consistent cut moved to what the log holds now (when due, or `force`). It changes no data: a failure
+        is logged, and the next round tries again."""
+        if self.cuts is None or self.spark is None:
+            return
+        self.spark.sparkContext.setLocalProperty("spark.scheduler.pool", FOLD_POOL)
+        try:
+            self.cuts.step(self.spark, self.log_version, force)
+        except Exception as exc:
+            log.warning("sink %s: the consistent cut was not updated (tried again in the next round): %s", self.sink,
+                        exc)  # fmt: skip
 
     def compact_if_due(self) -> None:
         """Compact each state table (and its deletes and history) after every COMPACT_EVERY_FOLDS folds that wrote
@@ -245,6 +260,9 @@ class FoldService:
         than it, and changing the property would be a metadata commit that fails the appends in flight), so it
         runs only while every table's oldest unfolded commit is younger than that, with a day of margin."""
         needed = [r.folded_version + 1 for p in self.registered_tables(spark) if (r := read_record(spark, p))]
+        cut_reads = self.cuts.oldest_needed_version() if self.cuts is not None else None
+        if cut_reads is not None and cut_reads >= 0:  # the consistent cut counts the changes of these versions
+            needed.append(cut_reads)
         oldest_ms = change_log.commit_time_ms(spark, self.log_path, min(needed, default=self.log_version))
         if not vacuum_is_safe(int(time.time() * 1000), oldest_ms):
             log.warning("sink %s: change log %s not vacuumed: a table has changes not folded since %s (older than "

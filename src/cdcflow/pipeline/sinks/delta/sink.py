@@ -19,11 +19,13 @@ from typing import Any
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 
+from cdcflow.clients.kafka import KafkaEndpoint
 from cdcflow.config.sinks import DeltaStateOptions, SinkOptions
 from cdcflow.errors import ConfigError
 from cdcflow.pipeline.context import Endpoints
 from cdcflow.pipeline.sinks.base import Sink
 from cdcflow.pipeline.sinks.delta import log as change_log
+from cdcflow.pipeline.sinks.delta.cut.tracker import CutTracker, TransactionSource
 from cdcflow.pipeline.sinks.delta.fold_service import FoldService
 from cdcflow.pipeline.sinks.delta.folds import FoldScheduler
 from cdcflow.pipeline.sinks.delta.layouts.base import FoldHooks
@@ -57,8 +59,9 @@ class DeltaStateSink(Sink):
         self._checked_paths: set[str] = set()
         self._log_ready = False
         self.batches = change_log.BatchLog(self.log_path, name)
+        self.cuts = cut_tracker(name, options, self.log_path, context)
         self.service = FoldService(name, options, self.log_path, SourceShapes(name, options, context),
-                                   hooks or FoldHooks())  # fmt: skip
+                                   hooks or FoldHooks(), self.cuts)  # fmt: skip
         self.folds = FoldScheduler(
             name, self.service.fold, options.fold_rows, options.fold_interval_s, MERGE_THREADS,
             self.service.housekeeping, options.fold_time_share,
@@ -66,6 +69,17 @@ class DeltaStateSink(Sink):
 
     def table_path(self, source: str, db: str, table: str) -> str:
         return table_path(self.name, self.opts, source, db, table)
+
+    @property
+    def topics(self) -> str | None:
+        return self._topics
+
+    @topics.setter
+    def topics(self, pattern: str | None) -> None:
+        self._topics = pattern
+        cuts = getattr(self, "cuts", None)  # (set by Sink.__init__ before the tracker exists)
+        if cuts is not None:  # the tables the sink takes: those a transaction must have whole here
+            cuts.topics_pattern = pattern
 
     def _checked_path(self, spark: SparkSession, source: str, db: str, table: str) -> str:
         path = self.table_path(source, db, table)
@@ -135,16 +149,36 @@ class DeltaStateSink(Sink):
         self.open(spark)
         if self._log_ready:  # else nothing was ever logged
             self.folds.fold_all()
+            self.service.update_cut(force=True)
 
     def close(self) -> None:
         self.folds.stop()
 
     def status(self) -> dict[str, Any]:
-        return {"tables": self.folds.status()}
+        status: dict[str, Any] = {"tables": self.folds.status()}
+        if self.cuts is not None:
+            status["consistent_cuts"] = self.cuts.status()
+        return status
 
     def current_view(self, spark: SparkSession, source: str, db: str, table: str) -> DataFrame:
         """A table's current rows, exact as of the last applied batch (tombstones left out)."""
         return current_view(spark, self.table_path(source, db, table))
+
+
+def cut_tracker(sink: str, options: DeltaStateOptions, log_path: str, context: Endpoints) -> CutTracker | None:
+    """The consistent cut's tracker, when the options ask for one; refused when no source writes the transaction
+    records it needs."""
+    if not options.consistent_cut:
+        return None
+    if not context.transaction_topics:
+        raise ConfigError(
+            f"sink {sink}: consistent_cut needs a MySQL source that writes transaction records: set "
+            "mysql.output.transaction_topic (in a job of your own: Endpoints.transaction_topics)"
+        )
+    sources = [TransactionSource(*t) for t in context.transaction_topics]
+    bootstrap = KafkaEndpoint.of(context.bootstrap_servers, context.kafka_properties)
+    return CutTracker(sink, log_path, sources, bootstrap, context.schema_registry_url,
+                      options.consistent_cut_interval_s)  # fmt: skip
 
 
 def with_default_path(options: DeltaStateOptions, data_dir: str | None) -> DeltaStateOptions:
