@@ -51,7 +51,7 @@ SPARK_LANE = frozenset(
         "e2e/test_sink_interleavings", "integration/test_debezium_avro_spark",
         "integration/test_delta_fold_records", "integration/test_delta_mysql_typed",
         "integration/test_delta_state_sql", "integration/test_envelope_parse", "integration/test_delta_history",
-        "e2e/test_history_from_mariadb",
+        "e2e/test_history_from_mariadb", "e2e/test_consistent_cut", "integration/test_delta_consistent_cut",
     )
 )  # fmt: skip
 

@@ -15,7 +15,9 @@ from cdcflow.pipeline.context import Endpoints as Endpoints
 from cdcflow.pipeline.library import Pipeline as Pipeline
 from cdcflow.pipeline.library import SinkApplier as SinkApplier
 from cdcflow.pipeline.library import as_of as as_of
+from cdcflow.pipeline.library import at_cut as at_cut
 from cdcflow.pipeline.library import change_log as change_log
+from cdcflow.pipeline.library import consistent_cut as consistent_cut
 from cdcflow.pipeline.library import current_view as current_view
 from cdcflow.pipeline.library import history as history
 from cdcflow.pipeline.library import parse_changes as parse_changes

@@ -15,6 +15,7 @@ from cdcflow.clients.kafka.client import consume
 from cdcflow.clients.mysql import connect, execute, query
 from cdcflow.dev.testing import unique_name
 from cdcflow.dev.testing.mysql import CaptureThread, admin_endpoint, position_reached, source_config
+from cdcflow.events.transactions import read_transaction_record
 from cdcflow.verify.mysql import compare_tables, rebuild, source_rows
 
 TABLES = {"inno": "ENGINE=InnoDB", "myi": "ENGINE=MyISAM", "aria": "ENGINE=Aria"}
@@ -47,7 +48,8 @@ def test_savepoints_mixed_engines_and_xa_are_published_exactly_as_committed(
         f"CREATE DATABASE {db}_other",  # not captured
         f"CREATE TABLE {db}_other.t (id INT PRIMARY KEY) ENGINE=InnoDB",
     )
-    cfg = source_config(unique_name("txnsrc"), [db])
+    name = unique_name("txnsrc")
+    cfg = source_config(name, [db], output={"transaction_topic": f"{name}-transactions"})
     conn, other, xa = (connect(admin_endpoint(mariadb, database=db), autocommit=True) for _ in range(3))
     capture = CaptureThread(cfg, mariadb, bootstrap).start()
     try:
@@ -129,6 +131,17 @@ def test_savepoints_mixed_engines_and_xa_are_published_exactly_as_committed(
     assert max(positions.values()) == 1, "an event was published twice"
     assert not any((e.get("after") or {}).get("v") == "rolled back" for e in events)
     assert not any((e.get("after") or {}).get("v") == "xa rolled back" for e in events)
+    # One transaction record per transaction that published changes, counting them per table: what a reader needs
+    # to know it has a transaction whole (savepoint rollbacks not counted; XA under its prepare's position).
+    published = collections.Counter((e["source"]["pos"][0], f"{db}.{e['source']['table']}") for e in events)
+    transactions_topic = f"{name}-transactions"
+    ends = [read_transaction_record(r.value or b"") for r in consume(
+        bootstrap, transactions_topic, expected=sum(end_offsets(bootstrap, transactions_topic).values()))]  # fmt: skip
+    counted = collections.Counter({(end.seq, table): n for end in ends for table, n in end.counts.items()})
+    assert counted == published
+    assert len({end.seq for end in ends}) == len(ends), "a transaction record was written twice"
+    assert all(end.source == cfg.name and end.id.startswith("0-") for end in ends)
+    assert second.transaction_records == 2  # x3 (prepared before the restart) and the update after it
     # XA-topic records of completed transactions are deleted once a checkpoint past them is stored.
     xa_records = consume(bootstrap, cfg.xa_topic, expected=sum(end_offsets(bootstrap, cfg.xa_topic).values()))
     live: dict[bytes, bool] = {}

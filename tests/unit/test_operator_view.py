@@ -381,3 +381,32 @@ def test_cdcflow_runs_children_and_their_restarts_are_shown() -> None:
     ]
     assert "cdcflow run: cdcflow mysql run ended and was started again 2 time(s)" in status["warnings"]
     assert any(w.startswith("cdcflow run: cdcflow pipeline run has ended") for w in status["warnings"])
+
+
+def test_a_sinks_consistent_cut_shows_what_the_next_transaction_waits_for_and_warns_when_it_cannot_move() -> None:
+    now = 10_000.0
+    cuts = {
+        "shop": {"gtid": "0-1-4711", "position": 4711, "source_ts_ms": (now - 3) * 1000, "pending_transactions": 2,
+                 "waiting_for": {"shop.lines": [1, 3]}, "problem": None, "malformed_records": 0},
+        "hr": {"gtid": None, "position": None, "source_ts_ms": None, "pending_transactions": 1, "waiting_for": {},
+               "problem": "the change log holds more changes than the transaction record counts: hr.staff: 3 changes "
+                          "at position 9, its record (0-1-9) says 2", "malformed_records": 1},
+    }  # fmt: skip
+    status = build_status(now, [], {"lake": {"state": "applying", "consistent_cuts": cuts}}, None, {}, [], 120)
+    [sink] = status["sinks"]
+    rows = {c["source"]: c for c in sink["cuts"]}
+    assert rows["shop"]["gtid"] == "0-1-4711" and rows["shop"]["age_s"] == pytest.approx(3.0)
+    assert rows["shop"]["waiting"] == "shop.lines 1/3" and rows["hr"]["gtid"] is None
+    warnings = "\n".join(status["warnings"])
+    assert "the consistent cut of hr cannot move: the change log holds more changes" in warnings
+    assert "1 transaction record(s) of hr were not readable" in warnings and "of shop" not in warnings
+    html = _page(status)
+    assert "consistent cut of shop: after 0-1-4711" in html and "(next: shop.lines 1/3)" in html
+    assert "consistent cut of hr: no transaction whole yet" in html
+
+
+def _page(status: dict[str, Any]) -> str:
+    from cdcflow.ui import app
+
+    template = app._templates.get_template("status.html")
+    return template.render(s=status, chart=lambda *a: "", now=status["generated_at_s"], refresh=5, window_min=10)

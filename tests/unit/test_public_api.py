@@ -15,8 +15,8 @@ pytestmark = pytest.mark.unit
 PUBLIC = {
     "CdcflowConfig", "CdcflowError", "ConfigError", "DeltaChangelogOptions", "DeltaStateOptions", "Endpoints",
     "HBaseSinkOptions", "ParquetOptions", "PhoenixOptions", "Pipeline", "PipelineConfig", "SinkApplier", "SinkConfig",
-    "__version__", "as_of", "change_log", "current_view", "history", "load_config", "parse_changes", "read_changes",
-    "run_pipeline", "spark_conf",
+    "__version__", "as_of", "at_cut", "change_log", "consistent_cut", "current_view", "history", "load_config",
+    "parse_changes", "read_changes", "run_pipeline", "spark_conf",
 }  # fmt: skip
 
 

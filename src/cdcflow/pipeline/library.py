@@ -43,6 +43,7 @@ from cdcflow.pipeline.sinks.base import Sink
 from cdcflow.pipeline.sinks.delta import catalog as delta_catalog
 from cdcflow.pipeline.sinks.delta import log as delta_log
 from cdcflow.pipeline.sinks.delta import views
+from cdcflow.pipeline.sinks.delta.cut import reads as cut_reads
 from cdcflow.pipeline.sinks.delta.history import reads as history_reads
 from cdcflow.pipeline.sinks.registry import make_sink
 
@@ -243,6 +244,20 @@ def as_of(
     return spark.sql(history_reads.as_of_sql(spark, path, position=position))
 
 
+def consistent_cut(spark: SparkSession, path: str, source: str | None = None) -> cut_reads.ConsistentCut:
+    """The newest transaction of a MySQL source that a Delta sink with `consistent_cut` holds whole, with every one
+    before it, in every table it takes: its GTID, position and source time. `path`: the sink's path (or its
+    log_path); `source` may be left out when the sink reads one MySQL source."""
+    return cut_reads.consistent_cut(spark, path, source)
+
+
+def at_cut(spark: SparkSession, path: str, source: str | None = None,
+           cut: cut_reads.ConsistentCut | None = None) -> dict[str, DataFrame]:  # fmt: skip
+    """Every MySQL table of the source the sink holds ("db.table" -> DataFrame, in its current view's columns) as of
+    the sink's consistent cut (or `cut`: the oldest of several sinks' cuts reads each of them at one point)."""
+    return cut_reads.at_cut(spark, path, source, cut)
+
+
 def _epoch_ms(at: datetime) -> int:
     if at.tzinfo is None:
         raise ValueError(f"{at}: give a time with its zone (source times are instants)")
@@ -258,5 +273,5 @@ def change_log(spark: SparkSession, path: str) -> DataFrame:
     return delta_log.changes(spark, path)
 
 
-__all__ = ["DEFAULT_TOPICS", "Pipeline", "SinkApplier", "as_of", "change_log", "current_view", "history",
-           "parse_changes", "read_changes", "run_pipeline", "spark_conf"]  # fmt: skip
+__all__ = ["DEFAULT_TOPICS", "Pipeline", "SinkApplier", "as_of", "at_cut", "change_log", "consistent_cut",
+           "current_view", "history", "parse_changes", "read_changes", "run_pipeline", "spark_conf"]  # fmt: skip

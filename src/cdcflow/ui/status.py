@@ -269,6 +269,7 @@ def build_status(
         if entry.get("batch_s") is None and doc.get("duration_ms") is not None:
             entry["batch_s"] = doc["duration_ms"] / 1000
         entry["tables"] = fold_rows(name, doc.get("tables") or {}, now, warnings)
+        entry["cuts"] = cut_rows(name, doc.get("consistent_cuts") or {}, now, warnings)
         for table, n in sorted((doc.get("unapplied") or {}).items()):
             warnings.append(f"sink {name}: {n} change(s) of {table} could not be applied (oversize changes whose "
                             "parts are gone from Kafka): they are in the dead-letter topic")  # fmt: skip
@@ -375,6 +376,25 @@ def chart_svg(points: list[tuple[float, float]], now: float, window_s: float, ti
                      'fill="currentColor"/>')  # fmt: skip
     parts.append("</svg>")
     return "".join(parts)
+
+
+def cut_rows(sink: str, cuts: Mapping[str, Mapping[str, Any]], now: float, warnings: list[str]) -> list[dict[str, Any]]:
+    """A Delta sink's consistent cuts as the page shows them: per source, the newest transaction the sink holds
+    whole, how old it is at the source, and what the next one waits for; a warning when one cannot move."""
+    rows = []
+    for source, c in sorted(cuts.items()):
+        ts = c.get("source_ts_ms")
+        waiting = ", ".join(f"{t} {have}/{want}" for t, (have, want) in sorted((c.get("waiting_for") or {}).items()))
+        rows.append({
+            "source": source, "gtid": c.get("gtid"), "age_s": _age(now, ts / 1000) if ts else None,
+            "pending": c.get("pending_transactions"), "waiting": waiting, "problem": c.get("problem"),
+        })  # fmt: skip
+        if c.get("problem"):
+            warnings.append(f"sink {sink}: the consistent cut of {source} cannot move: {c['problem']}")
+        if c.get("malformed_records"):
+            warnings.append(f"sink {sink}: {c['malformed_records']} transaction record(s) of {source} were not "
+                            "readable (skipped; logged)")  # fmt: skip
+    return rows
 
 
 def fold_rows(

@@ -28,6 +28,7 @@ class ConsistentCut:
     position: tuple[int, int]  # as a position: after every change of the transaction
     source_ts_ms: int | None  # its commit time at the source
     computed_at_ms: int | None  # when the sink found it
+    log_version: int = -1  # the sink's change log version that holds every change up to it
 
 
 def log_path_of(spark: SparkSession, path: str) -> str:
@@ -47,7 +48,7 @@ def consistent_cut(spark: SparkSession, path: str, source: str | None = None) ->
     if cut.seq is None or cut.id is None:
         waiting = f" (waiting for {cut.waiting_for})" if cut.waiting_for else ""
         raise LookupError(f"{path}: no transaction of {cut.source} is whole in the sink yet{waiting}")
-    return ConsistentCut(cut.source, cut.id, (cut.seq, _MAX), cut.ts_ms, cut.at_ms)
+    return ConsistentCut(cut.source, cut.id, (cut.seq, _MAX), cut.ts_ms, cut.at_ms, cut.log_version)
 
 
 def _source_cut(cuts: dict[str, SourceCut], source: str | None, path: str) -> SourceCut:

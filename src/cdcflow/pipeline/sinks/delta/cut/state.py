@@ -24,6 +24,7 @@ class SourceCut:
     offset: int = 0  # the transaction topic's offset of the first record not passed (read again after a restart)
     from_version: int = -1  # the oldest log version that may hold a change past the cut (-1: the log's start)
     at_ms: int | None = None  # when the cut was last computed
+    log_version: int = -1  # the change log's version it was computed from: that version holds every change up to it
     waiting_for: dict[str, list[int]] = field(default_factory=dict)  # the next transaction: table -> [have, want]
     pending: int = 0  # transaction records read and not passed
     problem: str | None = None  # why the cut cannot move, when it is not only waiting
@@ -32,6 +33,7 @@ class SourceCut:
         """What the status page shows."""
         return {
             "gtid": self.id, "position": self.seq, "source_ts_ms": self.ts_ms, "computed_at_ms": self.at_ms,
+            "log_version": self.log_version,
             "waiting_for": self.waiting_for, "pending_transactions": self.pending, "problem": self.problem,
         }  # fmt: skip
 

@@ -185,7 +185,7 @@ class CutTracker:
             log.info("sink %s: consistent cut of %s at %s (position %d); %d transaction record(s) waiting",
                      self.sink, s.source, txn_id, seq, len(moved.pending))  # fmt: skip
         return SourceCut(s.source, s.topic, seq, txn_id, ts_ms, offset, from_version, int(time.time() * 1000),
-                         waiting, len(moved.pending), moved.problem)  # fmt: skip
+                         log_version, waiting, len(moved.pending), moved.problem)  # fmt: skip
 
     # --- what others ask -----------------------------------------------------------------------------------
     def oldest_needed_version(self) -> int | None:
