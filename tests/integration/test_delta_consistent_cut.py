@@ -21,6 +21,7 @@ from pyspark.sql import DataFrame, SparkSession
 from cdcflow.clients import kafka as k
 from cdcflow.config.sinks import DeltaStateOptions
 from cdcflow.dev.testing import soak_size
+from cdcflow.events.debezium.envelope import transaction_begin, transaction_end
 from cdcflow.events.json_codec import encode
 from cdcflow.events.model import ChangeEvent, Op, SourceInfo
 from cdcflow.events.transactions import TransactionEnd, transaction_record
@@ -139,7 +140,8 @@ def test_the_cut_after_every_batch_is_the_newest_transaction_delivered_whole_and
     bootstrap = kafka["bootstrap_servers"]
     rng = random.Random(26)
     transactions, after = run_workload(rng, soak_size(120, 500))
-    # the transaction records, as the capture writes them: in commit order, some again, one unreadable
+    # the transaction records, as the capture writes them: in commit order, some again, one unreadable; in either
+    # output format
     topic = f"cut-{uuid.uuid4().hex[:8]}-transactions"
     k.create_topic(bootstrap, topic, partitions=1)
     records: list[tuple[bytes | None, bytes | None]] = []
@@ -147,8 +149,12 @@ def test_the_cut_after_every_batch_is_the_newest_transaction_delivered_whole_and
         counts: dict[str, int] = {}
         for c in changes:
             counts[f"{DB}.{c.table}"] = counts.get(f"{DB}.{c.table}", 0) + 1
-        seq = changes[0].pos[0]
-        records.append(transaction_record(TransactionEnd(SOURCE, f"0-1-{seq}", seq, BASE_TS + seq, counts)))
+        seq, gtid = changes[0].pos[0], f"0-1-{changes[0].pos[0]}"
+        if rng.random() < 0.5:
+            records.append(transaction_record(TransactionEnd(SOURCE, gtid, seq, BASE_TS + seq, counts)))
+        else:  # the debezium format's BEGIN and END (the reader takes either; a capture writes one)
+            records.append(transaction_begin(gtid, BASE_TS + seq, schemas=True))
+            records.append(transaction_end(gtid, BASE_TS + seq, counts, schemas=True, seq=seq))
         if rng.random() < 0.1:
             records.append(records[rng.randrange(len(records))])  # a capture that resumed sends some again
     records.insert(len(records) // 2, (b"x", b"{not a transaction record"))
