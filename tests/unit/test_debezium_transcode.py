@@ -14,6 +14,7 @@ import pytest
 from cdcflow.events.debezium.transcode import Transcoder
 from cdcflow.events.heartbeats import HEARTBEAT_SCHEMA_ID
 from cdcflow.events.json_codec import MalformedEvent, decode, encode
+from cdcflow.events.transactions import TransactionEnd
 from cdcflow.sources.mysql.binlog import columns as t
 from cdcflow.sources.mysql.binlog.columns import BINARY_COLLATION, Column, TableSchema
 from cdcflow.sources.mysql.binlog.events import EventHeader, RowsEvent
@@ -120,3 +121,26 @@ def test_heartbeats_become_cdcflow_heartbeats_with_the_source_time(serialization
         assert beat["source"]["ts_ms"] == source_ts and beat["source"]["name"] == "src"
     with pytest.raises(MalformedEvent, match="ts_ms"):
         transcoder.heartbeat(None, b'{"ts_ms": "soon"}')
+
+
+@pytest.mark.parametrize("serialization", ["json", "avro"])
+def test_transaction_records_read_back_for_the_consistent_cut(serialization: str) -> None:
+    """The END (and BEGIN) records the capture writes, in JSON with schemas and in Avro, read by the Delta sink's
+    consistent cut as the transaction they describe."""
+    registry = FakeRegistry()
+    out = DebeziumOutput("srv", "mariadb", serialization == "json", True, "precise", serialization,
+                         transaction_topic="srv.transaction")  # fmt: skip
+    records = DebeziumRecords(out, registry.register if serialization == "avro" else None)
+    counts = {"shop.accounts": 2, "shop.transfers": 1}
+    _, begin, _ = records.transaction_record("0-1-42", 1_000, None)
+    _, end, _ = records.transaction_record("0-1-42", 2_000, counts, seq=42)
+    transcoder = Transcoder(lambda schema_id: registry.schemas[schema_id])
+    assert transcoder.transaction("shop", begin) is None
+    assert transcoder.transaction("shop", end) == TransactionEnd("shop", "0-1-42", 42, 2_000, counts)
+    # Debezium's own END (no cdcflow_pos): a MariaDB GTID names the position, a MySQL one does not
+    own = {"status": "END", "id": "0-1-42", "ts_ms": 2_000, "event_count": 3,
+           "data_collections": [{"data_collection": t, "event_count": n} for t, n in counts.items()]}  # fmt: skip
+    assert transcoder.transaction("shop", json.dumps(own).encode()) == TransactionEnd("shop", "0-1-42", 42, 2_000,
+                                                                                        counts)  # fmt: skip
+    with pytest.raises(MalformedEvent, match="without cdcflow_pos"):
+        transcoder.transaction("shop", json.dumps({**own, "id": "3e11fa47-71ca-11e1-9e33-c80aa9429562:23"}).encode())
