@@ -106,6 +106,17 @@ def test_status_line() -> None:
     assert "FAILING (2x" in failing and "boom" in failing
     lost = format_progress("copy", {**doc, "unapplied": {"shop.items": 2}}, 4000).splitlines()
     assert lost[1].strip() == "shop.items: 2 change(s) NOT APPLIED (oversize, parts gone: in the dead-letter topic)"
+    cuts = {
+        "bank": {"gtid": "0-1-42", "source_ts_ms": 1000, "pending_transactions": 2,
+                 "waiting_for": {"shop.transfers": [0, 1]}, "problem": None},
+        "hr": {"gtid": None, "pending_transactions": 1, "waiting_for": {}, "problem": "too many changes"},
+    }  # fmt: skip
+    lines = [line.strip() for line in format_progress("lake", {**doc, "consistent_cuts": cuts}, 4000).splitlines()]
+    assert lines[1:] == [
+        "consistent cut of bank: after 0-1-42 (3s ago at the source), 2 transaction(s) waiting "
+        "(next: shop.transfers 0/1)",
+        "consistent cut of hr: no transaction whole yet, 1 transaction(s) waiting  CANNOT MOVE: too many changes",
+    ]
 
 
 def test_a_checkpoint_is_not_continued_under_another_topic_pattern(tmp_path: Path) -> None:

@@ -177,7 +177,20 @@ def format_progress(name: str, doc: dict[str, Any], now_ms: int) -> str:
         for table, n in sorted((doc.get("unapplied") or {}).items())
     ]
     folds = (format_fold(path, t, now_ms) for path, t in sorted((doc.get("tables") or {}).items()))
-    return "\n".join([line, *unapplied, *folds])
+    cuts = (format_cut(source, c, now_ms) for source, c in sorted((doc.get("consistent_cuts") or {}).items()))
+    return "\n".join([line, *unapplied, *folds, *cuts])
+
+
+def format_cut(source: str, cut: dict[str, Any], now_ms: int) -> str:
+    """A Delta sink's consistent cut of a MySQL source: the newest transaction it holds whole, what the next waits
+    for."""
+    ts = cut.get("source_ts_ms")
+    at = f"after {cut.get('gtid')} ({(now_ms - ts) / 1000:.0f}s ago at the source)" if cut.get("gtid") and ts else (
+        "no transaction whole yet")  # fmt: skip
+    waiting = ", ".join(f"{t} {have}/{want}" for t, (have, want) in sorted((cut.get("waiting_for") or {}).items()))
+    problem = f"  CANNOT MOVE: {cut['problem']}" if cut.get("problem") else ""
+    return (f"{'':16}consistent cut of {source}: {at}, {cut.get('pending_transactions', 0)} transaction(s) waiting"
+            f"{f' (next: {waiting})' if waiting else ''}{problem}")  # fmt: skip
 
 
 def format_fold(path: str, table: dict[str, Any], now_ms: int) -> str:
