@@ -335,3 +335,36 @@ def test_history_turned_on_later_starts_with_every_change_the_log_holds(
     record = read_record(spark, path)
     assert record is not None and record.history_seeded
     same(_history_rows(history(spark, path), "typed"), _expected_history(workload.versions), "history turned on")
+
+
+def test_a_history_stored_without_the_seq_columns_gets_them_and_reads_stay_exact(
+    spark: SparkSession, kafka: dict[str, Any], tmp_path: Path
+) -> None:
+    """A history table written before `valid_from_seq`/`valid_to_seq` existed (its rows without them): the next
+    fold adds the columns, and reads as of a position, which skip by them, keep the old rows."""
+    rng = random.Random(57)
+    workload = run_workload(rng, transactions=60, keys=6)
+    batches = deliveries(rng, workload)
+    options = DeltaStateOptions(
+        path=str(tmp_path / "delta"), history=True, fold_rows=10**9, fold_interval_s=10**6, register_in_catalog=False,
+        schema_history_topic=_schema_history(kafka["bootstrap_servers"]),
+    )  # fmt: skip
+    sink = DeltaStateSink("hist", options, Endpoints(bootstrap_servers=kafka["bootstrap_servers"]))
+    half = len(batches) // 2
+    for batch_id, batch in enumerate(batches[:half]):
+        sink.apply_batch(events_frame(spark, batch), batch_id)
+    sink.flush(spark)
+    path = sink.table_path(SOURCE, DB, TABLE)
+    stored = history_path(path)
+    old = spark.read.format("delta").load(stored).drop("valid_from_seq", "valid_to_seq").localCheckpoint()
+    old.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(stored)  # the old layout
+    assert "valid_to_seq" not in spark.read.format("delta").load(stored).columns
+    for batch_id, batch in enumerate(batches[half:], start=half):
+        sink.apply_batch(events_frame(spark, batch), batch_id)
+    sink.flush(spark)
+    sink.close()
+    table = spark.read.format("delta").load(stored)
+    assert "valid_to_seq" in table.columns and table.where("valid_from_seq IS NULL").count() > 0
+    same(_history_rows(history(spark, path), "typed"), _expected_history(workload.versions), "seq columns added")
+    for seq, _ts, rows in workload.after[::5]:
+        assert _table(_rows(as_of(spark, path, gtid=f"0-1-{seq}"), "typed")) == _table(list(rows.values())), seq

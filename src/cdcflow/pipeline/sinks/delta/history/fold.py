@@ -13,17 +13,20 @@ import logging
 import uuid
 
 from delta.tables import DeltaTable
-from pyspark.sql import Column
+from pyspark.sql import Column, SparkSession
 
 from cdcflow.pipeline.sinks.delta.history.versions import (
     HISTORY,
     NO_END,
+    SEQ_COLUMNS,
+    STORED,
     Truncate,
     following_version,
     one_per_transaction_sql,
     truncates_literal,
     valid_to_sql,
     versions_sql,
+    with_seqs_sql,
 )
 from cdcflow.pipeline.sinks.delta.layouts.base import Folded, FoldJob, Layout
 from cdcflow.pipeline.sinks.delta.log import WHOLE_TABLE
@@ -87,19 +90,28 @@ def fold_history(job: FoldJob, versions: str) -> list[Truncate]:
         truncates = [*stored_truncates, *(t for t in new_truncates if tuple(t[0]) not in known)]
         ended_by = truncates_literal(truncates)
         if fresh:
-            ensure_table(spark, path, HISTORY, job.state_properties())
+            ensure_table(spark, path, STORED, job.state_properties())
             rows = valid_to_sql(f"SELECT *, {NO_END} FROM {table} WHERE key != {_EMPTY}", following_version(), ended_by)
             truncate_rows = f"SELECT *, {NO_END} FROM {table} WHERE key = {_EMPTY}"
             columns = ", ".join(f.name for f in HISTORY.fields)
-            spark.sql(f"SELECT {columns} FROM ({rows}) UNION ALL SELECT {columns} FROM ({truncate_rows})").write.format(
-                "delta"
-            ).mode("append").save(path)
+            both = f"SELECT {columns} FROM ({rows}) UNION ALL SELECT {columns} FROM ({truncate_rows})"
+            spark.sql(with_seqs_sql(both)).write.format("delta").mode("append").save(path)
             return truncates
+        _add_seq_columns(spark, path)
         _merge(job, path, table, ended_by, every_key=seeding or bool(new_truncates))
         return truncates
     finally:
         spark.catalog.dropTempView(table)
         new.unpersist()
+
+
+def _add_seq_columns(spark: SparkSession, path: str) -> None:
+    """A history table written before the seq columns existed gets them (null in its rows: reads keep those)."""
+    missing = [c for c in SEQ_COLUMNS if c not in DeltaTable.forPath(spark, path).toDF().columns]
+    if missing:
+        spark.sql(f"ALTER TABLE {delta_path(path)} ADD COLUMNS ({', '.join(f'{c} BIGINT' for c in missing)})")
+        log.info("%s: the history table gets %s (versions stored before them are read as they were)", path,
+                 ", ".join(missing))  # fmt: skip
 
 
 def _merge(job: FoldJob, path: str, table: str, ended_by: str, every_key: bool) -> None:
@@ -126,9 +138,10 @@ def _merge(job: FoldJob, path: str, table: str, ended_by: str, every_key: bool) 
         "OR NOT (valid_to_ts_ms <=> _stored_to_ts) "
         f"UNION ALL SELECT key, after, op, pos, source_ts_ms, {NO_END}, false FROM {table} WHERE key = {_EMPTY}"
     )
-    source = job.hooks.merge_source(path, spark.sql(changed))
-    every: dict[str, str | Column] = {f.name: f"s.{f.name}" for f in HISTORY.fields}
-    ends: dict[str, str | Column] = {"valid_to_pos": "s.valid_to_pos", "valid_to_ts_ms": "s.valid_to_ts_ms"}
+    source = job.hooks.merge_source(path, spark.sql(with_seqs_sql(changed)))
+    every: dict[str, str | Column] = {f.name: f"s.{f.name}" for f in STORED.fields}
+    ends: dict[str, str | Column] = {"valid_to_pos": "s.valid_to_pos", "valid_to_ts_ms": "s.valid_to_ts_ms",
+                                     "valid_to_seq": "s.valid_to_seq"}  # fmt: skip
 
     def merge() -> None:
         (

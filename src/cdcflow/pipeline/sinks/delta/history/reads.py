@@ -61,12 +61,14 @@ def history_record(spark: SparkSession, state_path: str) -> FoldRecord:
     return record
 
 
-def versions_with_ends_sql(spark: SparkSession, state_path: str, record: FoldRecord) -> str:
+def versions_with_ends_sql(spark: SparkSession, state_path: str, record: FoldRecord, at_seq: int | None = None) -> str:
     """Every version of the table (no truncates) with its end, exact up to the last applied batch: the stored
-    versions, and the changes logged from the folded version on (inclusive, as the current view) merged in."""
+    versions, and the changes logged from the folded version on (inclusive, as the current view) merged in. With
+    `at_seq`, the stored versions read are those that can be valid at a position whose first element it is (the
+    rest are left out: every version valid there keeps its end)."""
     stored_path = history_path(state_path)
     if record.history_seeded and DeltaTable.isDeltaTable(spark, stored_path):
-        stored = stored_sql(stored_path)
+        stored = stored_sql(stored_path, at_seq)
         pending = versions_sql(pending_sql(record, record.folded_version))
         stored_truncates = truncates_relation_sql([(list(pos), ts) for pos, ts in record.history_truncates])
     else:  # not folded with history yet: every change the log holds
@@ -163,7 +165,8 @@ def as_of_sql(
     else:
         at = f"CAST({int(source_ts_ms or 0)} AS BIGINT)"
         valid = f"source_ts_ms <= {at} AND (valid_to_ts_ms IS NULL OR valid_to_ts_ms > {at})"
-    rows = f"SELECT * FROM ({versions_with_ends_sql(spark, state_path, record)}) WHERE op != 'd' AND {valid}"
+    at_seq = int(position[0]) if position is not None and position else None
+    rows = f"SELECT * FROM ({versions_with_ends_sql(spark, state_path, record, at_seq)}) WHERE op != 'd' AND {valid}"
     if record.layout == "typed":
         shape = _shape(record)
         if not shape:

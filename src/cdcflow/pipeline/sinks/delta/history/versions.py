@@ -31,6 +31,12 @@ HISTORY = StructType(
         StructField("valid_to_ts_ms", LongType()),
     ]
 )
+# The history table as stored: a version, and its positions' first elements as scalars (Delta keeps no statistics
+# of arrays; with these a read as of a position skips the files of versions that start after it or ended before).
+STORED = StructType(
+    [*HISTORY.fields, StructField("valid_from_seq", LongType()), StructField("valid_to_seq", LongType())]
+)
+SEQ_COLUMNS = ("valid_from_seq", "valid_to_seq")
 VERSION = ("key", "after", "op", "pos", "source_ts_ms")
 # The end columns of a version not ended (yet), typed: a bare NULL has no type for the MERGE.
 NO_END = "CAST(NULL AS array<bigint>) AS valid_to_pos, CAST(NULL AS BIGINT) AS valid_to_ts_ms"
@@ -124,6 +130,21 @@ def with_truncates_sql(rows: str, truncates: str) -> str:
     return f"SELECT r.*, t._truncates FROM ({rows}) r CROSS JOIN ({truncates}) t"
 
 
-def stored_sql(history: str) -> str:
-    """The history table at `history` (a path) as a query."""
-    return f"SELECT {', '.join(quoted(f.name) for f in HISTORY.fields)} FROM {delta_path(history)}"
+def with_seqs_sql(rows: str) -> str:
+    """`rows` (a query of HISTORY rows) as stored: with `valid_from_seq` and `valid_to_seq`."""
+    return f"SELECT *, pos[0] AS valid_from_seq, valid_to_pos[0] AS valid_to_seq FROM ({rows})"
+
+
+def stored_sql(history: str, at_seq: int | None = None) -> str:
+    """The history table at `history` (a path) as a query of HISTORY rows; with `at_seq`, only versions that can be
+    valid at a position whose first element is `at_seq`. A stored end is never before the true one (a change that
+    came late only ends a version earlier), so this keeps every version valid there; rows stored before the seq
+    columns existed (null) are kept."""
+    columns = ", ".join(quoted(f.name) for f in HISTORY.fields)
+    if at_seq is None:
+        return f"SELECT {columns} FROM {delta_path(history)}"
+    at = int(at_seq)
+    return (
+        f"SELECT {columns} FROM {delta_path(history)} WHERE (valid_from_seq IS NULL OR valid_from_seq <= {at}) "
+        f"AND (valid_to_seq IS NULL OR valid_to_seq >= {at})"
+    )
