@@ -105,9 +105,16 @@ def fold_history(job: FoldJob, versions: str) -> list[Truncate]:
         new.unpersist()
 
 
+# History tables this process has seen with the seq columns (checked once each: a check loads the table's snapshot).
+_WITH_SEQS: set[str] = set()
+
+
 def _add_seq_columns(spark: SparkSession, path: str) -> None:
     """A history table written before the seq columns existed gets them (null in its rows: reads keep those)."""
+    if path in _WITH_SEQS:
+        return
     missing = [c for c in SEQ_COLUMNS if c not in DeltaTable.forPath(spark, path).toDF().columns]
+    _WITH_SEQS.add(path)
     if missing:
         spark.sql(f"ALTER TABLE {delta_path(path)} ADD COLUMNS ({', '.join(f'{c} BIGINT' for c in missing)})")
         log.info("%s: the history table gets %s (versions stored before them are read as they were)", path,
