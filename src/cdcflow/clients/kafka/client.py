@@ -341,6 +341,26 @@ def iter_to_end(
         consumer.close()
 
 
+def _messages(consumer: Consumer, topic: str, partition: int, timeout_s: float, what: str) -> Iterator[Message]:
+    """The messages of the one partition `consumer` is assigned, until its end (a partition EOF, when the client
+    reports it) or the caller stops; ServiceUnavailable when reading `what` takes more than `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if time.monotonic() > deadline:
+            raise ServiceUnavailable(
+                f"reading {what} of {topic} partition {partition} took more than {timeout_s:.0f} s"
+            )
+        msg = consumer.poll(0.5)
+        if msg is None:
+            continue
+        err = msg.error()
+        if err is not None:
+            if err.code() == KafkaError._PARTITION_EOF:
+                return  # nothing more to come
+            raise ServiceUnavailable(f"read {topic} partition {partition}: {err.str()}")
+        yield msg
+
+
 def read_from(bootstrap: KafkaTarget, topic: str, partition: int, offset: int, max_records: int,
               timeout_s: float = 30.0) -> list[KafkaRecord]:  # fmt: skip
     """The records of one partition from `offset` (or its oldest, if retention removed that one) to its end now, at
@@ -362,23 +382,12 @@ def read_from(bootstrap: KafkaTarget, topic: str, partition: int, offset: int, m
         if start >= end:
             return out
         consumer.assign([TopicPartition(topic, partition, start)])
-        deadline = time.monotonic() + timeout_s
-        while True:
-            if time.monotonic() > deadline:
-                raise ServiceUnavailable(f"reading {topic} partition {partition} from {start} to {end} took more "
-                                         f"than {timeout_s:.0f} s")  # fmt: skip
-            msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            err = msg.error()
-            if err is not None:
-                if err.code() == KafkaError._PARTITION_EOF:
-                    return out
-                raise ServiceUnavailable(f"read {topic} partition {partition}: {err.str()}")
+        for msg in _messages(consumer, topic, partition, timeout_s, f"from {start} to {end}"):
             at = msg.offset() or 0
             out.append(KafkaRecord(topic, partition, at, msg.key(), msg.value()))
             if at + 1 >= end:
-                return out
+                break
+        return out
     finally:
         consumer.close()
 
@@ -402,23 +411,11 @@ def read_at(
             return found
         last = max(wanted)
         consumer.assign([TopicPartition(topic, partition, min(wanted))])
-        deadline = time.monotonic() + timeout_s
-        while len(found) < len(wanted):
-            if time.monotonic() > deadline:
-                raise ServiceUnavailable(f"reading offsets {min(wanted)}..{last} of {topic} partition {partition} "
-                                         f"took more than {timeout_s:.0f} s")  # fmt: skip
-            msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            err = msg.error()
-            if err is not None:
-                if err.code() == KafkaError._PARTITION_EOF:
-                    break  # nothing more to come: the rest is gone
-                raise ServiceUnavailable(f"read {topic} partition {partition}: {err.str()}")
+        for msg in _messages(consumer, topic, partition, timeout_s, f"offsets {min(wanted)}..{last}"):
             offset = msg.offset() or 0
             if offset in wanted:
                 found[offset] = msg.value()
-            if offset >= last:
+            if offset >= last or len(found) == len(wanted):
                 break
         return found
     finally:
