@@ -240,7 +240,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     if _lanes is None or _cpu is None or sum(_lanes.tests.values()) < 100:
         return
     terminalreporter.section("where the time went")
-    for line in report(_lanes, _cpu.stop()):
+    cpu = _cpu.stop()
+    for line in report(_lanes, cpu, started=_cpu.by_test_file()):
         terminalreporter.write_line(line)
 
 

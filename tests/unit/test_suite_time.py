@@ -58,3 +58,20 @@ def test_a_spark_driver_is_a_test_processs_only_when_pytest_started_it() -> None
     assert kind(driver, "python3.11 -m pytest tests/e2e").endswith("(test processes)")
     pipeline = "/venv/bin/python -m cdcflow.cli.main pipeline run --config /tmp/pytest-of-root/pytest-3/t0/c.yaml"
     assert kind(driver, pipeline).endswith("(pipelines and readers)")
+
+
+def test_the_processes_a_test_started_are_summed_by_its_file() -> None:
+    cpu = ProcessCpu(every_s=0.1)
+    cpu.start()
+    busy = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.8: pass\ntime.sleep(0.5)"
+    env = {"PYTEST_CURRENT_TEST": "tests/e2e/test_x.py::test_y (call)"}
+    proc = subprocess.Popen([sys.executable, "-c", busy, "cdcflow"], env=env)  # a command line the captures mark
+    try:
+        time.sleep(1.1)
+        cpu.stop()
+    finally:
+        proc.wait()
+    seconds, count = cpu.by_test_file()["tests/e2e/test_x.py"]
+    assert seconds >= 0.7 and count == 1
+    lines = report(LaneClock(), None, started=cpu.by_test_file())
+    assert any(line.endswith("  1  tests/e2e/test_x.py") for line in lines), lines

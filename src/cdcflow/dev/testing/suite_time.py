@@ -63,6 +63,25 @@ def read_processes() -> dict[tuple[int, int], tuple[float, int, str]]:
     return out
 
 
+# Kinds of process a test starts for itself (not the shared services, which start in whichever test first needs
+# them): their CPU is also summed by the test file that started them.
+_STARTED_BY_TESTS = ("Spark driver JVMs (pipelines and readers)", "cdcflow pipelines (Python)",
+                     "cdcflow captures and commands (Python)", "PySpark Python workers")  # fmt: skip
+
+
+def started_by(pid: int) -> str | None:
+    """The test file whose test was running when `pid` started (pytest's PYTEST_CURRENT_TEST, which a test's
+    subprocesses inherit), or None."""
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return None
+    for entry in environ.split(b"\0"):
+        if entry.startswith(b"PYTEST_CURRENT_TEST="):
+            return entry.split(b"=", 1)[1].decode(errors="replace").split("::", 1)[0]
+    return None
+
+
 def busy_seconds() -> float:
     fields = [int(f) for f in Path("/proc/stat").read_text().splitlines()[0].split()[1:9]]
     user, nice, system, _idle, _iowait, irq, softirq, steal = fields
@@ -76,6 +95,7 @@ class ProcessCpu:
     def __init__(self, every_s: float = 2.0) -> None:
         self.every_s = every_s
         self._seen: dict[tuple[int, int], tuple[float, str]] = {}  # process → (CPU seconds, kind)
+        self._file: dict[tuple[int, int], str | None] = {}  # process → the test file that started it
         self._before: dict[tuple[int, int], float] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -99,7 +119,10 @@ class ProcessCpu:
             known = self._seen.get(key)
             if known is not None and not cmd:  # ended, not reaped yet (a zombie): it may show no CPU time either
                 continue
-            self._seen[key] = (cpu - self._before.get(key, 0.0), self._kind(cmd, commands.get(parent, "")))
+            kind = self._kind(cmd, commands.get(parent, ""))
+            self._seen[key] = (cpu - self._before.get(key, 0.0), kind)
+            if key not in self._file:
+                self._file[key] = started_by(key[0]) if kind in _STARTED_BY_TESTS else None
 
     @staticmethod
     def _kind(cmd: str, parent_cmd: str) -> str:
@@ -122,6 +145,17 @@ class ProcessCpu:
             by_kind[kind] += cpu
         return dict(by_kind), busy_seconds() - self._busy_before, time.monotonic() - self._started
 
+    def by_test_file(self) -> dict[str, tuple[float, int]]:
+        """CPU seconds and count of the processes each test file started (Spark drivers, pipelines, captures,
+        commands and their Python workers), after `stop`."""
+        out: dict[str, tuple[float, int]] = {}
+        for key, (cpu, _) in self._seen.items():
+            path = self._file.get(key)
+            if path is not None:
+                seconds, count = out.get(path, (0.0, 0))
+                out[path] = (seconds + cpu, count + 1)
+        return out
+
 
 class LaneClock:
     """Test time per worker (lane) and per file, and when each worker's last test ended."""
@@ -141,7 +175,12 @@ class LaneClock:
             self.ended_at[worker] = time.monotonic() - self._started
 
 
-def report(lanes: LaneClock, cpu: tuple[dict[str, float], float, float] | None, files: int = 15) -> list[str]:
+def report(
+    lanes: LaneClock,
+    cpu: tuple[dict[str, float], float, float] | None,
+    files: int = 15,
+    started: dict[str, tuple[float, int]] | None = None,
+) -> list[str]:
     lines = ["lanes (worker: tests, their time, when its last test ended):"]
     for worker in sorted(lanes.seconds):
         lines.append(f"  {worker}: {lanes.tests[worker]} tests, {lanes.seconds[worker]:,.0f} s, "
@@ -157,4 +196,8 @@ def report(lanes: LaneClock, cpu: tuple[dict[str, float], float, float] | None, 
         for kind, seconds in sorted(by_kind.items(), key=lambda kv: -kv[1]):
             if seconds >= 1:
                 lines.append(f"  {seconds:7,.0f} CPU-s  {kind}")
+    if started:
+        lines.append(f"CPU of the processes tests started, by test file ({files} of {len(started)}; processes):")
+        for path, (seconds, count) in sorted(started.items(), key=lambda kv: -kv[1][0])[:files]:
+            lines.append(f"  {seconds:7,.0f} CPU-s  {count:3}  {path}")
     return lines
