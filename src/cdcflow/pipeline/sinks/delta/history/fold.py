@@ -131,7 +131,8 @@ def _merge(job: FoldJob, path: str, table: str, ended_by: str, every_key: bool) 
     existing = f"SELECT {narrow} FROM {delta_path(path)} WHERE key != {_EMPTY}"
     if not every_key:
         touched = f"SELECT DISTINCT key FROM {table}"
-        existing = f"SELECT h.* FROM ({existing}) h LEFT SEMI JOIN ({touched}) n ON h.key = n.key"
+        # (broadcast: the fold's keys are few against the history, which a shuffle join would move whole)
+        existing = f"SELECT /*+ BROADCAST(n) */ h.* FROM ({existing}) h LEFT SEMI JOIN ({touched}) n ON h.key = n.key"
     both = (
         "SELECT key, CAST(NULL AS STRING) AS after, CAST(NULL AS STRING) AS op, pos, source_ts_ms, "
         f"valid_to_pos AS _stored_to_pos, valid_to_ts_ms AS _stored_to_ts, true AS _stored FROM ({existing}) "

@@ -75,20 +75,23 @@ def versions_with_ends_sql(spark: SparkSession, state_path: str, record: FoldRec
         stored = stored_truncates = empty(HISTORY)
         pending = versions_sql(logged_sql(record))
     truncates = truncates_of_sql(stored_truncates, pending)
+    # The keys changed since the last fold are few against the stored versions: broadcast, so that neither join
+    # moves the history through a shuffle. (Before the history is seeded, every logged change is pending.)
+    hint = "/*+ BROADCAST(n) */ " if record.history_seeded else ""
     touched = f"SELECT DISTINCT key FROM ({pending}) WHERE key != {_EMPTY}"
     redo = (
-        f"SELECT h.key, h.after, h.op, h.pos, h.source_ts_ms FROM ({stored}) h LEFT SEMI JOIN ({touched}) n "
+        f"SELECT {hint}h.key, h.after, h.op, h.pos, h.source_ts_ms FROM ({stored}) h LEFT SEMI JOIN ({touched}) n "
         f"ON h.key = n.key UNION ALL SELECT key, after, op, pos, source_ts_ms FROM ({pending}) WHERE key != {_EMPTY}"
     )
     redone = valid_to_sql(
         with_truncates_sql(f"SELECT *, {NO_END} FROM ({one_per_transaction_sql(redo)})", truncates),
         following_version(), "_truncates",
     )  # fmt: skip
-    # The stored ends stand, but for a truncate logged since the last fold.
+    # The stored ends stand (the fold ended them by every truncate it knew), but for a truncate logged since.
     kept = valid_to_sql(
         with_truncates_sql(
-            f"SELECT h.* FROM ({stored}) h LEFT ANTI JOIN ({touched}) n ON h.key = n.key WHERE h.key != {_EMPTY}",
-            truncates,
+            f"SELECT {hint}h.* FROM ({stored}) h LEFT ANTI JOIN ({touched}) n ON h.key = n.key WHERE h.key != {_EMPTY}",
+            truncates_of_sql(pending),
         ),
         stored_end(), "_truncates",
     )  # fmt: skip

@@ -71,7 +71,8 @@ def valid_to_sql(rows: str, next_version: str, truncates: str) -> str:
     """`rows` (a query) with `valid_to_pos` and `valid_to_ts_ms` (replacing any it has): the version ends at
     `next_version` (an SQL struct<pos, ts>, null when none), or at the first of `truncates` (an SQL expression of
     TRUNCATES_TYPE) after its position when that comes first."""
-    cut = f"try_element_at(filter({truncates}, t -> t.pos > pos), 1)"
+    # (a lambda runs interpreted, row by row: skipped when there are no truncates, the common case)
+    cut = f"CASE WHEN size({truncates}) > 0 THEN try_element_at(filter({truncates}, t -> t.pos > pos), 1) END"
     ends = "CASE WHEN _cut IS NOT NULL AND (_next IS NULL OR _cut.pos < _next.pos) THEN _cut ELSE _next END"
     return (
         "SELECT * EXCEPT (_next, _cut, _end), _end.pos AS valid_to_pos, _end.ts AS valid_to_ts_ms FROM ("
