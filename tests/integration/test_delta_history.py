@@ -7,6 +7,7 @@ split across batches, with a fold that fails after its MERGEs and is done again.
 from __future__ import annotations
 
 import json
+import logging
 import random
 import uuid
 from collections.abc import Iterator
@@ -241,7 +242,12 @@ def same(got: list[tuple[Any, ...]], expected: list[tuple[Any, ...]], stage: str
                                                             "rules as typed, another projection; 2 minutes)"))],
 )  # fmt: skip
 def test_history_and_point_in_time_reads_equal_the_workloads_own_account(
-    layout: str, spark: SparkSession, kafka: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    layout: str,
+    spark: SparkSession,
+    kafka: dict[str, Any],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     rng = random.Random(54 if layout == "typed" else 55)
     workload = run_workload(rng, transactions=soak_size(120, 400), keys=10)
@@ -290,6 +296,19 @@ def test_history_and_point_in_time_reads_equal_the_workloads_own_account(
     )
     sink.flush(spark)
     check("every change folded", points=4, tracked=True)
+    # The last fold's changes (the last batch) are what a read merges in. As of a transaction before all of them the
+    # stored versions alone answer (one scan); as of one at or after the first of them, they are merged in.
+    first_pending = min(json.loads(e)["source"]["pos"][0] for e in batches[-1])
+    assert first_pending - 1 >= FIRST_SEQ  # (the seed's last batch holds no change of the first transaction)
+    alone = f"as of transaction {first_pending - 1}: no change since the last fold at or before it"
+    for seq, _ts, rows in workload.after:
+        if seq in (first_pending - 1, first_pending):
+            with caplog.at_level(logging.DEBUG, logger="cdcflow.pipeline.sinks.delta.history.reads"):
+                caplog.clear()
+                got = _table(_rows(as_of(spark, path, gtid=f"0-1-{seq}"), layout))
+                took_stored_alone = any(alone in r.getMessage() for r in caplog.records)
+            assert got == _table(list(rows.values())), seq
+            assert took_stored_alone == (seq < first_pending), (seq, caplog.messages)
     # a fold with nothing new changes nothing, and the history's name is in the catalog
     stored = spark.read.format("delta").load(history_path(path)).count()
     sink.apply_batch(events_frame(spark, batches[0]), len(batches))  # old changes again, in a new batch
