@@ -321,22 +321,14 @@ def iter_to_end(
         if not starts:
             return
         consumer.assign(starts)
-        deadline = time.monotonic() + timeout_s
-        while ends:
-            if time.monotonic() > deadline:
-                raise ServiceUnavailable(f"reading {topic} to its end took more than {timeout_s:.0f} s")
-            msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            err = msg.error()
-            if err is not None:
-                if err.code() == KafkaError._PARTITION_EOF:
-                    continue
-                raise ServiceUnavailable(f"read {topic}: {err.str()}")
+        overdue = f"reading {topic} to its end took more than {timeout_s:.0f} s"
+        for msg in _polled(consumer, timeout_s, overdue, f"read {topic}", eof_ends=False):
             part, offset = msg.partition() or 0, msg.offset() or 0
             yield KafkaRecord(topic, part, offset, msg.key(), msg.value())
             if part in ends and offset + 1 >= ends[part]:
                 del ends[part]
+            if not ends:
+                return
     finally:
         consumer.close()
 
@@ -344,20 +336,28 @@ def iter_to_end(
 def _messages(consumer: Consumer, topic: str, partition: int, timeout_s: float, what: str) -> Iterator[Message]:
     """The messages of the one partition `consumer` is assigned, until its end (a partition EOF, when the client
     reports it) or the caller stops; ServiceUnavailable when reading `what` takes more than `timeout_s`."""
+    overdue = f"reading {what} of {topic} partition {partition} took more than {timeout_s:.0f} s"
+    return _polled(consumer, timeout_s, overdue, f"read {topic} partition {partition}", eof_ends=True)
+
+
+def _polled(consumer: Consumer, timeout_s: float, overdue: str, failed: str, eof_ends: bool) -> Iterator[Message]:
+    """`consumer`'s messages as they come until the caller stops (or, with `eof_ends`, a partition EOF); the
+    one poll loop of this module. ServiceUnavailable(`overdue`) after `timeout_s`, ServiceUnavailable(`failed`:
+    the error) on a client error."""
     deadline = time.monotonic() + timeout_s
     while True:
         if time.monotonic() > deadline:
-            raise ServiceUnavailable(
-                f"reading {what} of {topic} partition {partition} took more than {timeout_s:.0f} s"
-            )
+            raise ServiceUnavailable(overdue)
         msg = consumer.poll(0.5)
         if msg is None:
             continue
         err = msg.error()
         if err is not None:
             if err.code() == KafkaError._PARTITION_EOF:
-                return  # nothing more to come
-            raise ServiceUnavailable(f"read {topic} partition {partition}: {err.str()}")
+                if eof_ends:
+                    return  # nothing more to come
+                continue
+            raise ServiceUnavailable(f"{failed}: {err.str()}")
         yield msg
 
 
