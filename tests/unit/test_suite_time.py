@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -79,3 +81,39 @@ def test_the_processes_a_test_started_are_summed_by_its_file() -> None:
     assert seconds >= 0.7 and count == 1
     lines = report(LaneClock(), None, started=cpu.by_test_file())
     assert any(line.endswith("  1  tests/e2e/test_x.py") for line in lines), lines
+
+
+def test_a_spark_driver_keeps_its_kind_when_the_test_process_that_started_it_ends_first() -> None:
+    """A test process's driver outlives it at the end of a run: re-parented to init, it is still the test's."""
+    cpu = ProcessCpu(every_s=0.1)
+    cpu.start()
+    busy = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass\ntime.sleep(60)"
+    starts_driver = (
+        "import subprocess, sys\n"
+        f"p = subprocess.Popen([sys.executable, '-c', {busy!r}, 'org.apache.spark.deploy.SparkSubmit'])\n"
+        "print(p.pid, flush=True)\nsys.stdin.readline()"
+    )
+    worker = subprocess.Popen(  # a command line as xdist's workers have
+        [sys.executable, "-u", "-c", "import sys;exec(eval(sys.stdin.readline()))"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert worker.stdin is not None and worker.stdout is not None
+    worker.stdin.write(repr(starts_driver) + "\n")
+    worker.stdin.flush()
+    driver = int(worker.stdout.readline())
+    try:
+        cpu.sample()  # seen while the worker lives
+        assert cpu.kind_of(driver) == "Spark driver JVMs (test processes)"
+        worker.stdin.write("\n")  # the worker ends before its driver
+        worker.stdin.flush()
+        worker.wait()
+        stat = Path(f"/proc/{driver}/stat")
+        deadline = time.monotonic() + 10
+        while int(stat.read_text().rsplit(") ", 1)[1].split()[1]) == worker.pid:  # not re-parented yet
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        cpu.sample()  # seen as an orphan
+        assert cpu.kind_of(driver) == "Spark driver JVMs (test processes)"
+    finally:
+        os.kill(driver, signal.SIGKILL)
+        cpu.stop()

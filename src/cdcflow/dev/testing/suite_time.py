@@ -119,7 +119,9 @@ class ProcessCpu:
             known = self._seen.get(key)
             if known is not None and not cmd:  # ended, not reaped yet (a zombie): it may show no CPU time either
                 continue
-            kind = self._kind(cmd, commands.get(parent, ""))
+            # A process's kind is decided when it is first seen: a driver whose test process ended first (at the
+            # end of a run) is re-parented to init, and would move all its CPU under another kind.
+            kind = known[1] if known is not None else self._kind(cmd, commands.get(parent, ""))
             self._seen[key] = (cpu - self._before.get(key, 0.0), kind)
             if key not in self._file:
                 self._file[key] = started_by(key[0]) if kind in _STARTED_BY_TESTS else None
@@ -133,6 +135,11 @@ class ProcessCpu:
                     return f"{kind} (test processes)" if in_test else f"{kind} (pipelines and readers)"
                 return kind
         return "other"
+
+    def kind_of(self, pid: int) -> str | None:
+        """The kind the samples gave the (newest) process `pid`, or None if none saw it."""
+        seen = [(start, kind) for (p, start), (_, kind) in self._seen.items() if p == pid]
+        return max(seen)[1] if seen else None
 
     def stop(self) -> tuple[dict[str, float], float, float]:
         """CPU seconds by kind of process, the machine's busy CPU seconds and the seconds since `start`."""
