@@ -10,13 +10,15 @@ Spark session (local[2]), by
 1. the raw Kafka → Parquet copy of the update records (the floor);
 2. the docs' foreachBatch MERGE (`delta_merge_on_read.docs_merge_seconds`);
 3. cdcflow `pipeline run --available-now` with a `delta` sink: the append path, then the final fold
-   of the updates into the N-row table (both timed), on a state table with deletion vectors (the
-   sink's default) and, with `--both`, again on one without (copy-on-write).
+   of the updates into the N-row table (both timed), on a state table with deletion vectors
+   (`deletion_vectors_from_bytes: 0`); with `--both`, again on one without (copy-on-write,
+   `deletion_vectors: false`); with `--sized`, again with the sink's defaults: the table starts without
+   them and the fold turns them on when the table is past `deletion_vectors_from_bytes`.
 
 Each result is checked: every updated key holds its newest values, and the table still has N rows.
 
 Usage: .venv/bin/python benchmarks/delta_table_size.py [--sizes 50000,5000000] [--updates 100000]
-           [--max-offsets 20000] [--both]
+           [--max-offsets 20000] [--both] [--sized]
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import random
 import tempfile
 import uuid
 from pathlib import Path
+from typing import Any
 
 from delta_merge_on_read import COLUMNS, DB, DOCS_TABLE, SOURCE, cdcflow_seconds, docs_merge_seconds, event, history
 from machine import machine_summary  # type: ignore[import-not-found]
@@ -42,7 +45,7 @@ from cdcflow.pipeline.session import build_session
 from cdcflow.pipeline.sinks.delta.layouts import mysql_types as mt
 from cdcflow.pipeline.sinks.delta.layouts.mysql_typed import TYPED_TABLE_PROPERTIES
 from cdcflow.pipeline.sinks.delta.records import FoldRecord, write_record
-from cdcflow.pipeline.sinks.delta.tables import ensure_table
+from cdcflow.pipeline.sinks.delta.tables import ensure_table, table_size
 from cdcflow.pipeline.sinks.mysql_history import mysql_columns
 
 TABLE = "t000"
@@ -113,6 +116,7 @@ def main() -> None:
     parser.add_argument("--updates", type=int, default=100_000)
     parser.add_argument("--max-offsets", type=int, default=20_000)
     parser.add_argument("--both", action="store_true", help="also without deletion vectors")
+    parser.add_argument("--sized", action="store_true", help="also with the defaults (deletion vectors by size)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     bootstrap = Stack(default_stack_home()).endpoints("kafka")["bootstrap_servers"]
@@ -127,21 +131,30 @@ def main() -> None:
         expected = produce_updates(bootstrap, prefix, rows, args.updates)
         pattern = f"{prefix}\\.{DB}\\..*"
         got: dict[str, float] = {}
-        variants = [True, False] if args.both else [True]
+        # (label, the state table written with deletion vectors, the sink's options)
+        variants: list[tuple[str, bool, dict[str, Any]]] = [("cdcflow", True, {"deletion_vectors_from_bytes": 0})]
+        if args.both:
+            variants.append(("cdcflow without DVs", False, {"deletion_vectors": False}))
+        if args.sized:
+            variants.append(("cdcflow DVs by size", False, {}))
         with tempfile.TemporaryDirectory(prefix="cdcflow-size-") as tmp:
             work = Path(tmp)
             got["raw"] = raw_kafka_to_parquet_seconds(spark, bootstrap, pattern, args.max_offsets, work / "raw")
             docs = write_docs_table(spark, work, rows)
             got["docs"] = docs_merge_seconds(spark, bootstrap, pattern, args.max_offsets, work, create=False)
             check(spark.read.format("delta").load(docs), rows, expected, "docs MERGE")
-            for dv in variants:
-                run = work / ("dv" if dv else "cow")
+            for label, dv, options in variants:
+                run = work / label.replace(" ", "-")
                 path = write_cdcflow_state(spark, run, rows, dv)
+                size = table_size(spark, path)
+                table_bytes = f"{size.bytes:,} bytes" if size else "size unknown"
                 total, append, _batches = cdcflow_seconds(
-                    bootstrap, pattern, prefix, args.max_offsets, run, deletion_vectors=dv, register_in_catalog=False
+                    bootstrap, pattern, prefix, args.max_offsets, run, register_in_catalog=False, **options
                 )
-                check(spark.read.format("delta").load(path), rows, expected, "cdcflow")
-                label = "cdcflow" if dv else "cdcflow without DVs"
+                check(spark.read.format("delta").load(path), rows, expected, label)
+                after = table_size(spark, path)
+                print(f"  {label}: state table {table_bytes}; deletion vectors after the folds: "
+                      f"{after.deletion_vectors if after else 'unknown'}", flush=True)  # fmt: skip
                 got[f"{label} total"], got[f"{label} append"], got[f"{label} fold"] = total, append, total - append
         results[rows] = got
         print(f"rows={rows:,}: " + "; ".join(f"{key} {value:.1f} s" for key, value in got.items()), flush=True)

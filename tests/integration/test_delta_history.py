@@ -269,6 +269,8 @@ def test_history_and_point_in_time_reads_equal_the_workloads_own_account(
             except RuntimeError as exc:
                 assert "a fold stopped" in str(exc)
     assert hooks.failed == 1  # the fold that stopped after its MERGEs ran, and was done again by a later one
+    # small tables keep no deletion vectors (deletion_vectors_from_bytes: a fold rewrites their files faster)
+    assert not _deletion_vectors(spark, path) and not _deletion_vectors(spark, history_path(path))
     record = read_record(spark, path)
     assert record is not None and record.history and record.history_seeded
     assert record.folded_version < sink.batches.version  # the last batches are not folded: the reads merge them
@@ -387,3 +389,59 @@ def test_a_history_stored_without_the_seq_columns_gets_them_and_reads_stay_exact
     same(_history_rows(history(spark, path), "typed"), _expected_history(workload.versions), "seq columns added")
     for seq, _ts, rows in workload.after[::5]:
         assert _table(_rows(as_of(spark, path, gtid=f"0-1-{seq}"), "typed")) == _table(list(rows.values())), seq
+
+
+def _deletion_vectors(spark: SparkSession, path: str) -> bool:
+    properties = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").first()["properties"]  # type: ignore[index]
+    return properties.get("delta.enableDeletionVectors") == "true"
+
+
+def test_tables_get_deletion_vectors_once_they_pass_the_size_and_stay_exact(
+    spark: SparkSession, kafka: dict[str, Any], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A state table and its history start without deletion vectors (a small table's fold rewrites its few files
+    faster than it writes them) and get them at the first fold that finds them past `deletion_vectors_from_bytes`;
+    the folds after that mark rows instead of rewriting files, and every read stays exact. With `deletion_vectors:
+    false` they never get them. (A table below the size keeps none: the first test, at the default size.)"""
+    rng = random.Random(59)
+    workload = run_workload(rng, transactions=60, keys=30)
+    # (a seed without truncates: here rows are replaced in place, which is where deletion vectors differ)
+    assert not any(c.op == "t" for changes in workload.transactions for c in changes)
+    batches = deliveries(rng, workload)
+    endpoints = Endpoints(bootstrap_servers=kafka["bootstrap_servers"])
+    topic = _schema_history(kafka["bootstrap_servers"])
+
+    def run(name: str, **options: Any) -> str:
+        opts = DeltaStateOptions(
+            path=str(tmp_path / name), history=True, fold_rows=10**9, fold_interval_s=10**6,
+            register_in_catalog=False, schema_history_topic=topic, **options,
+        )  # fmt: skip
+        sink = DeltaStateSink("dv", opts, endpoints)
+        path = sink.table_path(SOURCE, DB, TABLE)
+        for batch_id, batch in enumerate(batches):
+            sink.apply_batch(events_frame(spark, batch), batch_id)
+            if batch_id == len(batches) // 3:
+                sink.flush(spark)  # the tables' first fold creates them, small
+                assert not _deletion_vectors(spark, path) and not _deletion_vectors(spark, history_path(path))
+        sink.flush(spark)
+        sink.close()
+        return path
+
+    with caplog.at_level(logging.INFO, logger="cdcflow.pipeline.sinks.delta.fold_service"):
+        grown = run("grown", deletion_vectors_from_bytes=1)  # past the size at its second fold
+    turned_on = [m for m in caplog.messages if "deletion vectors turned on" in m]
+    assert len(turned_on) == 2, caplog.messages  # the state table and its history, once each
+    for table in (grown, history_path(grown)):
+        assert _deletion_vectors(spark, table)
+        metrics = [r["operationMetrics"] for r in spark.sql(f"DESCRIBE HISTORY delta.`{table}`").collect()
+                   if r["operation"] == "MERGE"]  # fmt: skip
+        assert any(int(m.get("numTargetDeletionVectorsAdded", "0")) > 0 for m in metrics), (table, metrics)
+    same(_history_rows(history(spark, grown), "typed"), _expected_history(workload.versions), "deletion vectors")
+    for seq, _ts, rows in workload.after[::10]:
+        assert _table(_rows(as_of(spark, grown, gtid=f"0-1-{seq}"), "typed")) == _table(list(rows.values())), seq
+    assert _table(_rows(current_view(spark, grown), "typed")) == _table(list(workload.after[-1][2].values()))
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="cdcflow.pipeline.sinks.delta.fold_service"):
+        never = run("never", deletion_vectors=False, deletion_vectors_from_bytes=1)
+    assert not any("deletion vectors turned on" in m for m in caplog.messages), caplog.messages
+    assert not _deletion_vectors(spark, never) and not _deletion_vectors(spark, history_path(never))

@@ -36,6 +36,7 @@ from cdcflow.pipeline.sinks.delta.records import (
     write_text,
 )
 from cdcflow.pipeline.sinks.delta.source_shapes import SourceShapes
+from cdcflow.pipeline.sinks.delta.tables import table_size, turn_on_deletion_vectors
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +67,7 @@ class FoldService:
         self._named: set[str] = set()  # state paths whose view and state table this process named
         self._optimized_version = -1  # the log version after which the log was last compacted
         self._optimizations = 0  # compactions of the log by this process (VACUUM follows every tenth)
+        self._with_deletion_vectors: set[str] = set()  # tables (state, history) found with deletion vectors on
 
     def opened(self, spark: SparkSession, log_version: int) -> None:
         self.spark = spark
@@ -156,6 +158,8 @@ class FoldService:
                 self._register_names(spark, path, record)
             return 0
         job = FoldJob(spark, self.sink, self.options, self.shapes, self.hooks, path, record, version, history)
+        for table in (path, history_path(path)) if history is not None else (path,):
+            self._deletion_vectors_when_large(spark, table)
         if history is None:
             folded = layout_of(record.layout).fold(job)
         else:
@@ -190,6 +194,28 @@ class FoldService:
         log.info("sink %s: %s: folded %d changes up to log version %d in %.1f s", self.sink, path, folded.changes,
                  version, took_ms / 1000)  # fmt: skip
         return folded.changes
+
+    def _deletion_vectors_when_large(self, spark: SparkSession, path: str) -> None:
+        """Deletion vectors turned on for a table that has grown past `deletion_vectors_from_bytes`, before the
+        fold's MERGE, so that MERGE already marks rows. Only this sink's fold thread writes the table, so nothing
+        conflicts; a failure costs the saving, never data (the next fold tries again)."""
+        if not self.options.deletion_vectors or path in self._with_deletion_vectors:
+            return
+        size = table_size(spark, path)
+        if size is None:
+            return
+        if not size.deletion_vectors:
+            if size.bytes < self.options.deletion_vectors_from_bytes:
+                return
+            try:
+                turn_on_deletion_vectors(spark, path)
+            except Exception as exc:
+                log.warning("sink %s: %s: deletion vectors not turned on (tried again at the next fold): %s",
+                            self.sink, path, exc)  # fmt: skip
+                return
+            log.info("sink %s: %s: deletion vectors turned on (%d bytes, past deletion_vectors_from_bytes %d)",
+                     self.sink, path, size.bytes, self.options.deletion_vectors_from_bytes)  # fmt: skip
+        self._with_deletion_vectors.add(path)
 
     # --- upkeep ----------------------------------------------------------------------------------
     def housekeeping(self) -> None:

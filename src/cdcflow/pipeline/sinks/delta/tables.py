@@ -6,6 +6,7 @@ import logging
 import re
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
@@ -35,6 +36,38 @@ def ensure_table(
             builder = builder.property(key, value)
         builder.execute()
     return DeltaTable.forPath(spark, path)
+
+
+DELETION_VECTORS = "delta.enableDeletionVectors"
+
+
+@dataclass(frozen=True)
+class TableSize:
+    bytes: int  # of the table's files
+    deletion_vectors: bool  # the table has them turned on
+
+
+def table_size(spark: SparkSession, path: str) -> TableSize | None:
+    """The table's size and whether it has deletion vectors, from the snapshot Delta holds in memory and the
+    checksum it writes with each commit (no Spark job); None while no table is there, or when Delta wrote no
+    checksum for its newest version."""
+    sc = spark.sparkContext
+    assert sc._jvm is not None
+    snapshot = sc._jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path).unsafeVolatileSnapshot()
+    if snapshot.version() < 0:
+        return None
+    checksum = snapshot.checksumOpt()
+    if not checksum.isDefined():
+        return None
+    setting = snapshot.metadata().configuration().get(DELETION_VECTORS)
+    on = bool(setting.isDefined()) and str(setting.get()).lower() == "true"
+    return TableSize(int(checksum.get().tableSizeBytes()), on)
+
+
+def turn_on_deletion_vectors(spark: SparkSession, path: str) -> None:
+    """From this commit on, the table's MERGEs, UPDATEs and DELETEs mark rows instead of rewriting files (a
+    metadata commit; readers need Delta reader version 3 from here)."""
+    spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('{DELETION_VECTORS}' = 'true')")
 
 
 _COMMIT_FILE = re.compile(r"^\d{20}\.(json|checkpoint.*\.parquet)$")

@@ -11,6 +11,7 @@ from pyspark.sql.types import StructType
 
 from cdcflow.config.sinks import DeltaStateOptions, TableHistory
 from cdcflow.pipeline.sinks.delta.records import FoldRecord
+from cdcflow.pipeline.sinks.delta.tables import DELETION_VECTORS
 
 if TYPE_CHECKING:
     from cdcflow.pipeline.sinks.delta.source_shapes import SourceShapes
@@ -55,11 +56,11 @@ class FoldJob:
         )  # fmt: skip
 
     def state_properties(self) -> dict[str, str]:
-        """Properties of a new state table. Deletion vectors: a fold's MERGE marks the rows it replaces
-        instead of rewriting their files, so its cost follows the changes, not the table (measured: a fold of
-        100k updates into 5M rows 9.5 s with them, 20.3 s without; 50k rows 5.0 vs 5.2 s;
-        benchmarks/delta_table_size.py)."""
-        return {"delta.enableDeletionVectors": "true"} if self.options.deletion_vectors else {}
+        """Properties of a new state (or history) table: deletion vectors only when a table gets them from its
+        creation (`deletion_vectors_from_bytes: 0`); otherwise the folds turn them on once it is large
+        (`FoldService`)."""
+        with_them = self.options.deletion_vectors and self.options.deletion_vectors_from_bytes == 0
+        return {DELETION_VECTORS: "true"} if with_them else {}
 
 
 @dataclass(frozen=True)
