@@ -400,7 +400,7 @@ def test_tables_get_deletion_vectors_once_they_pass_the_size_and_stay_exact(
     spark: SparkSession, kafka: dict[str, Any], tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A state table and its history start without deletion vectors (a small table's fold rewrites its few files
-    faster than it writes them) and get them at the first fold that finds them past `deletion_vectors_from_bytes`;
+    faster than it writes them) and get them after the first fold that leaves them past `deletion_vectors_from_bytes`;
     the folds after that mark rows instead of rewriting files, and every read stays exact. With `deletion_vectors:
     false` they never get them. (A table below the size keeps none: the first test, at the default size.)"""
     rng = random.Random(59)
@@ -412,23 +412,31 @@ def test_tables_get_deletion_vectors_once_they_pass_the_size_and_stay_exact(
     topic = _schema_history(kafka["bootstrap_servers"])
 
     def run(name: str, **options: Any) -> str:
+        """The first third of the batches folded by a sink whose tables stay small for it, then (a restart) the
+        rest by one with `options`, folded twice."""
         opts = DeltaStateOptions(
             path=str(tmp_path / name), history=True, fold_rows=10**9, fold_interval_s=10**6,
-            register_in_catalog=False, schema_history_topic=topic, **options,
+            register_in_catalog=False, schema_history_topic=topic, deletion_vectors_from_bytes=10**9,
         )  # fmt: skip
-        sink = DeltaStateSink("dv", opts, endpoints)
-        path = sink.table_path(SOURCE, DB, TABLE)
-        for batch_id, batch in enumerate(batches):
+        first = DeltaStateSink("dv", opts, endpoints)
+        path = first.table_path(SOURCE, DB, TABLE)
+        third = len(batches) // 3
+        for batch_id, batch in enumerate(batches[: third + 1]):
+            first.apply_batch(events_frame(spark, batch), batch_id)
+        first.flush(spark)  # the tables' first fold creates them, small for this sink
+        first.close()
+        assert not _deletion_vectors(spark, path) and not _deletion_vectors(spark, history_path(path))
+        sink = DeltaStateSink("dv", opts.model_copy(update=options), endpoints)
+        for batch_id, batch in enumerate(batches[third + 1 :], start=third + 1):
             sink.apply_batch(events_frame(spark, batch), batch_id)
-            if batch_id == len(batches) // 3:
-                sink.flush(spark)  # the tables' first fold creates them, small
-                assert not _deletion_vectors(spark, path) and not _deletion_vectors(spark, history_path(path))
+            if batch_id == 2 * third:
+                sink.flush(spark)
         sink.flush(spark)
         sink.close()
         return path
 
     with caplog.at_level(logging.INFO, logger="cdcflow.pipeline.sinks.delta.fold_service"):
-        grown = run("grown", deletion_vectors_from_bytes=1)  # past the size at its second fold
+        grown = run("grown", deletion_vectors_from_bytes=1)  # past the size at the restarted sink's first fold
     turned_on = [m for m in caplog.messages if "deletion vectors turned on" in m]
     assert len(turned_on) == 2, caplog.messages  # the state table and its history, once each
     for table in (grown, history_path(grown)):

@@ -115,9 +115,9 @@ class DeltaStateOptions(_Mapped):
     # the table. Readers of such a table need Delta reader version 3 (Delta Lake 2.3+, Databricks, Trino, ...).
     deletion_vectors: bool = True
     # The size (bytes of a table's files, from Delta's checksum) from which a table gets deletion vectors, turned on
-    # by the first fold that finds it past it. Below it a fold rewrites the few files faster than it writes them
-    # (measured: 500 updates folded into 100k rows, 1.9 MB: 3.1-3.4 s without, 3.4-4.6 s with; 300k rows, 5.6 MB:
-    # 5.8 s without, 4.6 s with). 0: from a table's creation.
+    # after the fold that leaves it past it. Below it a fold rewrites the few files faster than it writes them
+    # (measured: 500 updates folded into 100k rows, 2.0 MB: 3.2-3.4 s without, 4.2 s with; they cost the same near
+    # 300k rows, 5.6 MB; 1M rows: 5.9-6.1 s without, 3.9-4.2 s with). 0: from a table's creation.
     deletion_vectors_from_bytes: int = Field(default=4 * 1024 * 1024, ge=0)
     # Prefix of the catalog database names (<prefix><db>).
     catalog_database_prefix: str = Field(default="", pattern=r"^[A-Za-z0-9_]*$")

@@ -158,8 +158,6 @@ class FoldService:
                 self._register_names(spark, path, record)
             return 0
         job = FoldJob(spark, self.sink, self.options, self.shapes, self.hooks, path, record, version, history)
-        for table in (path, history_path(path)) if history is not None else (path,):
-            self._deletion_vectors_when_large(spark, table)
         if history is None:
             folded = layout_of(record.layout).fold(job)
         else:
@@ -193,11 +191,14 @@ class FoldService:
         self._register_names(spark, path, done)
         log.info("sink %s: %s: folded %d changes up to log version %d in %.1f s", self.sink, path, folded.changes,
                  version, took_ms / 1000)  # fmt: skip
+        for table in (path, history_path(path)) if history is not None else (path,):
+            self._deletion_vectors_when_large(spark, table)
         return folded.changes
 
     def _deletion_vectors_when_large(self, spark: SparkSession, path: str) -> None:
-        """Deletion vectors turned on for a table that has grown past `deletion_vectors_from_bytes`, before the
-        fold's MERGE, so that MERGE already marks rows. Only this sink's fold thread writes the table, so nothing
+        """Deletion vectors turned on for a table a fold has grown past `deletion_vectors_from_bytes` (after the
+        fold, so a table is left in its shape by the fold that grew it, and a replay that changes no row commits
+        nothing); the next fold's MERGE marks rows. Only this sink's fold thread writes the table, so nothing
         conflicts; a failure costs the saving, never data (the next fold tries again)."""
         if not self.options.deletion_vectors or path in self._with_deletion_vectors:
             return

@@ -29,6 +29,7 @@ from cdcflow.pipeline.sinks.delta.layouts import layout_of
 from cdcflow.pipeline.sinks.delta.layouts import mysql_types as mt
 from cdcflow.pipeline.sinks.delta.records import read_record
 from cdcflow.pipeline.sinks.delta.sql import delta_path, quoted, without_deleted
+from cdcflow.pipeline.sinks.delta.tables import table_size
 
 
 def current_view(spark: SparkSession, state_path: str, include_deleted: bool = False) -> DataFrame:
@@ -123,8 +124,9 @@ def hbase_state_rows(
         table = table.where(F.col("row_key") < F.lit(bytearray(stop_row)))
     # toLocalIterator brings one partition at a time through the driver: sorted into pieces of about
     # _VERIFY_PIECE_BYTES of table files each, so a large table never needs a large driver.
-    size = 0
-    if DeltaTable.isDeltaTable(spark, path):
+    known = table_size(spark, path)  # (Delta's checksum: no Spark job, where DESCRIBE DETAIL runs one)
+    size = known.bytes if known is not None else 0
+    if known is None and DeltaTable.isDeltaTable(spark, path):
         size = int(spark.sql(f"DESCRIBE DETAIL delta.`{path}`").first()["sizeInBytes"] or 0)  # type: ignore[index]
     pieces = max(2, -(-size // _VERIFY_PIECE_BYTES))
     ordered = table.select("row_key", "puts").repartitionByRange(pieces, "row_key").sortWithinPartitions("row_key")
