@@ -448,8 +448,19 @@ def test_tables_get_deletion_vectors_once_they_pass_the_size_and_stay_exact(
     for seq, _ts, rows in workload.after[::10]:
         assert _table(_rows(as_of(spark, grown, gtid=f"0-1-{seq}"), "typed")) == _table(list(rows.values())), seq
     assert _table(_rows(current_view(spark, grown), "typed")) == _table(list(workload.after[-1][2].values()))
+    # deletion_vectors: false, past the size: two folds (the second finds the tables there) turn nothing on
     caplog.clear()
+    never = DeltaStateSink("dv", DeltaStateOptions(
+        path=str(tmp_path / "never"), history=True, fold_rows=10**9, fold_interval_s=10**6, register_in_catalog=False,
+        schema_history_topic=topic, deletion_vectors=False, deletion_vectors_from_bytes=1,
+    ), endpoints)  # fmt: skip
     with caplog.at_level(logging.INFO, logger="cdcflow.pipeline.sinks.delta.fold_service"):
-        never = run("never", deletion_vectors=False, deletion_vectors_from_bytes=1)
+        for batch_id, batch in enumerate(batches[:4]):
+            never.apply_batch(events_frame(spark, batch), batch_id)
+            if batch_id in (1, 3):
+                never.flush(spark)
+    never.close()
+    path = never.table_path(SOURCE, DB, TABLE)
+    assert any("folded" in m for m in caplog.messages) and read_record(spark, path).folded_version > 0  # type: ignore[union-attr]
     assert not any("deletion vectors turned on" in m for m in caplog.messages), caplog.messages
-    assert not _deletion_vectors(spark, never) and not _deletion_vectors(spark, history_path(never))
+    assert not _deletion_vectors(spark, path) and not _deletion_vectors(spark, history_path(path))
