@@ -45,7 +45,7 @@ from cdcflow.pipeline.session import build_session
 from cdcflow.pipeline.sinks.delta.layouts import mysql_types as mt
 from cdcflow.pipeline.sinks.delta.layouts.mysql_typed import TYPED_TABLE_PROPERTIES
 from cdcflow.pipeline.sinks.delta.records import FoldRecord, write_record
-from cdcflow.pipeline.sinks.delta.tables import ensure_table, table_size
+from cdcflow.pipeline.sinks.delta.tables import DELETION_VECTORS, ensure_table, table_size
 from cdcflow.pipeline.sinks.mysql_history import mysql_columns
 
 TABLE = "t000"
@@ -79,7 +79,7 @@ def write_cdcflow_state(spark: SparkSession, workdir: Path, rows: int, deletion_
     shape = mysql_columns(cols)
     properties = dict(TYPED_TABLE_PROPERTIES)
     if deletion_vectors:
-        properties["delta.enableDeletionVectors"] = "true"
+        properties[DELETION_VECTORS] = "true"
     ensure_table(spark, path, mt.table_schema(shape), properties)
     base = spark.range(rows).selectExpr(
         *BASE_ROWS, f"false AS {mt.DELETED}", f"'c' AS {mt.OP}", f"array(0L, id, 0L) AS {mt.POS}",
