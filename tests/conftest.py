@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from pyspark.core import context as pyspark_context
+from pyspark.core.context import SparkContext
 
 from cdcflow.clients.hbase import HBaseClient, connect
 from cdcflow.dev.stack import Stack
@@ -28,7 +29,7 @@ from cdcflow.dev.testing.lanes import RUN_DIR_ENV, run_dir
 from cdcflow.dev.testing.spark_classes import ArchiveMaker
 from cdcflow.dev.testing.spark_classes import archive_path as spark_class_archive
 from cdcflow.dev.testing.spark_classes import java_options as spark_class_options
-from cdcflow.dev.testing.suite_time import LaneClock, ProcessCpu, report
+from cdcflow.dev.testing.suite_time import LaneClock, ProcessCpu, own_cpu, report
 
 _harness: ServiceHarness | None = None
 
@@ -228,11 +229,40 @@ def pytest_configure(config: pytest.Config) -> None:
         _cpu.start()
 
 
+_OWN_CPU_AT_SETUP = pytest.StashKey[tuple[float, float]]()
+
+
+def _own_driver_pid() -> int | None:
+    gateway = SparkContext._gateway
+    proc = getattr(gateway, "proc", None)
+    return proc.pid if proc is not None else None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    item.stash[_OWN_CPU_AT_SETUP] = own_cpu(_own_driver_pid())
+    yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
+    """The CPU this test took in its own process and Spark driver, carried to the reporting process on the
+    teardown report (pytest-xdist sends a report's user properties)."""
+    yield
+    before = item.stash.get(_OWN_CPU_AT_SETUP, None)
+    if before is not None:
+        after = own_cpu(_own_driver_pid())
+        item.user_properties.append(("own_cpu", (after[0] - before[0], max(0.0, after[1] - before[1]))))
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if _lanes is not None:
         node = getattr(report, "node", None)  # set by pytest-xdist on the reports of its workers
         worker = node.gateway.id if node is not None else "main"
         _lanes.record(worker, report.nodeid, report.when, report.duration)
+        for name, value in report.user_properties:
+            if name == "own_cpu" and report.when == "teardown":
+                _lanes.record_own_cpu(report.nodeid, *value)
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:

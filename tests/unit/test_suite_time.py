@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from cdcflow.dev.testing.suite_time import LaneClock, ProcessCpu, report
+from cdcflow.dev.testing.suite_time import LaneClock, ProcessCpu, own_cpu, report
 
 pytestmark = pytest.mark.unit
 
@@ -117,3 +117,31 @@ def test_a_spark_driver_keeps_its_kind_when_the_test_process_that_started_it_end
     finally:
         os.kill(driver, signal.SIGKILL)
         cpu.stop()
+
+
+def test_a_tests_own_process_and_spark_driver_cpu_are_summed_by_its_file() -> None:
+    busy = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.6: pass\ntime.sleep(30)"
+    driver = subprocess.Popen([sys.executable, "-c", busy])  # stands for the driver JVM pyspark launched
+    try:
+        process_before, _ = own_cpu(driver.pid)
+        t = time.process_time()
+        while time.process_time() - t < 0.3:
+            pass
+        deadline = time.monotonic() + 10
+        while own_cpu(driver.pid)[1] < 0.5:  # its busy loop done
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        process_after, driver_after = own_cpu(driver.pid)
+    finally:
+        driver.kill()
+        driver.wait()
+    assert process_after - process_before >= 0.3
+    assert driver_after >= 0.5 and own_cpu(None)[1] == 0.0
+    lanes = LaneClock()
+    lanes.record_own_cpu("tests/a.py::t1", 2.0, 30.0)
+    lanes.record_own_cpu("tests/a.py::t2", 1.0, 10.0)
+    lanes.record_own_cpu("tests/b.py::t3", 5.0, 0.0)
+    assert lanes.own_cpu_by_file == {"tests/a.py": (3.0, 40.0), "tests/b.py": (5.0, 0.0)}
+    lines = report(lanes, None)
+    own = [line.split() for line in lines if line.endswith(".py") and "CPU-s" in line]
+    assert own == [["43", "CPU-s", "3", "+", "40", "tests/a.py"], ["5", "CPU-s", "5", "+", "0", "tests/b.py"]]

@@ -164,8 +164,25 @@ class ProcessCpu:
         return out
 
 
+def own_cpu(driver_pid: int | None) -> tuple[float, float]:
+    """CPU seconds so far of this test process and of its own Spark driver (the JVM pyspark launched for it),
+    which sampling by kind of process cannot split by test."""
+    driver = 0.0
+    if driver_pid is not None:
+        try:
+            stat = Path(f"/proc/{driver_pid}/stat").read_text()
+        except OSError:
+            pass
+        else:
+            fields = stat[stat.rindex(")") + 2 :].split()
+            driver = (int(fields[11]) + int(fields[12])) / TICK
+    times = os.times()
+    return times.user + times.system, driver
+
+
 class LaneClock:
-    """Test time per worker (lane) and per file, and when each worker's last test ended."""
+    """Test time per worker (lane) and per file, when each worker's last test ended, and the CPU the test
+    processes and their own Spark drivers spent per file."""
 
     def __init__(self) -> None:
         self._started = time.monotonic()
@@ -173,6 +190,13 @@ class LaneClock:
         self.tests: Counter[str] = Counter()
         self.ended_at: dict[str, float] = {}
         self.by_file: dict[str, float] = defaultdict(float)
+        self.own_cpu_by_file: dict[str, tuple[float, float]] = {}
+
+    def record_own_cpu(self, nodeid: str, process_s: float, driver_s: float) -> None:
+        """CPU a test's own process and Spark driver spent from its setup to its teardown (`own_cpu` deltas)."""
+        path = nodeid.split("::", 1)[0]
+        process, driver = self.own_cpu_by_file.get(path, (0.0, 0.0))
+        self.own_cpu_by_file[path] = (process + process_s, driver + driver_s)
 
     def record(self, worker: str, nodeid: str, when: str, duration: float) -> None:
         self.seconds[worker] += duration
@@ -203,6 +227,12 @@ def report(
         for kind, seconds in sorted(by_kind.items(), key=lambda kv: -kv[1]):
             if seconds >= 1:
                 lines.append(f"  {seconds:7,.0f} CPU-s  {kind}")
+    if lanes.own_cpu_by_file:
+        own = sorted(lanes.own_cpu_by_file.items(), key=lambda kv: -sum(kv[1]))
+        lines.append(f"CPU of the test processes and their own Spark drivers, by test file ({files} of {len(own)}; "
+                     "process + driver):")  # fmt: skip
+        for path, (process_s, driver_s) in own[:files]:
+            lines.append(f"  {process_s + driver_s:7,.0f} CPU-s  {process_s:5,.0f} + {driver_s:5,.0f}  {path}")
     if started:
         lines.append(f"CPU of the processes tests started, by test file ({files} of {len(started)}; processes):")
         for path, (seconds, count) in sorted(started.items(), key=lambda kv: -kv[1][0])[:files]:
