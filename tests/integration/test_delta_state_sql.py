@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 import struct
 from collections.abc import Iterator
 from typing import Any
@@ -174,3 +175,32 @@ def test_a_table_whose_creation_was_killed_is_created_on_the_next_try(spark: Spa
     assert [r["k"] for r in spark.read.format("delta").load(str(path)).collect()] == [1]
     # a real table is never touched
     assert ensure_table(spark, str(path), schema).toDF().count() == 1
+
+
+def test_a_tables_size_is_known_with_and_without_delta_checksums(spark: SparkSession, tmp_path: Any) -> None:
+    """The fold thread sizes its tables (deletion vectors past `deletion_vectors_from_bytes`) from the checksum Delta
+    writes with each commit; a session that writes none (`writeChecksumFile.enabled` false) still gets the size."""
+    from cdcflow.pipeline.sinks.delta.tables import table_size, turn_on_deletion_vectors
+
+    checksums = "spark.databricks.delta.writeChecksumFile.enabled"
+    sizes = {}
+    for written in (True, False):
+        path = str(tmp_path / f"checksums_{written}")
+        assert table_size(spark, path) is None  # no table yet
+        spark.conf.set(checksums, str(written).lower())
+        try:
+            spark.range(1000).selectExpr("id", "repeat('x', 50) AS v").write.format("delta").save(path)
+            if not written:
+                turn_on_deletion_vectors(spark, path)
+        finally:
+            spark.conf.unset(checksums)
+        log = tmp_path / f"checksums_{written}" / "_delta_log"
+        assert any(re.fullmatch(r"\d{20}\.crc", f.name) for f in log.iterdir()) == written  # (not Hadoop's .x.crc)
+        # as a restarted sink finds it: the snapshot read from the table's log, not the one its own commit left
+        spark.sparkContext._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()  # type: ignore[union-attr]
+        size = table_size(spark, path)
+        assert size is not None, f"no size for a table written with checksums {written}"
+        files = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").first()["sizeInBytes"]  # type: ignore[index]
+        assert size.bytes == files > 1000 and size.deletion_vectors == (not written)
+        sizes[written] = size.bytes
+    assert sizes[True] == sizes[False]

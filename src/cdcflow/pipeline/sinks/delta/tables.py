@@ -49,19 +49,19 @@ class TableSize:
 
 def table_size(spark: SparkSession, path: str) -> TableSize | None:
     """The table's size and whether it has deletion vectors, from the snapshot Delta holds in memory and the
-    checksum it writes with each commit (no Spark job); None while no table is there, or when Delta wrote no
-    checksum for its newest version."""
+    checksum it writes with each commit (no Spark job); where Delta wrote no checksum for the newest version
+    (`spark.databricks.delta.writeChecksumFile.enabled` false), from the snapshot's state (one job, as DESCRIBE
+    DETAIL). None while no table is there."""
     sc = spark.sparkContext
     assert sc._jvm is not None
     snapshot = sc._jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path).unsafeVolatileSnapshot()
     if snapshot.version() < 0:
         return None
     checksum = snapshot.checksumOpt()
-    if not checksum.isDefined():
-        return None
+    size = int(checksum.get().tableSizeBytes()) if checksum.isDefined() else int(snapshot.sizeInBytes())
     setting = snapshot.metadata().configuration().get(DELETION_VECTORS)
     on = bool(setting.isDefined()) and str(setting.get()).lower() == "true"
-    return TableSize(int(checksum.get().tableSizeBytes()), on)
+    return TableSize(size, on)
 
 
 def turn_on_deletion_vectors(spark: SparkSession, path: str) -> None:

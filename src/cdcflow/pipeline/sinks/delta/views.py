@@ -126,8 +126,6 @@ def hbase_state_rows(
     # _VERIFY_PIECE_BYTES of table files each, so a large table never needs a large driver.
     known = table_size(spark, path)  # (Delta's checksum: no Spark job, where DESCRIBE DETAIL runs one)
     size = known.bytes if known is not None else 0
-    if known is None and DeltaTable.isDeltaTable(spark, path):
-        size = int(spark.sql(f"DESCRIBE DETAIL delta.`{path}`").first()["sizeInBytes"] or 0)  # type: ignore[index]
     pieces = max(2, -(-size // _VERIFY_PIECE_BYTES))
     ordered = table.select("row_key", "puts").repartitionByRange(pieces, "row_key").sortWithinPartitions("row_key")
     rows = ordered.toLocalIterator()
