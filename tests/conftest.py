@@ -23,6 +23,7 @@ from pyspark.core.context import SparkContext
 
 from cdcflow.clients.hbase import HBaseClient, connect
 from cdcflow.dev.stack import Stack
+from cdcflow.dev.stack.hbase_cluster import JAVA_OPTS_ENV as HBASE_CLUSTER_JAVA_OPTS
 from cdcflow.dev.testing import EXISTING_STACK_ENV, ServiceHarness, soak_size
 from cdcflow.dev.testing.flink import FlinkReader
 from cdcflow.dev.testing.lanes import RUN_DIR_ENV, run_dir
@@ -123,6 +124,8 @@ if not soak_size(0, 1):
     _SPARK_OPTS += ["-Dspark.sql.codegen.factoryMode=NO_CODEGEN", "-Dspark.sql.codegen.wholeStage=false"]
     _SPARK_OPTS += _SHORT_DRIVER_OPTS
 os.environ.setdefault("SPARK_SUBMIT_OPTS", " ".join(_SPARK_OPTS))
+if not soak_size(0, 1):  # the production-shaped HBase's JVMs, short-lived in make test (hbase_cluster.py)
+    os.environ.setdefault(HBASE_CLUSTER_JAVA_OPTS, "-XX:TieredStopAtLevel=1")
 _launch_gateway = pyspark_context.launch_gateway
 
 

@@ -10,6 +10,7 @@ keep it down (`cdcflow.dev.testing.hbase_cluster.RegionServers`).
 
 from __future__ import annotations
 
+import os
 import shlex
 import subprocess
 from pathlib import Path
@@ -24,6 +25,10 @@ from cdcflow.errors import StackError
 
 REGION_SERVERS = 3  # the default; `cdcflow stack up --region-servers N`
 MAX_REGION_SERVERS = 9
+# Extra options for every JVM of the cluster. make test sets Java's C1 compiler only (tests/conftest.py): its short
+# run starts seven JVMs for about a minute of work, and C1 took a third less CPU for it (50-58 CPU-s against 78-84,
+# the same time); make soak and the benchmarks keep Java's defaults.
+JAVA_OPTS_ENV = "CDCFLOW_HBASE_CLUSTER_JAVA_OPTS"
 
 
 class HBaseClusterService(Service):
@@ -45,7 +50,8 @@ class HBaseClusterService(Service):
 
     def _java(self, conf: Path, heap_mb: int, main: str, *args: str) -> str:
         return shlex.join([
-            "java", f"-Xmx{heap_mb}m", *JDK17_FLAGS, f"-Dlog4j2.configurationFile=file:{conf / 'log4j2.properties'}",
+            "java", f"-Xmx{heap_mb}m", *shlex.split(os.environ.get(JAVA_OPTS_ENV, "")), *JDK17_FLAGS,
+            f"-Dlog4j2.configurationFile=file:{conf / 'log4j2.properties'}",
             "-Dhadoop.home.dir=" + str(conf.parent), "-cp", self.hbase.classpath(conf), main, *args,
         ])  # fmt: skip
 
