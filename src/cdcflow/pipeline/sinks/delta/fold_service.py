@@ -143,8 +143,9 @@ class FoldService:
         # The fold's jobs share the cores with the batches' in a pool of their own (FAIR scheduling,
         # session.py), so a long fold slows the appends instead of stopping them.
         spark.sparkContext.setLocalProperty("spark.scheduler.pool", FOLD_POOL)
-        # (Delta's merge.materializeSource=none, which saves a copy of the MERGE's source, fails here:
-        # DELTA_MERGE_SOURCE_CACHED_DURING_EXECUTION once the batches' thread caches meanwhile.)
+        # (Delta's merge.materializeSource=none, which skips its copy of the MERGE's source, fails with persisted
+        # sources: DELTA_MERGE_SOURCE_CACHED_DURING_EXECUTION whenever the source plan is cached. With sources kept
+        # as local checkpoints instead it ran, and saved nothing: benchmarks/README.md.)
         with self._records_lock:
             record = self._records.get(path)
         record = record or read_record(spark, path)
