@@ -123,9 +123,9 @@ _SHORT_DRIVER_OPTS = ("-XX:TieredStopAtLevel=1", "-XX:ReservedCodeCacheSize=240m
 if not soak_size(0, 1):
     _SPARK_OPTS += ["-Dspark.sql.codegen.factoryMode=NO_CODEGEN", "-Dspark.sql.codegen.wholeStage=false"]
     _SPARK_OPTS += _SHORT_DRIVER_OPTS
-os.environ.setdefault("SPARK_SUBMIT_OPTS", " ".join(_SPARK_OPTS))
-if not soak_size(0, 1):  # the production-shaped HBase's JVMs, short-lived in make test (hbase_cluster.py)
+    # the production-shaped HBase's JVMs, short-lived in make test, get C1 only too (hbase_cluster.py)
     os.environ.setdefault(HBASE_CLUSTER_JAVA_OPTS, "-XX:TieredStopAtLevel=1")
+os.environ.setdefault("SPARK_SUBMIT_OPTS", " ".join(_SPARK_OPTS))
 _launch_gateway = pyspark_context.launch_gateway
 
 

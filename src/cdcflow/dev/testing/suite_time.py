@@ -46,6 +46,11 @@ def _is_test_process(cmd: str) -> bool:
     return "exec(eval(sys.stdin" in cmd or "pytest" in program or " -m pytest" in cmd
 
 
+def _cpu_seconds(fields: list[str]) -> float:
+    """User and system CPU seconds from a /proc/<pid>/stat line's fields after the command name."""
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
 def read_processes() -> dict[tuple[int, int], tuple[float, int, str]]:
     """(pid, start time) → (CPU seconds so far, parent pid, command line) of every process."""
     out: dict[tuple[int, int], tuple[float, int, str]] = {}
@@ -58,8 +63,7 @@ def read_processes() -> dict[tuple[int, int], tuple[float, int, str]]:
         except OSError:
             continue
         fields = stat[stat.rindex(")") + 2 :].split()
-        cpu = (int(fields[11]) + int(fields[12])) / TICK
-        out[(int(entry.name), int(fields[19]))] = (cpu, int(fields[1]), cmd)
+        out[(int(entry.name), int(fields[19]))] = (_cpu_seconds(fields), int(fields[1]), cmd)
     return out
 
 
@@ -174,8 +178,7 @@ def own_cpu(driver_pid: int | None) -> tuple[float, float]:
         except OSError:
             pass
         else:
-            fields = stat[stat.rindex(")") + 2 :].split()
-            driver = (int(fields[11]) + int(fields[12])) / TICK
+            driver = _cpu_seconds(stat[stat.rindex(")") + 2 :].split())
     times = os.times()
     return times.user + times.system, driver
 

@@ -124,7 +124,7 @@ def hbase_state_rows(
         table = table.where(F.col("row_key") < F.lit(bytearray(stop_row)))
     # toLocalIterator brings one partition at a time through the driver: sorted into pieces of about
     # _VERIFY_PIECE_BYTES of table files each, so a large table never needs a large driver.
-    known = table_size(spark, path)  # (Delta's checksum: no Spark job, where DESCRIBE DETAIL runs one)
+    known = table_size(spark, path)  # (from Delta's checksum, no Spark job, where one was written)
     size = known.bytes if known is not None else 0
     pieces = max(2, -(-size // _VERIFY_PIECE_BYTES))
     ordered = table.select("row_key", "puts").repartitionByRange(pieces, "row_key").sortWithinPartitions("row_key")
