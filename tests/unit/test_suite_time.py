@@ -135,7 +135,7 @@ def test_a_tests_own_process_and_spark_driver_cpu_are_summed_by_its_file() -> No
     finally:
         driver.kill()
         driver.wait()
-    assert process_after - process_before >= 0.3
+    assert process_after - process_before >= 0.28  # (os.times counts in clock ticks of 10 ms)
     assert driver_after >= 0.5 and own_cpu(None)[1] == 0.0
     lanes = LaneClock()
     lanes.record_own_cpu("tests/a.py::t1", 2.0, 30.0)
