@@ -15,9 +15,10 @@ vectors on), in one Spark session (local[2]), the contenders taking turns fold b
   preimages' typed columns written as JSON (`to_json`); with the check the fold would need for changes that came
   late or twice (the fold's keys the MERGE left alone: an anti-join with the Change Data Feed's keys) and Delta's
   idempotent append (`txnAppId`/`txnVersion`, so a fold done again after a kill appends nothing twice);
-- `images`: as `preimages`, but the state table carries each row's key and image as the change log has them
-  (two hidden JSON columns), so the closed versions are copied, not converted: no encoding to keep equal to the
-  capture's, for a wider state table.
+- `keyed`: as `preimages`, with the state table carrying each row's key as the change log has it (a hidden JSON
+  column), so the closed versions of a key meet its other versions under the same key text;
+- `images`: as `keyed`, with the row image carried too (a second hidden JSON column), so the closed versions are
+  copied, not converted: no encoding to keep equal to the capture's, for a wider state table.
 
 Each fold: `--changes` updates at random keys (with repeats, so some keys have several versions in one fold) and
 1% deletes, against `--rows` rows. Printed per fold and as medians of the folds after the first: each fold's time
@@ -60,7 +61,16 @@ def row_json() -> Column:
     return F.to_json(F.struct(*SOURCE_COLUMNS))
 
 
-def initial_rows(spark: SparkSession, rows: int, images: bool) -> DataFrame:
+# The hidden columns each contender's state table carries.
+CARRIED = {
+    "state": (),
+    "preimages": (),
+    "keyed": ("_cdcflow_key",),
+    "images": ("_cdcflow_key", "_cdcflow_after"),
+}
+
+
+def initial_rows(spark: SparkSession, rows: int, carried: tuple[str, ...]) -> DataFrame:
     df = spark.range(rows).select(
         F.col("id"),
         (F.col("id") % 1000).cast("int").alias("qty"),
@@ -71,8 +81,10 @@ def initial_rows(spark: SparkSession, rows: int, images: bool) -> DataFrame:
         F.array(F.lit(1).cast("bigint"), F.col("id")).alias("_cdcflow_pos"),
         F.lit(1000).cast("bigint").alias("_cdcflow_source_ts_ms"),
     )
-    if images:
-        df = df.withColumn("_cdcflow_key", key_json(df)).withColumn("_cdcflow_after", row_json())
+    if "_cdcflow_key" in carried:
+        df = df.withColumn("_cdcflow_key", key_json(df))
+    if "_cdcflow_after" in carried:
+        df = df.withColumn("_cdcflow_after", row_json())
     return df
 
 
@@ -99,12 +111,11 @@ def fold_changes(spark: SparkSession, rows: int, changes: int, fold: int) -> Dat
     )
 
 
-def merge_state(spark: SparkSession, path: str, changes: DataFrame, images: bool) -> int:
+def merge_state(spark: SparkSession, path: str, changes: DataFrame, carried: tuple[str, ...]) -> int:
     """The state's guarded MERGE of the newest change per key; the version it committed."""
     newest = Window.partitionBy("id").orderBy(F.col("_cdcflow_pos").desc())
     source = changes.withColumn("_r", F.row_number().over(newest)).where("_r = 1").drop("_r")
-    if not images:
-        source = source.drop("_cdcflow_key", "_cdcflow_after")
+    source = source.drop(*(c for c in ("_cdcflow_key", "_cdcflow_after") if c not in carried))
     (
         DeltaTable.forPath(spark, path).alias("t")
         .merge(source.alias("s"), "t.id <=> s.id")
@@ -117,7 +128,7 @@ def merge_state(spark: SparkSession, path: str, changes: DataFrame, images: bool
 
 
 def append_closed(spark: SparkSession, path: str, history: str, version: int, changes: DataFrame,
-                  images: bool, fold: int) -> DataFrame:  # fmt: skip
+                  carried: tuple[str, ...], fold: int) -> DataFrame:  # fmt: skip
     """The versions the fold closed, appended: the state rows the MERGE replaced or deleted (from its Change Data
     Feed) and the fold's versions a later one of the same key ends. Returns the fold's keys the MERGE left alone
     (late or repeated changes: the fold would take those through the history's MERGE), as a query."""
@@ -128,10 +139,8 @@ def append_closed(spark: SparkSession, path: str, history: str, version: int, ch
     replaced = feed.where("_change_type IN ('update_preimage', 'delete')")
 
     def version_rows(df: DataFrame, from_state: bool) -> DataFrame:
-        if images or not from_state:
-            key, after = F.col("_cdcflow_key"), F.col("_cdcflow_after")
-        else:
-            key, after = key_json(df), row_json()
+        key = F.col("_cdcflow_key") if not from_state or "_cdcflow_key" in carried else key_json(df)
+        after = F.col("_cdcflow_after") if not from_state or "_cdcflow_after" in carried else row_json()
         return df.select(
             F.col("id"), key.alias("key"), after.alias("after"), F.col("_cdcflow_op").alias("op"),
             F.col("_cdcflow_pos").alias("pos"), F.col("_cdcflow_source_ts_ms").alias("source_ts_ms"),
@@ -167,9 +176,9 @@ def main() -> None:
     print(f"state table: {args.rows:,} rows; folds of {args.changes:,} changes (1% deletes) at random keys")
     work = Path(tempfile.mkdtemp(prefix="cdcflow-history-append-"))
     try:
-        contenders = ("state", "preimages", "images")
+        contenders = tuple(CARRIED)
         for name in contenders:
-            initial_rows(spark, args.rows, images=name == "images").write.format("delta").save(str(work / name))
+            initial_rows(spark, args.rows, CARRIED[name]).write.format("delta").save(str(work / name))
             for key, value in PROPERTIES.items():
                 spark.sql(f"ALTER TABLE delta.`{work / name}` SET TBLPROPERTIES ('{key}' = '{value}')")
             spark.createDataFrame([], HISTORY).write.format("delta").save(str(work / f"{name}-history"))
@@ -181,13 +190,13 @@ def main() -> None:
             for name in contenders:
                 path, history = str(work / name), str(work / f"{name}-history")
                 started = time.perf_counter()
-                version = merge_state(spark, path, changes, images=name == "images")
+                version = merge_state(spark, path, changes, CARRIED[name])
                 merged = time.perf_counter()
                 if name == "state":
                     times[name].append(merged - started)
                     line.append(f"{name} {times[name][-1]:.2f} s")
                     continue
-                left = append_closed(spark, path, history, version, changes, name == "images", fold)
+                left = append_closed(spark, path, history, version, changes, CARRIED[name], fold)
                 appended = time.perf_counter()
                 left_alone = left.count()
                 times[name].append(time.perf_counter() - started)
@@ -197,7 +206,7 @@ def main() -> None:
             changes.unpersist()
             print("  ".join(line), flush=True)
         closed = {n: spark.read.format("delta").load(str(work / f"{n}-history")).count() for n in contenders[1:]}
-        assert closed["preimages"] == closed["images"], closed
+        assert len(set(closed.values())) == 1, closed
         print(f"closed versions appended: {closed['images']:,}")
         state = statistics.median(times["state"][1:])
         for name in contenders:
