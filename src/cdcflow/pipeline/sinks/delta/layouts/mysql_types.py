@@ -198,6 +198,25 @@ def typed_rows(latest: DataFrame, columns: Sequence[MySqlColumn]) -> DataFrame:
     )  # fmt: skip
 
 
+def row_image_sql(columns: Sequence[MySqlColumn]) -> str:
+    """A typed row's source columns written back as a row image (JSON text, an SQL expression over the typed
+    table's columns) that `typed_columns_sql` reads as the same values: each value as Spark writes it as text,
+    binary as base64, a TIMESTAMP with its zone offset (so any session zone reads the same instant). The history
+    keeps a state row replaced by a fold this way (decision 0027). Not the capture's own text (its numbers are
+    JSON numbers, its keys in the row's order), only its values."""
+    pairs = []
+    for c in columns:
+        type_name, column = delta_type(c.sql_type), quoted(c.name)
+        if type_name == "binary":
+            text = f"base64({column})"
+        elif type_name == "timestamp":
+            text = f"date_format({column}, \"yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX\")"
+        else:
+            text = f"CAST({column} AS STRING)"
+        pairs.append(f"{sql_string(c.name)}, {text}")
+    return f"to_json(map({', '.join(pairs)}))" if pairs else "'{}'"
+
+
 def _raw(name: str, key: bool) -> str:
     value = f"try_element_at(_values, {sql_string(name)})"
     return value if key else f"CASE WHEN op != 'd' THEN {value} END"
