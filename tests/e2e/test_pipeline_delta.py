@@ -168,7 +168,7 @@ def test_mysql_rows_apply_by_position_deletes_delete_and_tables_have_names(
     rows = {json.loads(r["key"])["id"]: r for r in spark.read.format("delta").load(json_path).collect()}
     assert json.loads(rows[1]["after"]) == {"id": 1, "qty": 3} and rows[1]["pos"] == [1, 120, 1]
     assert json.loads(rows[3]["after"]) == {"id": 3, "qty": 7} and set(rows) == {1, 3}  # [1, 999] sorts before [2, 9]
-    assert not spark.catalog.tableExists("orders", "shop")  # register_in_catalog: false
+    assert not spark.catalog.tableExists("shop.orders")  # register_in_catalog: false
 
     # A later run: row 1 deleted, row 2's old create and row 3's old update replayed. The view shows it
     # before the fold (by name as well), and the fold's Change Data Feed reports the delete as a delete.
