@@ -1,5 +1,6 @@
 """MySQL event values (the capture's JSON, docs/mysql.md "Values") converted to typed Delta
-columns by Spark, compared with values written out by hand."""
+columns by Spark, compared with values written out by hand; and typed rows written back as row
+images (`row_image_sql`) that convert to the same values again."""
 
 from __future__ import annotations
 

@@ -201,9 +201,10 @@ def typed_rows(latest: DataFrame, columns: Sequence[MySqlColumn]) -> DataFrame:
 def row_image_sql(columns: Sequence[MySqlColumn]) -> str:
     """A typed row's source columns written back as a row image (JSON text, an SQL expression over the typed
     table's columns) that `typed_columns_sql` reads as the same values: each value as Spark writes it as text,
-    binary as base64, a TIMESTAMP with its zone offset (so any session zone reads the same instant). The history
-    keeps a state row replaced by a fold this way (decision 0027). Not the capture's own text (its numbers are
-    JSON numbers, its keys in the row's order), only its values."""
+    binary as base64, a TIMESTAMP with its zone offset (so any session zone reads the same instant). For the
+    history fold decision 0027 proposes, which would keep a state row replaced by a fold this way; nothing calls
+    it yet. Not the capture's own text (its numbers are JSON numbers, its keys in the row's order), only its
+    values."""
     pairs = []
     for c in columns:
         type_name, column = delta_type(c.sql_type), quoted(c.name)
