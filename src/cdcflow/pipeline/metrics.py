@@ -48,6 +48,16 @@ DELTA_SHAPE_CHECKS = Counter(
     "Typed MySQL batches that did not fit the known table shape and were checked against the schema history",
     ["sink"],
 )
+DELTA_HISTORY_LATE_KEYS = Counter(
+    "cdcflow_pipeline_delta_history_late_keys_total",
+    "Keys whose changes came late or twice, so a history fold merged their versions instead of appending them",
+    ["sink"],
+)
+DELTA_HISTORY_REDONE_APPENDS = Counter(
+    "cdcflow_pipeline_delta_history_redone_appends_total",
+    "History appends done again after a fold stopped between its append and its record (the held versions left out)",
+    ["sink"],
+)
 FAILING = Gauge(
     "cdcflow_pipeline_failing", "1 while the sink's query is failing (retrying), 0 once a batch applies", ["sink"]
 )

@@ -22,6 +22,8 @@ from cdcflow.config.sinks import DeltaStateOptions
 from cdcflow.pipeline.sinks.delta import catalog
 from cdcflow.pipeline.sinks.delta import log as change_log
 from cdcflow.pipeline.sinks.delta.cut.tracker import CutTracker
+from cdcflow.pipeline.sinks.delta.history.append import FORMAT as HISTORY_FORMAT
+from cdcflow.pipeline.sinks.delta.history.append import keeps_by_appending
 from cdcflow.pipeline.sinks.delta.history.fold import fold_with_history
 from cdcflow.pipeline.sinks.delta.layouts import layout_of
 from cdcflow.pipeline.sinks.delta.layouts.base import FoldHooks, FoldJob
@@ -159,11 +161,16 @@ class FoldService:
                 self._register_names(spark, path, record)
             return 0
         job = FoldJob(spark, self.sink, self.options, self.shapes, self.hooks, path, record, version, history)
-        if history is None:
-            folded = layout_of(record.layout).fold(job)
-        else:
-            folded = fold_with_history(job, layout_of(record.layout))
-        self.hooks.merged(path)
+        try:
+            if history is None:
+                folded = layout_of(record.layout).fold(job)
+            else:
+                folded = fold_with_history(job, layout_of(record.layout))
+            self.hooks.merged(path)
+        except BaseException:
+            with self._records_lock:  # a history step may have written the record meanwhile: read it again
+                self._records.pop(path, None)
+            raise
         took_ms = int((time.perf_counter() - started) * 1000)
         done = record.folded(version, int(time.time() * 1000), took_ms, folded.changes)
         done = dataclasses.replace(
@@ -171,6 +178,12 @@ class FoldService:
             track_history_on=list(history.track_history_on) if history and history.track_history_on else None,
             history_truncates=[list(t) for t in folded.history_truncates or []],
         )  # fmt: skip
+        if history is not None:
+            appended = keeps_by_appending(record)
+            done = dataclasses.replace(
+                done, history_format=HISTORY_FORMAT if appended else 1, history_appending=False,
+                history_state_version=folded.history_state_version if appended else None,
+            )  # fmt: skip
         truncate = folded.truncated_at
         if record.layout == "typed":
             shape = self.shapes.shape_doc(record.source, record.db, record.table)

@@ -49,6 +49,14 @@ class FoldRecord:
     history_seeded: bool = False  # the history table holds every change the log held when history began
     history_truncates: list[Any] = field(default_factory=list)  # [[position, source time], ...] in the history
     track_history_on: list[str] | None = None  # the history view's tracked columns (None: every column)
+    # How the history is kept: 1, every version in the history table, merged by each fold (decision 0025; JSON
+    # layout); 2, the closed versions there, appended, and the open ones the state's rows (decision 0027; typed)
+    history_format: int = 1
+    # Format 2: the state table's version after the last fold with history (its Change Data Feed is read from
+    # the next one; the reads take the state's rows as of it)
+    history_state_version: int | None = None
+    # Format 2: a fold's append to the history may have committed without its record (set before the append)
+    history_appending: bool = False
     folded_at_ms: int | None = None
     fold_ms: int | None = None  # how long the last fold took
     folded_rows: int | None = None  # changes read by the last fold

@@ -15,6 +15,7 @@ import uuid
 from delta.tables import DeltaTable
 from pyspark.sql import Column, SparkSession
 
+from cdcflow.pipeline.sinks.delta.history.append import FORMAT, history_step, keeps_by_appending, migrate
 from cdcflow.pipeline.sinks.delta.history.versions import (
     HISTORY,
     NO_END,
@@ -22,6 +23,7 @@ from cdcflow.pipeline.sinks.delta.history.versions import (
     STORED,
     Truncate,
     following_version,
+    logged_sql,
     one_per_transaction_sql,
     truncates_literal,
     valid_to_sql,
@@ -30,7 +32,7 @@ from cdcflow.pipeline.sinks.delta.history.versions import (
 )
 from cdcflow.pipeline.sinks.delta.layouts.base import Folded, FoldJob, Layout
 from cdcflow.pipeline.sinks.delta.log import WHOLE_TABLE
-from cdcflow.pipeline.sinks.delta.records import FoldRecord, history_path
+from cdcflow.pipeline.sinks.delta.records import history_path
 from cdcflow.pipeline.sinks.delta.sql import delta_path, pending_sql, sql_string
 from cdcflow.pipeline.sinks.delta.tables import ensure_table, merge_guarded
 
@@ -39,19 +41,15 @@ log = logging.getLogger(__name__)
 _EMPTY = sql_string(WHOLE_TABLE)
 
 
-def logged_sql(record: FoldRecord) -> str:
-    """Every log row of the table (the log's current snapshot: compaction keeps the rows, only Change Data Feed
-    needs the commits)."""
-    return (
-        f"SELECT * FROM {delta_path(record.log)} WHERE source_name = {sql_string(record.source)} "
-        f"AND db = {sql_string(record.db)} AND `table` = {sql_string(record.table)}"
-    )
-
-
 def fold_with_history(job: FoldJob, layout: Layout) -> Folded:
     """The layout's fold of the state, and the history's step, from one read of the pending changes (as
-    versions: the state's newest change per key is the newest version)."""
+    versions: the state's newest change per key is the newest version). A typed table's history is kept by
+    appending (`append.py`, format 2; one of format 1 migrated first), the JSON layout's by this module's MERGE."""
     spark, record = job.spark, job.record
+    appending = keeps_by_appending(record)
+    if appending and record.history_seeded and record.history_format < FORMAT:
+        record = migrate(job)
+        job = dataclasses.replace(job, record=record)
     if job.version > record.folded_version:
         pending = pending_sql(record, record.folded_version + 1, job.version)
     else:  # nothing new: a fold that only starts the history (turned on for a table folded before)
@@ -61,6 +59,14 @@ def fold_with_history(job: FoldJob, layout: Layout) -> Folded:
     versions.createOrReplaceTempView(name)
     try:
         folded = layout.fold(dataclasses.replace(job, changes=f"SELECT * FROM {name}"))
+        if appending:
+            if folded.changes or not record.history_seeded:
+                job.hooks.history_step(job.path)
+                if record.history_seeded:
+                    _add_seq_columns(spark, history_path(job.path))
+                return history_step(job, name, folded)
+            return dataclasses.replace(folded, history_truncates=record.history_truncates,
+                                       history_state_version=record.history_state_version)  # fmt: skip
         if folded.changes or not record.history_seeded:
             truncates = fold_history(job, f"SELECT * FROM {name}")
             return dataclasses.replace(folded, history_truncates=truncates)

@@ -9,6 +9,7 @@ a column added later is null in older versions, a dropped one is left out.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 from collections.abc import Sequence
@@ -17,11 +18,12 @@ from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
 from cdcflow.errors import ConfigError
-from cdcflow.pipeline.sinks.delta.history.fold import logged_sql
+from cdcflow.pipeline.sinks.delta.history.append import CLOSED, open_versions_sql
 from cdcflow.pipeline.sinks.delta.history.versions import (
     HISTORY,
     NO_END,
     following_version,
+    logged_sql,
     one_per_transaction_sql,
     stored_end,
     stored_sql,
@@ -35,7 +37,7 @@ from cdcflow.pipeline.sinks.delta.layouts import mysql_types as mt
 from cdcflow.pipeline.sinks.delta.layouts.mysql import position_sql
 from cdcflow.pipeline.sinks.delta.log import WHOLE_TABLE
 from cdcflow.pipeline.sinks.delta.records import FoldRecord, history_path, read_record
-from cdcflow.pipeline.sinks.delta.sql import empty, pending_sql, quoted, sql_string, steps
+from cdcflow.pipeline.sinks.delta.sql import delta_path, empty, pending_sql, quoted, sql_string, steps
 from cdcflow.pipeline.sinks.mysql_history import MySqlColumn
 
 log = logging.getLogger(__name__)
@@ -71,11 +73,12 @@ def versions_with_ends_sql(spark: SparkSession, state_path: str, record: FoldRec
     rest are left out: every version valid there keeps its end)."""
     stored_path = history_path(state_path)
     if record.history_seeded and DeltaTable.isDeltaTable(spark, stored_path):
-        stored = stored_sql(stored_path, at_seq)
+        stored = stored_versions_sql(spark, state_path, record, at_seq)
         pending = versions_sql(pending_sql(record, record.folded_version))
         stored_truncates = truncates_relation_sql([(list(pos), ts) for pos, ts in record.history_truncates])
     else:  # not folded with history yet: every change the log holds
-        stored = stored_truncates = empty(HISTORY)
+        stored_truncates = empty(HISTORY)
+        stored = f"SELECT *, true AS _real FROM ({stored_truncates})"
         pending = versions_sql(logged_sql(record))
     truncates = truncates_of_sql(stored_truncates, pending)
     # The keys changed since the last fold are few against the stored versions: broadcast, so that neither join
@@ -83,11 +86,12 @@ def versions_with_ends_sql(spark: SparkSession, state_path: str, record: FoldRec
     hint = "/*+ BROADCAST(n) */ " if record.history_seeded else ""
     touched = f"SELECT DISTINCT key FROM ({pending}) WHERE key != {_EMPTY}"
     redo = (
-        f"SELECT {hint}h.key, h.after, h.op, h.pos, h.source_ts_ms FROM ({stored}) h LEFT SEMI JOIN ({touched}) n "
-        f"ON h.key = n.key UNION ALL SELECT key, after, op, pos, source_ts_ms FROM ({pending}) WHERE key != {_EMPTY}"
+        f"SELECT {hint}h.key, h.after, h.op, h.pos, h.source_ts_ms, h._real FROM ({stored}) h LEFT SEMI JOIN "
+        f"({touched}) n ON h.key = n.key UNION ALL SELECT key, after, op, pos, source_ts_ms, true FROM ({pending}) "
+        f"WHERE key != {_EMPTY}"
     )
     redone = valid_to_sql(
-        with_truncates_sql(f"SELECT *, {NO_END} FROM ({one_per_transaction_sql(redo)})", truncates),
+        with_truncates_sql(f"SELECT *, {NO_END} FROM ({one_per_transaction_sql(redo, '_real')})", truncates),
         following_version(), "_truncates",
     )  # fmt: skip
     # The stored ends stand (the fold ended them by every truncate it knew), but for a truncate logged since.
@@ -100,6 +104,37 @@ def versions_with_ends_sql(spark: SparkSession, state_path: str, record: FoldRec
     )  # fmt: skip
     columns = ", ".join(f.name for f in HISTORY.fields)
     return f"SELECT {columns} FROM ({redone}) UNION ALL SELECT {columns} FROM ({kept})"
+
+
+def stored_versions_sql(spark: SparkSession, state_path: str, record: FoldRecord, at_seq: int | None = None) -> str:
+    """The versions the fold has stored (HISTORY rows and `_real`), with `at_seq` only those that can be valid at a
+    position whose first element it is. Format 1: the history table. Format 2 (`append.py`): its closed versions,
+    the state table's rows as of the record's state version as the open ones, and a delete (op `d`, `_real` false)
+    at each closed version's end: a stored end is a delete, a truncate or the key's next version (which, being real,
+    is preferred over it), so ends computed again over these keep the deletes."""
+    stored = stored_sql(history_path(state_path), at_seq)
+    if record.history_format < 2:
+        return f"SELECT *, true AS _real FROM ({stored})"
+    columns = ", ".join(f.name for f in HISTORY.fields)
+    closed = f"SELECT {columns} FROM ({stored}) WHERE {CLOSED}"
+    parts = [
+        f"SELECT *, true AS _real FROM ({closed})",
+        f"SELECT key, CAST(NULL AS STRING) AS after, 'd' AS op, valid_to_pos AS pos, valid_to_ts_ms AS source_ts_ms, "
+        f"{NO_END}, false AS _real FROM ({closed})",
+    ]
+    upto = f" AND pos[0] <= {int(at_seq)}" if at_seq is not None else ""
+    if record.history_state_version is not None and DeltaTable.isDeltaTable(spark, state_path):
+        version = int(record.history_state_version)
+        present = {
+            c.lower(): c for c in spark.read.format("delta").option("versionAsOf", version).load(state_path).columns
+        }
+        shape = [
+            dataclasses.replace(c, name=present[c.name.lower()]) for c in _shape(record) if c.name.lower() in present
+        ]
+        state = f"SELECT * FROM {delta_path(state_path)} VERSION AS OF {version} WHERE {mt.KEY_TEXT} IS NOT NULL"
+        rows = open_versions_sql(state, shape, mt.IMAGE in present)
+        parts.append(f"SELECT *, {NO_END}, true AS _real FROM ({rows}) WHERE true{upto}")
+    return " UNION ALL ".join(f"SELECT {columns}, _real FROM ({p})" for p in parts)
 
 
 def _shape(record: FoldRecord) -> list[MySqlColumn]:
@@ -173,7 +208,8 @@ def as_of_sql(
         valid = f"source_ts_ms <= {at} AND (valid_to_ts_ms IS NULL OR valid_to_ts_ms > {at})"
     at_seq = int(position[0]) if position is not None and position else None
     if at_seq is not None and _stored_alone_answer(spark, state_path, record, at_seq):
-        versions = f"SELECT * FROM ({stored_sql(history_path(state_path), at_seq)}) WHERE key != {_EMPTY}"
+        stored = stored_versions_sql(spark, state_path, record, at_seq)
+        versions = f"SELECT * FROM ({stored}) WHERE key != {_EMPTY}"
     else:
         versions = versions_with_ends_sql(spark, state_path, record, at_seq)
     rows = f"SELECT * FROM ({versions}) WHERE op != 'd' AND {valid}"

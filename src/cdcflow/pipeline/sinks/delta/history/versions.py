@@ -17,6 +17,7 @@ from pyspark.sql.types import ArrayType, LongType, StringType, StructField, Stru
 
 from cdcflow.pipeline.sinks.delta.layouts.mysql import position_sql
 from cdcflow.pipeline.sinks.delta.log import WHOLE_TABLE
+from cdcflow.pipeline.sinks.delta.records import FoldRecord
 from cdcflow.pipeline.sinks.delta.sql import delta_path, quoted, sql_string
 
 # The history table: one row per version.
@@ -44,6 +45,15 @@ NO_END = "CAST(NULL AS array<bigint>) AS valid_to_pos, CAST(NULL AS BIGINT) AS v
 Truncate = tuple[list[int], Any]
 # The type of a table's truncates as the validity rule reads them: sorted by position.
 TRUNCATES_TYPE = "array<struct<pos:array<bigint>,ts:bigint>>"
+
+
+def logged_sql(record: FoldRecord) -> str:
+    """Every log row of the table (the log's current snapshot: compaction keeps the rows, only Change Data Feed
+    needs the commits)."""
+    return (
+        f"SELECT * FROM {delta_path(record.log)} WHERE source_name = {sql_string(record.source)} "
+        f"AND db = {sql_string(record.db)} AND `table` = {sql_string(record.table)}"
+    )
 
 
 def versions_sql(changes: str) -> str:

@@ -30,6 +30,9 @@ class FoldHooks:
     def merged(self, path: str) -> None:
         """After a fold's MERGE committed, before its record is written."""
 
+    def history_step(self, path: str) -> None:
+        """After the state's MERGE of a fold that keeps history (format 2), before the history's append."""
+
 
 @dataclass(frozen=True)
 class FoldJob:
@@ -69,6 +72,8 @@ class Folded:
     truncated_at: list[int] | None  # the newest truncate among them (its position)
     # History kept: every truncate of the table ([position, source time]), for the fold record
     history_truncates: list[Any] | None = None
+    # History of format 2 kept: the state table's version the history step read up to (the record's)
+    history_state_version: int | None = None
 
 
 class Layout(Protocol):

@@ -4,6 +4,7 @@ DDL (columns added, types widened, or the table rewritten for a drop, a rename o
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 
@@ -56,11 +57,12 @@ class MySqlTyped(MySqlRows):
         schema history is read again when the events do not fit."""
         spark, path, r = job.spark, job.path, job.record
         label = f"{r.source}/{r.db}.{r.table}"
+        key_text = job.history is not None  # the history (format 2) groups a row's versions by the log's key
         if checked:
-            columns, rows = self._fitting_shape(job, batch)
+            columns, rows = self._fitting_shape(job, batch, key_text)
         else:
             columns = job.shapes.mysql_columns(r.source, r.db, r.table, refresh=False)
-            rows = mt.typed_rows(batch, columns)
+            rows = mt.typed_rows(batch, columns, key_text)
             # In the column every MERGE clause reads for every source row (the guard; inserted), so a row that
             # does not fit fails the MERGE before it commits.
             known = F.array(*(F.lit(c.name) for c in columns))
@@ -73,6 +75,8 @@ class MySqlTyped(MySqlRows):
                 "table needs one to match rows; set mysql_layout: json for this sink (or map the table elsewhere)"
             )
         schema = mt.table_schema(columns)
+        if key_text:
+            schema = StructType([*schema.fields, mt.HIDDEN_FIELDS[0]])
         fresh = not DeltaTable.isDeltaTable(spark, path)
         target = ensure_table(spark, path, schema, {**TYPED_TABLE_PROPERTIES, **job.state_properties()})
         if fresh:
@@ -84,8 +88,11 @@ class MySqlTyped(MySqlRows):
                 f"sink {job.sink}: {path} holds {label} in the JSON layout (key, after); set mysql_layout: json "
                 "for this sink, or move the table away so the typed one is built from the topics"
             )
-        self._evolve(job, current, schema, label)
-        source_rows = job.hooks.merge_source(path, rows.drop("_misfits", "_event_columns"))
+        hidden = self._evolve(job, current, schema, label)
+        rows = rows.drop("_misfits", "_event_columns")
+        for name in sorted(hidden - set(rows.columns)):  # (UPDATE SET * sets every column: null, not kept)
+            rows = rows.withColumn(name, F.lit(None).cast("string"))
+        source_rows = job.hooks.merge_source(path, rows)
         on = " AND ".join(f"t.{quoted(k)} <=> s.{quoted(k)}" for k in keys)
 
         def merge() -> None:
@@ -101,12 +108,13 @@ class MySqlTyped(MySqlRows):
 
         return merge
 
-    def _evolve(self, job: FoldJob, current: StructType, schema: StructType, label: str) -> None:
+    def _evolve(self, job: FoldJob, current: StructType, schema: StructType, label: str) -> set[str]:
         """The table brought to the source's shape: rewritten for dropped columns or types Delta cannot widen in
-        place, then new columns added where MySQL has them and types widened."""
+        place, then new columns added where MySQL has them and types widened. Returns the hidden columns
+        (`mt.HIDDEN`) the table has then."""
         spark, path = job.spark, job.path
         widen, refuse = mt.type_changes(current, schema)
-        shape_names = {f.name.lower() for f in (*schema.fields, *mt.META_FIELDS)}
+        shape_names = {f.name.lower() for f in (*schema.fields, *mt.META_FIELDS, *mt.HIDDEN_FIELDS)}
         dropped = [f.name for f in current.fields if f.name.lower() not in shape_names]
         if refuse or dropped:
             self._reshape(job, schema, {c.split(": ", 1)[0].lower() for c in refuse}, dropped, label)
@@ -125,12 +133,17 @@ class MySqlTyped(MySqlRows):
             column, wanted = change.split(": ", 1)[0], schema[change.split(": ", 1)[0]].dataType.simpleString()
             log.info("sink %s: %s: widening column %s", job.sink, path, change)
             spark.sql(f"ALTER TABLE delta.`{path}` ALTER COLUMN {quoted(column)} TYPE {wanted}")
+        return {n for n in (*current.fieldNames(), *schema.fieldNames()) if n in mt.HIDDEN}
 
     def _reshape(self, job: FoldJob, schema: StructType, retyped: set[str], dropped: list[str], label: str) -> None:
         """The source dropped or renamed columns, or changed a type in a way Delta cannot widen in place: the table
         is rewritten in the source's shape (one overwrite; a DDL like this rewrites the MySQL table too). A retyped
         column starts empty: the capture reads the table again after such a DDL (mysql.snapshot.on_ddl), and those
-        rows, newer than every stored one, fill it."""
+        rows, newer than every stored one, fill it.
+
+        A table whose history keeps its open versions in the state (format 2, `history/append.py`) keeps each
+        row's image from before the rewrite (`mt.IMAGE`, until the row changes again), so the history shows the
+        version as it was."""
         stored = job.spark.read.format("delta").load(job.path)
         have = {n.lower(): n for n in stored.columns}
         columns = [
@@ -138,18 +151,25 @@ class MySqlTyped(MySqlRows):
              not in retyped else F.lit(None).cast(f.dataType)).alias(f.name)
             for f in schema.fields
         ]  # fmt: skip
+        r = job.record
+        if job.history is not None and r.history_seeded and r.history_format == 2:
+            before = [c for c in (MySqlColumn(**d) for d in r.mysql_columns) if c.name.lower() in have]
+            image = F.expr(mt.row_image_sql([dataclasses.replace(c, name=have[c.name.lower()]) for c in before]))
+            if mt.IMAGE in stored.columns:  # rewritten before: the image from before the first rewrite stays
+                image = F.coalesce(F.col(mt.IMAGE), image)
+            columns.append(image.alias(mt.IMAGE))
         log.warning("sink %s: %s: %s dropped column(s) %s and changed %s: rewriting the table in its new shape",
                     job.sink, job.path, label, dropped or "none", sorted(retyped) or "no type")  # fmt: skip
         stored.select(*columns).write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(job.path)
         metrics.DELTA_RESHAPES.labels(job.sink).inc()
 
-    def _fitting_shape(self, job: FoldJob, batch: DataFrame) -> tuple[list[MySqlColumn], DataFrame]:
+    def _fitting_shape(self, job: FoldJob, batch: DataFrame, key_text: bool) -> tuple[list[MySqlColumn], DataFrame]:
         """The table's shape that every event of the batch fits (the known one, else the schema history's
         newest), and the batch converted to it; refused naming what does not fit."""
         r = job.record
         for refresh in (False, True):
             columns = job.shapes.mysql_columns(r.source, r.db, r.table, refresh)
-            rows = mt.typed_rows(batch, columns)
+            rows = mt.typed_rows(batch, columns, key_text)
             found = rows.agg(
                 F.array_distinct(F.flatten(F.collect_set("_misfits"))).alias("misfits"),
                 F.array_distinct(F.flatten(F.collect_set("_event_columns"))).alias("columns"),

@@ -54,6 +54,11 @@ META_FIELDS = (
     StructField(POS, ArrayType(LongType())),
     StructField(SOURCE_TS, LongType()),
 )
+# Hidden columns of a table that keeps history (decision 0027): the change log's key text of the row, and the row
+# image it had before a rewrite of the table for a DDL (null once the row changes again). Never in the views.
+KEY_TEXT, IMAGE = "_cdcflow_key", "_cdcflow_image"
+HIDDEN_FIELDS = (StructField(KEY_TEXT, StringType()), StructField(IMAGE, StringType()))
+HIDDEN = frozenset(f.name for f in HIDDEN_FIELDS)
 _SIGNED = {"TINYINT": "tinyint", "SMALLINT": "smallint", "MEDIUMINT": "int", "INT": "int", "BIGINT": "bigint"}
 _UNSIGNED = {"TINYINT": "smallint", "SMALLINT": "int", "MEDIUMINT": "int", "INT": "bigint", "BIGINT": "decimal(20,0)"}
 _TEXT = frozenset({"CHAR", "VARCHAR", "TEXT", "TINYTEXT", "MEDIUMTEXT", "LONGTEXT", "ENUM", "SET", "JSON", "TIME"})
@@ -181,11 +186,11 @@ def source_columns_sql(columns: Sequence[MySqlColumn]) -> list[str]:
 VALUES_SQL = "from_json(coalesce(after, key), 'map<string,string>') AS _values"
 
 
-def typed_rows(latest: DataFrame, columns: Sequence[MySqlColumn]) -> DataFrame:
+def typed_rows(latest: DataFrame, columns: Sequence[MySqlColumn], key_text: bool = False) -> DataFrame:
     """The newest event per key (columns key, after, op, pos, source_ts_ms) as rows of the typed
     table, plus `_misfits` (the names of the columns whose value did not convert) and
-    `_event_columns` (the columns the event carries). The misfit list avoids higher-order
-    functions, which run interpreted and would parse again."""
+    `_event_columns` (the columns the event carries); with `key_text`, the event's key as the log has it
+    (`KEY_TEXT`). The misfit list avoids higher-order functions, which run interpreted and would parse again."""
     keys = set(key_columns(columns))
     bad = []
     for c in columns:
@@ -193,18 +198,17 @@ def typed_rows(latest: DataFrame, columns: Sequence[MySqlColumn]) -> DataFrame:
         bad.append(f"CASE WHEN {misfit_sql(raw, convert_sql(raw, type_name), type_name)} THEN {sql_string(c.name)} END")
     misfits = f"array_compact(array({', '.join(bad)}))" if bad else "array()"
     return latest.selectExpr("*", VALUES_SQL).selectExpr(
-        *typed_columns_sql(columns), f"CAST({misfits} AS array<string>) AS _misfits",
-        "map_keys(_values) AS _event_columns",
+        *typed_columns_sql(columns), *([f"key AS {KEY_TEXT}"] if key_text else []),
+        f"CAST({misfits} AS array<string>) AS _misfits", "map_keys(_values) AS _event_columns",
     )  # fmt: skip
 
 
 def row_image_sql(columns: Sequence[MySqlColumn]) -> str:
     """A typed row's source columns written back as a row image (JSON text, an SQL expression over the typed
     table's columns) that `typed_columns_sql` reads as the same values: each value as Spark writes it as text,
-    binary as base64, a TIMESTAMP with its zone offset (so any session zone reads the same instant). For the
-    history fold decision 0027 proposes, which would keep a state row replaced by a fold this way; nothing calls
-    it yet. Not the capture's own text (its numbers are JSON numbers, its keys in the row's order), only its
-    values."""
+    binary as base64, a TIMESTAMP with its zone offset (so any session zone reads the same instant). The history
+    keeps the state rows a fold replaced this way (`history/append.py`). Not the capture's own text (its numbers
+    are JSON numbers, its keys in the row's order), only its values."""
     pairs = []
     for c in columns:
         type_name, column = delta_type(c.sql_type), quoted(c.name)

@@ -1,0 +1,389 @@
+"""The history of a typed table kept by appending (history format 2, decision 0027).
+
+A key's **open** version (its current row) is the state table's row; the history table holds only **closed**
+versions, which never change once written (but for changes that come late). So a fold appends what it closed,
+and reads nothing of the history:
+
+- the state rows its MERGE replaced or deleted, read back from the state table's Change Data Feed
+  (`update_preimage`, `delete`) from the state version the record names, their row images written back from
+  the typed columns (`mysql_types.row_image_sql`; a row a DDL rewrote keeps the image it had, `mysql_types.IMAGE`)
+  and their keys as the change log has them (`mysql_types.KEY_TEXT`);
+- the fold's own versions that a later one of the same key in the same fold ends.
+
+One window by key over both gives every end (`versions.valid_to_sql`). Keys whose changes came late or twice (the
+MERGE left them alone, or a change sorts before the row it replaced, before a delete recorded earlier or before the
+table's truncate) take the MERGE of decision 0025 instead, restricted to them (`_merge_late`).
+
+Kills: the record keeps the state version the step read up to, and a fold done again reads the feed from there
+(its own MERGE then changes nothing). The append is one of Delta's idempotent writes (`txnAppId`, `txnVersion` the
+state version); a fold killed after its append and before its record left `history_appending` in the record, and
+the next one leaves out the versions the history holds already.
+
+Format 1 (every version in the history table, decision 0025: `fold.py`) stays the JSON layout's; a typed table's
+history of format 1 is migrated by its next fold (`migrate`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import uuid
+
+from delta.tables import DeltaTable
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from cdcflow.pipeline import metrics
+from cdcflow.pipeline.sinks.delta.history.versions import (
+    HISTORY,
+    NO_END,
+    STORED,
+    Truncate,
+    following_version,
+    logged_sql,
+    one_per_transaction_sql,
+    truncates_literal,
+    valid_to_sql,
+    versions_sql,
+    with_seqs_sql,
+)
+from cdcflow.pipeline.sinks.delta.layouts import mysql_types as mt
+from cdcflow.pipeline.sinks.delta.layouts.base import Folded, FoldJob
+from cdcflow.pipeline.sinks.delta.layouts.mysql import position_sql
+from cdcflow.pipeline.sinks.delta.log import WHOLE_TABLE
+from cdcflow.pipeline.sinks.delta.records import FoldRecord, deletes_path, history_path, write_record
+from cdcflow.pipeline.sinks.delta.sql import delta_path, pending_sql, quoted, sql_string, steps
+from cdcflow.pipeline.sinks.delta.tables import ensure_table, merge_guarded
+from cdcflow.pipeline.sinks.mysql_history import MySqlColumn
+
+log = logging.getLogger(__name__)
+
+FORMAT = 2
+_EMPTY = sql_string(WHOLE_TABLE)
+_COLUMNS = ", ".join(f.name for f in HISTORY.fields)
+# Rows of the history table that are closed versions (a history migrated from format 1 may keep open versions,
+# deletes and truncates of its own until they are deleted: `migrate`).
+CLOSED = f"valid_to_pos IS NOT NULL AND op != 'd' AND key != {_EMPTY}"
+
+
+def keeps_by_appending(record: FoldRecord) -> bool:
+    """Whether the table's history is kept by appending (typed tables; the JSON layout merges, format 1)."""
+    return record.layout == "typed"
+
+
+def open_versions_sql(state: str, columns: list[MySqlColumn], image: bool, carried: tuple[str, ...] = ()) -> str:
+    """Rows of the typed state table (a query: the table, an old version of it, or its Change Data Feed) as
+    versions: key (the log's key text), after (the row image; null for a delete), op, pos, source_ts_ms, and the
+    `carried` columns. `columns`: the table's source columns; `image`: the rows have `mt.IMAGE` (the image of
+    before a rewrite, taken when set)."""
+    written = mt.row_image_sql(columns)
+    after = f"coalesce({mt.IMAGE}, {written})" if image else written
+    extra = "".join(f", {quoted(c)}" for c in carried)
+    return (
+        f"SELECT {mt.KEY_TEXT} AS key, CASE WHEN {mt.OP} = 'd' THEN NULL ELSE {after} END AS after, {mt.OP} AS op, "
+        f"{mt.POS} AS pos, {mt.SOURCE_TS} AS source_ts_ms{extra} FROM ({state})"
+    )
+
+
+def state_version(spark: SparkSession, path: str) -> int:
+    return int(spark.sql(f"DESCRIBE HISTORY {delta_path(path)} LIMIT 1").first()["version"])  # type: ignore[index]
+
+
+def state_commits_after(spark: SparkSession, path: str, version: int) -> tuple[int, int]:
+    """(the state table's newest version, the first version after `version` whose Change Data Feed the history
+    reads): after a rewrite of the table for a DDL (an overwrite: its feed deletes and inserts every row, and
+    closes nothing), the commit after it."""
+    limit = 8
+    while True:
+        commits = spark.sql(f"DESCRIBE HISTORY {delta_path(path)} LIMIT {limit}").select(
+            "version", "operation", "operationParameters"
+        ).collect()  # fmt: skip
+        newest = int(commits[0]["version"])
+        if len(commits) < limit or int(commits[-1]["version"]) <= version + 1:
+            break
+        limit = newest - version + 1
+    start = version + 1
+    for commit in commits:
+        if int(commit["version"]) > version and _rewrites(commit["operation"], commit["operationParameters"] or {}):
+            start = max(start, int(commit["version"]) + 1)
+    return newest, start
+
+
+def _rewrites(operation: str, parameters: dict[str, str]) -> bool:
+    if operation in ("CREATE OR REPLACE TABLE", "REPLACE TABLE", "CREATE OR REPLACE TABLE AS SELECT"):
+        return True
+    return operation == "WRITE" and "Overwrite" in str(parameters.get("mode", ""))
+
+
+def _feed(spark: SparkSession, path: str, start: int, end: int, columns: list[MySqlColumn]) -> DataFrame:
+    """The state's Change Data Feed of versions `start` to `end` as versions with `_change_type` (the row image
+    only where a fold replaced or deleted the row)."""
+    if start > end:
+        schema = ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in HISTORY.fields[:5])
+        return spark.createDataFrame([], f"{schema}, _change_type string")
+    feed = (
+        spark.read.format("delta").option("readChangeFeed", "true").option("startingVersion", start)
+        .option("endingVersion", end).load(path)
+    )  # fmt: skip
+    present = {c.lower(): c for c in feed.columns}
+    shape = [dataclasses.replace(c, name=present[c.name.lower()]) for c in columns if c.name.lower() in present]
+    name = f"cdcflow_feed_{uuid.uuid4().hex}"
+    feed.createOrReplaceTempView(name)
+    try:
+        rows = f"SELECT * FROM {name} WHERE _change_type IN ('update_preimage', 'delete', 'insert', 'update_postimage')"
+        versions = open_versions_sql(rows, shape, mt.IMAGE in feed.columns, carried=("_change_type",))
+        replaced = "_change_type IN ('update_preimage', 'delete')"
+        return spark.sql(
+            f"SELECT key, CASE WHEN {replaced} THEN after END AS after, op, pos, source_ts_ms, _change_type "
+            f"FROM ({versions})"
+        )  # fmt: skip
+    finally:
+        spark.catalog.dropTempView(name)
+
+
+# --- the fold's step ---------------------------------------------------------------------------------------------
+def history_step(job: FoldJob, versions: str, folded: Folded) -> Folded:
+    """The history's step of a fold whose state MERGE committed: `versions` (a view of `versions_sql` rows) are the
+    fold's changes. Returns `folded` with the table's truncates and the state version read up to."""
+    spark, record = job.spark, job.record
+    columns = job.shapes.mysql_columns(record.source, record.db, record.table, refresh=False)
+    new_truncates = [
+        (list(r["pos"]), r["source_ts_ms"])
+        for r in spark.sql(f"SELECT pos, source_ts_ms FROM {versions} WHERE key = {_EMPTY}").collect()
+    ]
+    if not record.history_seeded:
+        return _seed(job, versions, columns, new_truncates, folded)
+    known = {tuple(pos) for pos, _ts in record.history_truncates}
+    truncates: list[Truncate] = [
+        *((list(pos), ts) for pos, ts in record.history_truncates),
+        *(t for t in new_truncates if tuple(t[0]) not in known),
+    ]
+    if not DeltaTable.isDeltaTable(spark, job.path):  # only truncates so far: nothing to close
+        return dataclasses.replace(folded, history_truncates=truncates)
+    read_up_to = record.history_state_version if record.history_state_version is not None else -1
+    newest, start = state_commits_after(spark, job.path, read_up_to)
+    feed = _feed(spark, job.path, start, newest, columns).persist()
+    names = {n: f"cdcflow_{n}_{uuid.uuid4().hex}" for n in ("feed", "late")}
+    feed.createOrReplaceTempView(names["feed"])
+    late: DataFrame | None = None
+    try:
+        replaced = f"SELECT key, after, op, pos, source_ts_ms FROM {names['feed']} WHERE _change_type IN " \
+                   "('update_preimage', 'delete')"  # fmt: skip
+        unkeyed = spark.sql(f"SELECT count(*) AS n FROM ({replaced}) WHERE key IS NULL").first()
+        if unkeyed and unkeyed["n"]:
+            log.warning("sink %s: %s: %d replaced state rows carry no key text (%s); their versions are not kept in "
+                        "the history", job.sink, job.path, unkeyed["n"], mt.KEY_TEXT)  # fmt: skip
+        replaced = f"SELECT * FROM ({replaced}) WHERE key IS NOT NULL"
+        fold_versions = f"SELECT key, after, op, pos, source_ts_ms FROM {versions} WHERE key != {_EMPTY}"
+        late = spark.sql(_late_keys_sql(job, fold_versions, replaced, names["feed"])).persist()
+        late.createOrReplaceTempView(names["late"])
+        found = late.agg(F.count("key"), F.min("seq")).first()
+        late_keys, first_seq = (int(found[0]), found[1]) if found else (0, None)
+        both = f"SELECT *, 1 AS _rank FROM ({replaced}) UNION ALL SELECT *, 0 AS _rank FROM ({fold_versions})"
+        if late_keys:
+            both = f"SELECT /*+ BROADCAST(l) */ b.* FROM ({both}) b LEFT ANTI JOIN {names['late']} l ON b.key = l.key"
+        closed = _closed_sql(both, truncates_literal(new_truncates))
+        stored = history_path(job.path)
+        if record.history_appending:  # an append may have committed without its record: leave out what it wrote
+            log.info("sink %s: %s: the last fold's history append may have committed without its record; versions "
+                     "the history holds are left out", job.sink, job.path)  # fmt: skip
+            metrics.DELTA_HISTORY_REDONE_APPENDS.labels(job.sink).inc()
+            closed = f"SELECT c.* FROM ({closed}) c LEFT ANTI JOIN {delta_path(stored)} h ON c.key = h.key " \
+                     "AND c.pos = h.pos"  # fmt: skip
+        write_record(spark, job.path, dataclasses.replace(record, history_appending=True))
+        (
+            spark.sql(with_seqs_sql(closed)).write.format("delta").mode("append")
+            .option("txnAppId", f"cdcflow-history:{job.path}").option("txnVersion", newest).save(stored)
+        )  # fmt: skip
+        if late_keys:
+            log.info("sink %s: %s: %d keys with changes late or twice: their history merged (from transaction %s)",
+                     job.sink, job.path, late_keys, first_seq)  # fmt: skip
+            metrics.DELTA_HISTORY_LATE_KEYS.labels(job.sink).inc(late_keys)
+            _merge_late(job, names["late"], int(first_seq or 0), replaced, fold_versions, truncates)
+    finally:
+        for view in names.values():
+            spark.catalog.dropTempView(view)
+        feed.unpersist()
+        if late is not None:
+            late.unpersist()
+    return dataclasses.replace(folded, history_truncates=truncates, history_state_version=newest)
+
+
+def _late_keys_sql(job: FoldJob, fold_versions: str, replaced: str, feed: str) -> str:
+    """The fold's keys whose versions cannot simply be appended (key, seq: the first element of their oldest
+    position in the fold): the MERGE left them alone (a change delivered again, or older than a recorded delete or
+    the table's truncate), a change of theirs sorts before the row the MERGE replaced, or they were inserted while a
+    delete recorded earlier is newer than one of their changes."""
+    record = job.record
+    keys = f"SELECT key, min(pos) AS min_pos FROM ({fold_versions}) GROUP BY key"
+    applied = f"SELECT key FROM {feed} WHERE _change_type IN ('insert', 'update_postimage', 'delete')"
+    parts = [
+        f"SELECT v.key, v.min_pos FROM ({keys}) v LEFT ANTI JOIN ({applied}) a ON v.key = a.key",
+        f"SELECT v.key, v.min_pos FROM ({keys}) v JOIN ({replaced}) p ON v.key = p.key WHERE p.pos >= v.min_pos",
+    ]
+    deletes = deletes_path(job.path)
+    if DeltaTable.isDeltaTable(job.spark, deletes):
+        inserted = f"SELECT key FROM {feed} WHERE _change_type = 'insert'"
+        parts.append(
+            f"SELECT v.key, v.min_pos FROM ({keys}) v JOIN {delta_path(deletes)} d ON v.key = d.key "
+            f"WHERE d.pos >= v.min_pos AND v.key IN ({inserted})"
+        )  # fmt: skip
+    if record.truncated_at is not None:
+        parts.append(f"SELECT key, min_pos FROM ({keys}) WHERE min_pos <= {position_sql(record.truncated_at)}")
+    union = " UNION ALL ".join(parts)
+    return f"SELECT key, min(min_pos)[0] AS seq FROM ({union}) GROUP BY key"
+
+
+def _closed_sql(versions: str, truncates: str) -> str:
+    """The versions (a query with VERSION columns and `_rank`: which to keep of one transaction's, the highest)
+    that a later one of their key, or a truncate of `truncates`, ends; deletes left out."""
+    one = one_per_transaction_sql(versions, "_rank")
+    ended = valid_to_sql(f"SELECT *, {NO_END} FROM ({one})", following_version(), truncates)
+    return f"SELECT {_COLUMNS} FROM ({ended}) WHERE valid_to_pos IS NOT NULL AND op != 'd'"
+
+
+_NULLS = "CAST(NULL AS array<bigint>), CAST(NULL AS BIGINT)"
+
+
+def _merge_late(job: FoldJob, late: str, first_seq: int, replaced: str, fold_versions: str,
+                truncates: list[Truncate]) -> None:  # fmt: skip
+    """Decision 0025's MERGE for the `late` keys: their stored versions that end at or after transaction
+    `first_seq` (and a delete at each of their ends), their state row (open), the rows the fold replaced and the
+    fold's versions, every end computed again; new closed versions inserted, stored ones given their new end."""
+    spark, stored = job.spark, history_path(job.path)
+    seq = int(first_seq)
+    parts = [
+        f"SELECT key, CAST(NULL AS STRING) AS after, op, pos, source_ts_ms, valid_to_pos AS _stored_to_pos, "
+        f"valid_to_ts_ms AS _stored_to_ts, 3 AS _rank FROM {delta_path(stored)} WHERE {CLOSED} "
+        f"AND (valid_to_seq IS NULL OR valid_to_seq >= {seq})",
+        f"SELECT {mt.KEY_TEXT} AS key, CAST(NULL AS STRING) AS after, {mt.OP} AS op, {mt.POS} AS pos, "
+        f"{mt.SOURCE_TS} AS source_ts_ms, {_NULLS}, 2 "
+        f"FROM {delta_path(job.path)} WHERE {mt.KEY_TEXT} IS NOT NULL",
+        f"SELECT key, after, op, pos, source_ts_ms, {_NULLS}, 1 FROM ({replaced})",
+        f"SELECT key, after, op, pos, source_ts_ms, {_NULLS}, 0 FROM ({fold_versions})",
+    ]
+    # A delete at each stored end (a delete, a truncate, or the key's next version, which is preferred over it)
+    ending = f"{delta_path(stored)} WHERE {CLOSED} AND (valid_to_seq IS NULL OR valid_to_seq >= {seq})"
+    parts.append(f"SELECT key, CAST(NULL AS STRING), 'd', valid_to_pos, valid_to_ts_ms, {_NULLS}, -1 FROM {ending}")
+    both = " UNION ALL ".join(
+        f"SELECT /*+ BROADCAST(l) */ r.* FROM ({p}) r LEFT SEMI JOIN {late} l ON r.key = l.key" for p in parts
+    )
+    one = one_per_transaction_sql(both, "_rank")
+    ended = valid_to_sql(f"SELECT *, {NO_END} FROM ({one})", following_version(), truncates_literal(truncates))
+    # Closed versions new or ended differently; and deletes, which remove a stored version of the same transaction
+    # (a transaction whose changes came in two folds: the first one's part was stored as its version).
+    changed = (
+        f"SELECT {_COLUMNS}, _rank = 3 AS _stored FROM ({ended}) WHERE _rank != 2 AND ((valid_to_pos IS NOT NULL "
+        "AND op != 'd' AND (_rank != 3 OR NOT (valid_to_pos <=> _stored_to_pos) "
+        "OR NOT (valid_to_ts_ms <=> _stored_to_ts))) OR op = 'd')"
+    )
+    source = spark.sql(with_seqs_sql(changed))
+    every: dict[str, str | Column] = {f.name: f"s.{f.name}" for f in STORED.fields}
+    ends: dict[str, str | Column] = {"valid_to_pos": "s.valid_to_pos", "valid_to_ts_ms": "s.valid_to_ts_ms",
+                                     "valid_to_seq": "s.valid_to_seq"}  # fmt: skip
+
+    def merge() -> None:
+        (
+            DeltaTable.forPath(spark, stored).alias("t")
+            .merge(source.alias("s"), "t.key = s.key AND t.pos[0] = s.pos[0]")
+            .whenMatchedDelete(condition="s.op = 'd'")
+            .whenMatchedUpdate(condition="s._stored", set=ends)
+            .whenMatchedUpdate(set=every)
+            .whenNotMatchedInsert(condition="s.op != 'd'", values=every)
+            .execute()
+        )  # fmt: skip
+
+    merge_guarded(job.sink, stored, merge)
+
+
+# --- a history begun, or migrated from format 1 ------------------------------------------------------------------
+def _seed(job: FoldJob, versions: str, columns: list[MySqlColumn], truncates: list[Truncate],
+          folded: Folded) -> Folded:  # fmt: skip
+    """The history's first fold: every version the change log holds (the fold's own when the table was never
+    folded), the closed ones written as the history (an overwrite: a seed done again writes the same), and the
+    state's rows given their key text from the open ones."""
+    spark, record = job.spark, job.record
+    source = f"SELECT * FROM {versions}"
+    if record.folded_version >= 0:
+        source = versions_sql(logged_sql(record))
+    every = spark.sql(source).drop("_changes").persist()
+    name = f"cdcflow_seed_{uuid.uuid4().hex}"
+    every.createOrReplaceTempView(name)
+    try:
+        truncates = [(list(r["pos"]), r["source_ts_ms"]) for r in every.where(f"key = {_EMPTY}").collect()]
+        ended = valid_to_sql(
+            f"SELECT *, {NO_END} FROM {name} WHERE key != {_EMPTY}", following_version(), truncates_literal(truncates)
+        )  # fmt: skip
+        stored = history_path(job.path)
+        ensure_table(spark, stored, STORED, job.state_properties())
+        closed = f"SELECT {_COLUMNS} FROM ({ended}) WHERE valid_to_pos IS NOT NULL AND op != 'd'"
+        (
+            spark.sql(with_seqs_sql(closed)).write.format("delta").mode("overwrite")
+            .option("overwriteSchema", "true").save(stored)
+        )  # fmt: skip
+        newest = None
+        if DeltaTable.isDeltaTable(spark, job.path):
+            if record.folded_version >= 0:
+                _fill_keys(job, f"SELECT * FROM ({ended}) WHERE valid_to_pos IS NULL AND op != 'd'", columns)
+            newest = state_version(spark, job.path)
+        log.info("sink %s: %s: history begun from the change log (closed versions in %s, open ones the state's rows)",
+                 job.sink, job.path, stored)  # fmt: skip
+        return dataclasses.replace(folded, history_truncates=truncates, history_state_version=newest)
+    finally:
+        spark.catalog.dropTempView(name)
+        every.unpersist()
+
+
+def migrate(job: FoldJob) -> FoldRecord:
+    """A typed table's history of format 1 (every version in the history table) made format 2, before the fold:
+    the state's rows given their key text from the history's open versions (and from the changes not folded yet,
+    which a fold killed before its record may have merged into the state already), the record written with format
+    2, then the history's open versions, deletes and truncates deleted (the state's rows and the record hold them).
+    Killed at any point, the next fold finds format 1 (and migrates again) or format 2 (whose reads keep only closed
+    versions)."""
+    spark, record = job.spark, job.record
+    stored = history_path(job.path)
+    if not DeltaTable.isDeltaTable(spark, job.path) or not DeltaTable.isDeltaTable(spark, stored):
+        return dataclasses.replace(record, history_seeded=False)  # nothing to migrate: the fold seeds it
+    columns = job.shapes.mysql_columns(record.source, record.db, record.table, refresh=False)
+    kept_open = f"SELECT key, after, op, pos, source_ts_ms FROM {delta_path(stored)} WHERE valid_to_pos IS NULL " \
+                f"AND op != 'd' AND key != {_EMPTY}"  # fmt: skip
+    pending = versions_sql(pending_sql(record, record.folded_version + 1))
+    both = f"SELECT key, after, op, pos, source_ts_ms FROM ({pending}) WHERE key != {_EMPTY} AND op != 'd' " \
+           f"UNION ALL {kept_open}"  # fmt: skip
+    _fill_keys(job, f"SELECT key, pos, first(after) AS after, first(op) AS op FROM ({both}) GROUP BY key, pos", columns)
+    migrated = dataclasses.replace(
+        record, history_format=FORMAT, history_state_version=state_version(spark, job.path), history_appending=False
+    )  # fmt: skip
+    write_record(spark, job.path, migrated)
+    spark.sql(f"DELETE FROM {delta_path(stored)} WHERE NOT ({CLOSED})")
+    log.info("sink %s: %s: history migrated to format %d (the open versions are the state's rows; the history "
+             "table keeps the closed ones)", job.sink, job.path, FORMAT)  # fmt: skip
+    return migrated
+
+
+def _fill_keys(job: FoldJob, open_versions: str, columns: list[MySqlColumn]) -> None:
+    """The state's rows without key text given it from `open_versions` (a query: key, after, pos), matched on the
+    key columns and the position; the rows left without it are counted in a warning."""
+    spark, path = job.spark, job.path
+    state = DeltaTable.forPath(spark, path)
+    if mt.KEY_TEXT not in state.toDF().columns:
+        spark.sql(f"ALTER TABLE {delta_path(path)} ADD COLUMNS ({mt.KEY_TEXT} STRING)")
+    keys = [c for c in columns if c.key_order is not None]
+    if keys:
+        typed = [*mt.source_columns_sql(keys), "key AS _k", "pos AS _p"]
+        source = spark.sql(steps(open_versions, [["*", mt.VALUES_SQL], typed]))
+        on = " AND ".join([*(f"t.{quoted(c.name)} <=> s.{quoted(c.name)}" for c in keys), f"t.{mt.POS} = s._p"])
+
+        def merge() -> None:
+            (
+                DeltaTable.forPath(spark, path).alias("t").merge(source.alias("s"), on)
+                .whenMatchedUpdate(condition=f"t.{mt.KEY_TEXT} IS NULL", set={mt.KEY_TEXT: "s._k"}).execute()
+            )  # fmt: skip
+
+        merge_guarded(job.sink, path, merge)
+    left = spark.sql(f"SELECT count(*) AS n FROM {delta_path(path)} WHERE {mt.KEY_TEXT} IS NULL AND NOT "
+                     f"coalesce({mt.DELETED}, false)").first()  # fmt: skip
+    if left and left["n"]:
+        log.warning("sink %s: %s: %d state rows have no change the log or the history holds to take their key text "
+                    "from; their versions are not kept in the history", job.sink, path, left["n"])  # fmt: skip
