@@ -248,8 +248,9 @@ _NULLS = "CAST(NULL AS array<bigint>), CAST(NULL AS BIGINT)"
 def _merge_late(job: FoldJob, late: str, first_seq: int, replaced: str, fold_versions: str,
                 truncates: list[Truncate]) -> None:  # fmt: skip
     """Decision 0025's MERGE for the `late` keys: their stored versions that end at or after transaction
-    `first_seq` (and a delete at each of their ends), their state row (open), the rows the fold replaced and the
-    fold's versions, every end computed again; new closed versions inserted, stored ones given their new end."""
+    `first_seq` (and a delete at each of their ends), their state row (open), the rows the fold replaced, their
+    recorded deletes and the fold's versions, every end computed again; new closed versions inserted, stored ones
+    given their new end, and stored ones a delete of the same transaction replaces deleted."""
     spark, stored = job.spark, history_path(job.path)
     seq = int(first_seq)
     parts = [
@@ -265,6 +266,10 @@ def _merge_late(job: FoldJob, late: str, first_seq: int, replaced: str, fold_ver
     # A delete at each stored end (a delete, a truncate, or the key's next version, which is preferred over it)
     ending = f"{delta_path(stored)} WHERE {CLOSED} AND (valid_to_seq IS NULL OR valid_to_seq >= {seq})"
     parts.append(f"SELECT key, CAST(NULL AS STRING), 'd', valid_to_pos, valid_to_ts_ms, {_NULLS}, -1 FROM {ending}")
+    deletes = deletes_path(job.path)
+    if DeltaTable.isDeltaTable(spark, deletes):  # (a delete newer than every change of its key is kept only here)
+        parts.append(f"SELECT key, CAST(NULL AS STRING), 'd', pos, source_ts_ms, {_NULLS}, -1 FROM "
+                     f"{delta_path(deletes)} WHERE key != {_EMPTY} AND pos[0] >= {seq}")  # fmt: skip
     both = " UNION ALL ".join(
         f"SELECT /*+ BROADCAST(l) */ r.* FROM ({p}) r LEFT SEMI JOIN {late} l ON r.key = l.key" for p in parts
     )

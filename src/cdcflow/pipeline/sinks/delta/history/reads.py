@@ -36,7 +36,7 @@ from cdcflow.pipeline.sinks.delta.history.versions import (
 from cdcflow.pipeline.sinks.delta.layouts import mysql_types as mt
 from cdcflow.pipeline.sinks.delta.layouts.mysql import position_sql
 from cdcflow.pipeline.sinks.delta.log import WHOLE_TABLE
-from cdcflow.pipeline.sinks.delta.records import FoldRecord, history_path, read_record
+from cdcflow.pipeline.sinks.delta.records import FoldRecord, deletes_path, history_path, read_record
 from cdcflow.pipeline.sinks.delta.sql import delta_path, empty, pending_sql, quoted, sql_string, steps
 from cdcflow.pipeline.sinks.mysql_history import MySqlColumn
 
@@ -109,18 +109,21 @@ def versions_with_ends_sql(spark: SparkSession, state_path: str, record: FoldRec
 def stored_versions_sql(spark: SparkSession, state_path: str, record: FoldRecord, at_seq: int | None = None) -> str:
     """The versions the fold has stored (HISTORY rows and `_real`), with `at_seq` only those that can be valid at a
     position whose first element it is. Format 1: the history table. Format 2 (`append.py`): its closed versions,
-    the state table's rows as of the record's state version as the open ones, and a delete (op `d`, `_real` false)
-    at each closed version's end: a stored end is a delete, a truncate or the key's next version (which, being real,
-    is preferred over it), so ends computed again over these keep the deletes."""
+    the state table's rows as of the record's state version as the open ones, the recorded deletes, and a delete
+    (op `d`, `_real` false) at each closed version's end: a stored end is a delete, a truncate or the key's next
+    version (which, being real, is preferred over it), so ends computed again over these keep the deletes."""
     stored = stored_sql(history_path(state_path), at_seq)
     if record.history_format < 2:
         return f"SELECT *, true AS _real FROM ({stored})"
     columns = ", ".join(f.name for f in HISTORY.fields)
     closed = f"SELECT {columns} FROM ({stored}) WHERE {CLOSED}"
+    # (the deletes of every closed version, not only of those valid at `at_seq`: a change logged since the last
+    # fold may start a version before a delete that ended an earlier one)
+    every_closed = f"SELECT {columns} FROM ({stored_sql(history_path(state_path))}) WHERE {CLOSED}"
     parts = [
         f"SELECT *, true AS _real FROM ({closed})",
         f"SELECT key, CAST(NULL AS STRING) AS after, 'd' AS op, valid_to_pos AS pos, valid_to_ts_ms AS source_ts_ms, "
-        f"{NO_END}, false AS _real FROM ({closed})",
+        f"{NO_END}, false AS _real FROM ({every_closed})",
     ]
     upto = f" AND pos[0] <= {int(at_seq)}" if at_seq is not None else ""
     if record.history_state_version is not None and DeltaTable.isDeltaTable(spark, state_path):
@@ -134,6 +137,10 @@ def stored_versions_sql(spark: SparkSession, state_path: str, record: FoldRecord
         state = f"SELECT * FROM {delta_path(state_path)} VERSION AS OF {version} WHERE {mt.KEY_TEXT} IS NOT NULL"
         rows = open_versions_sql(state, shape, mt.IMAGE in present)
         parts.append(f"SELECT *, {NO_END}, true AS _real FROM ({rows}) WHERE true{upto}")
+    deletes = deletes_path(state_path)
+    if DeltaTable.isDeltaTable(spark, deletes):  # (a delete newer than every change of its key is kept only here)
+        parts.append(f"SELECT key, CAST(NULL AS STRING) AS after, 'd' AS op, pos, source_ts_ms, {NO_END}, true AS "
+                     f"_real FROM {delta_path(deletes)} WHERE key != {_EMPTY}")  # fmt: skip
     return " UNION ALL ".join(f"SELECT {columns}, _real FROM ({p})" for p in parts)
 
 
