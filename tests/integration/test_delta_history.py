@@ -358,6 +358,63 @@ def test_history_turned_on_later_starts_with_every_change_the_log_holds(
     same(_history_rows(history(spark, path), "typed"), _expected_history(workload.versions), "history turned on")
 
 
+def test_a_history_of_format_1_is_migrated_by_the_next_fold_and_stays_exact(
+    spark: SparkSession,
+    kafka: dict[str, Any],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A typed table whose history was kept in format 1 (every version in the history table, merged by each fold):
+    the next fold migrates it (the state's rows given their key text, the open versions left to the state), and
+    the history and the reads as of positions stay the workload's."""
+    from cdcflow.pipeline.sinks.delta.history import fold as history_fold
+
+    rng = random.Random(58)
+    workload = run_workload(rng, transactions=60, keys=30)
+    batches = deliveries(rng, workload)
+    options = DeltaStateOptions(
+        path=str(tmp_path / "delta"), history=True, fold_rows=10**9, fold_interval_s=10**6, register_in_catalog=False,
+        schema_history_topic=_schema_history(kafka["bootstrap_servers"]),
+    )  # fmt: skip
+    endpoints = Endpoints(bootstrap_servers=kafka["bootstrap_servers"])
+    with monkeypatch.context() as format_1:  # the folds as they were: every version merged into the history
+        format_1.setattr(history_fold, "keeps_by_appending", lambda record: False)
+        format_1.setattr(fold_service, "keeps_by_appending", lambda record: False)
+        before = DeltaStateSink("hist", options, endpoints)
+        half = len(batches) // 2
+        for batch_id, batch in enumerate(batches[:half]):
+            before.apply_batch(events_frame(spark, batch), batch_id)
+        before.flush(spark)
+        before.close()
+    path = before.table_path(SOURCE, DB, TABLE)
+    record = read_record(spark, path)
+    assert record is not None and record.history_format == 1
+    stored = spark.read.format("delta").load(history_path(path))
+    assert stored.where("valid_to_pos IS NULL").count() > 0  # format 1 keeps the open versions there
+    state = spark.read.format("delta").load(path).drop("_cdcflow_key").localCheckpoint()
+    state.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(path)  # nor the key text
+
+    after = DeltaStateSink("hist", options, endpoints)  # a restart with this version
+    with caplog.at_level(logging.INFO, logger="cdcflow.pipeline.sinks.delta.history.append"):
+        after.apply_batch(events_frame(spark, batches[half]), half)
+        after.flush(spark)  # one batch: most rows are not touched by it, and have their key text from the migration
+        assert any("history migrated to format 2" in m for m in caplog.messages), caplog.messages
+        state = spark.read.format("delta").load(path)
+        assert state.count() > 10 and state.where("_cdcflow_key IS NULL").count() == 0
+        for batch_id, batch in enumerate(batches[half + 1 :], start=half + 1):
+            after.apply_batch(events_frame(spark, batch), batch_id)
+        after.flush(spark)
+    after.close()
+    record = read_record(spark, path)
+    assert record is not None and record.history_format == 2 and record.history_state_version is not None
+    assert spark.read.format("delta").load(history_path(path)).where("valid_to_pos IS NULL").count() == 0
+    assert spark.read.format("delta").load(path).where("_cdcflow_key IS NULL").count() == 0
+    same(_history_rows(history(spark, path), "typed"), _expected_history(workload.versions), "migrated")
+    for seq, _ts, rows in workload.after[::5]:
+        assert _table(_rows(as_of(spark, path, gtid=f"0-1-{seq}"), "typed")) == _table(list(rows.values())), seq
+
+
 def test_a_history_stored_without_the_seq_columns_gets_them_and_reads_stay_exact(
     spark: SparkSession, kafka: dict[str, Any], tmp_path: Path
 ) -> None:

@@ -212,14 +212,15 @@ def history_step(job: FoldJob, versions: str, folded: Folded) -> Folded:
 def _late_keys_sql(job: FoldJob, fold_versions: str, replaced: str, feed: str) -> str:
     """The fold's keys whose versions cannot simply be appended (key, seq: the first element of their oldest
     position in the fold): the MERGE left them alone (a change delivered again, or older than a recorded delete or
-    the table's truncate), a change of theirs sorts before the row the MERGE replaced, or they were inserted while a
-    delete recorded earlier is newer than one of their changes."""
+    the table's truncate); a change of theirs sorts before the row the MERGE replaced, or is of its transaction
+    (whose first part was stored as a version's end: a transaction whose changes came in two folds); or they were
+    inserted while a delete recorded earlier is newer than one of their changes."""
     record = job.record
     keys = f"SELECT key, min(pos) AS min_pos FROM ({fold_versions}) GROUP BY key"
     applied = f"SELECT key FROM {feed} WHERE _change_type IN ('insert', 'update_postimage', 'delete')"
     parts = [
         f"SELECT v.key, v.min_pos FROM ({keys}) v LEFT ANTI JOIN ({applied}) a ON v.key = a.key",
-        f"SELECT v.key, v.min_pos FROM ({keys}) v JOIN ({replaced}) p ON v.key = p.key WHERE p.pos >= v.min_pos",
+        f"SELECT v.key, v.min_pos FROM ({keys}) v JOIN ({replaced}) p ON v.key = p.key WHERE p.pos[0] >= v.min_pos[0]",
     ]
     deletes = deletes_path(job.path)
     if DeltaTable.isDeltaTable(job.spark, deletes):
