@@ -9,7 +9,9 @@ versions around it are cut at its position.
 
 - `versions.py`: the rules, as SQL text shared by the fold and the reads (a version per key and transaction;
   validity from the next version and the truncates).
-- `fold.py`: the fold's step that merges a fold's versions into the history table.
+- `append.py`: typed tables (history format 2, decision 0027): the history table keeps the closed versions, appended
+  by each fold from the state's Change Data Feed; the open ones are the state's rows.
+- `fold.py`: the fold's step that merges a fold's versions into the history table (format 1: the JSON layout).
 - `reads.py`: the history view (registered as `<db>.<table>_history`), and the table as of a position, a GTID
   or a source time, exact up to the last applied batch (the history plus the changes not folded yet).
 """
