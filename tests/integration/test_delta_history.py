@@ -2,7 +2,7 @@
 the typed layout's schema history), against an oracle the test's own workload keeps while it generates the
 transactions: every committed row version with the GTID and time of its transaction. The changes reach the sink
 in random batches, some late (after newer ones of the same row), a quarter of them twice, a transaction's changes
-split across batches, with a fold that fails after its MERGEs and is done again."""
+split across batches, with folds that stop after their MERGEs and are done again."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from cdcflow.dev.testing import soak_size
 from cdcflow.errors import ConfigError
 from cdcflow.events.json_codec import encode
 from cdcflow.events.model import ChangeEvent, Op, SourceInfo
+from cdcflow.pipeline import metrics
 from cdcflow.pipeline.context import Endpoints
 from cdcflow.pipeline.envelope import events_of, parse
 from cdcflow.pipeline.library import as_of, history
@@ -154,19 +155,26 @@ def events_frame(spark: SparkSession, values: list[bytes]) -> DataFrame:
     return events_of(parse(raw))
 
 
-class FailOnce(FoldHooks):
-    """The second fold fails after its MERGEs committed (state and history), before its record: as a driver
-    killed there, the next fold does it all again."""
+class FailTwice(FoldHooks):
+    """Two folds stop as a killed driver would, and later folds do their work again: the second fold after its
+    MERGEs committed (state and history), before its record; the next one (of a typed table, whose history is
+    appended) after its state MERGE, before the history's append, so the reads run with the state two MERGEs
+    ahead of its record."""
 
     def __init__(self) -> None:
         self.folds = 0
-        self.failed = 0
+        self.failed: list[str] = []
 
     def merged(self, path: str) -> None:
         self.folds += 1
         if self.folds == 2:
-            self.failed += 1
+            self.failed.append("merged")
             raise RuntimeError("cdcflow test: a fold stopped between its MERGEs and its record")
+
+    def history_step(self, path: str) -> None:
+        if self.folds == 2 and self.failed == ["merged"]:
+            self.failed.append("history_step")
+            raise RuntimeError("cdcflow test: a fold stopped between its state MERGE and its history append")
 
 
 @pytest.fixture(scope="module")
@@ -257,7 +265,8 @@ def test_history_and_point_in_time_reads_equal_the_workloads_own_account(
         path=str(tmp_path / "delta"), mysql_layout=layout, history=True, fold_rows=10**9, fold_interval_s=10**6,
         schema_history_topic=_schema_history(kafka["bootstrap_servers"]), catalog_database_prefix=prefix,
     )  # fmt: skip
-    hooks = FailOnce()
+    hooks = FailTwice()
+    redone = metrics.DELTA_HISTORY_REDONE_APPENDS.labels("hist")._value.get()
     sink = DeltaStateSink("hist", options, Endpoints(bootstrap_servers=kafka["bootstrap_servers"]), hooks=hooks)
     path = sink.table_path(SOURCE, DB, TABLE)
     folded_after = {len(batches) // 3, len(batches) // 2, (2 * len(batches)) // 3}
@@ -268,7 +277,8 @@ def test_history_and_point_in_time_reads_equal_the_workloads_own_account(
                 sink.flush(spark)
             except RuntimeError as exc:
                 assert "a fold stopped" in str(exc)
-    assert hooks.failed == 1  # the fold that stopped after its MERGEs ran, and was done again by a later one
+    # the folds that stopped ran, and later ones did their work again
+    assert hooks.failed == (["merged", "history_step"] if layout == "typed" else ["merged"])
     # small tables keep no deletion vectors (deletion_vectors_from_bytes: a fold rewrites their files faster)
     assert not _deletion_vectors(spark, path) and not _deletion_vectors(spark, history_path(path))
     record = read_record(spark, path)
@@ -298,6 +308,8 @@ def test_history_and_point_in_time_reads_equal_the_workloads_own_account(
     )
     sink.flush(spark)
     check("every change folded", points=4, tracked=True)
+    if layout == "typed":  # the append the stopped fold may have made was done again, leaving out what it wrote
+        assert metrics.DELTA_HISTORY_REDONE_APPENDS.labels("hist")._value.get() > redone
     # The last fold's changes (the last batch) are what a read merges in. As of a transaction before all of them the
     # stored versions alone answer (one scan); as of one at or after the first of them, they are merged in.
     first_pending = min(json.loads(e)["source"]["pos"][0] for e in batches[-1])
@@ -446,6 +458,103 @@ def test_a_history_stored_without_the_seq_columns_gets_them_and_reads_stay_exact
     same(_history_rows(history(spark, path), "typed"), _expected_history(workload.versions), "seq columns added")
     for seq, _ts, rows in workload.after[::5]:
         assert _table(_rows(as_of(spark, path, gtid=f"0-1-{seq}"), "typed")) == _table(list(rows.values())), seq
+
+
+class StopsOnce(FoldHooks):
+    """The first fold to reach the history's step after `armed` is set stops there (after its state MERGE, before
+    the history's append), as a killed driver would."""
+
+    def __init__(self) -> None:
+        self.armed = False
+        self.stopped = 0
+
+    def history_step(self, path: str) -> None:
+        if self.armed:
+            self.armed = False
+            self.stopped += 1
+            raise RuntimeError("cdcflow test: a fold stopped between its state MERGE and its history append")
+
+
+def test_a_table_rewritten_for_a_ddl_keeps_its_versions_as_they_were(
+    spark: SparkSession, kafka: dict[str, Any], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A fold stops after its state MERGE, before the history's append; the next fold finds a DDL that Delta cannot
+    follow in place (MODIFY n INT to VARCHAR: the state table is rewritten) with the capture's reads of the table
+    after it. The versions the stopped fold's MERGE replaced are read before the rewrite, and every version keeps
+    the values it had."""
+    bootstrap = kafka["bootstrap_servers"]
+    topic = _schema_history(bootstrap)
+    options = DeltaStateOptions(
+        path=str(tmp_path / "delta"), history=True, fold_rows=10**9, fold_interval_s=10**6, register_in_catalog=False,
+        schema_history_topic=topic,
+    )  # fmt: skip
+    hooks = StopsOnce()
+    sink = DeltaStateSink("hist", options, Endpoints(bootstrap_servers=bootstrap), hooks=hooks)
+    path = sink.table_path(SOURCE, DB, TABLE)
+    rows: dict[int, dict[str, Any]] = {}
+    batch_id = 0
+
+    def apply(*changes: tuple[str, int, str, Any, int]) -> None:
+        nonlocal batch_id
+        events = []
+        for op, key, v, n, seq in changes:
+            row = {"id": key, "v": v, "n": n}
+            events.append(event_bytes(Change(op, key, row, (seq, key, 0), BASE_TS + seq * 1000), rows.get(key)))
+            rows[key] = row
+        sink.apply_batch(events_frame(spark, events), batch_id)
+        batch_id += 1
+
+    apply(("c", 1, "a", 10, 101), ("c", 2, "a", 20, 101))
+    apply(("u", 1, "b", 11, 102))
+    sink.flush(spark)  # the history begins
+    apply(("u", 1, "c", 12, 105), ("u", 2, "b", 21, 105))
+    hooks.armed = True
+    with pytest.raises(RuntimeError, match="a fold stopped"):
+        sink.flush(spark)  # the state holds transaction 105; the history has not closed 102 (key 1) nor 101 (key 2)
+    assert hooks.stopped == 1
+    ddl = [
+        {"name": "id", "type": "INT", "sql_type": "INT", "nullable": False, "key": True, "key_order": 0},
+        {"name": "v", "type": "VARCHAR", "sql_type": "VARCHAR(20)", "nullable": True, "key": False, "key_order": None},
+        {"name": "n", "type": "VARCHAR", "sql_type": "VARCHAR(5)", "nullable": True, "key": False, "key_order": None},
+    ]
+    record = {"kind": "table", "source": SOURCE, "db": DB, "table": TABLE, "columns": ddl, "pos": [110, 0, 0]}
+    k.produce_sync(bootstrap, topic, [(SOURCE.encode(), json.dumps(record).encode())])
+    apply(("r", 1, "c", "12", 110), ("r", 2, "b", "21", 110))  # the capture reads the table after the DDL
+    apply(("u", 1, "d", "n-13", 112))  # a value the old INT column cannot hold
+    read_before = metrics.DELTA_HISTORY_READ_BEFORE_REWRITES.labels("hist")._value.get()
+    with caplog.at_level(logging.WARNING, logger="cdcflow.pipeline.sinks.delta.layouts.mysql_typed"):
+        sink.flush(spark)
+    assert any("rewriting the table in its new shape" in m for m in caplog.messages), caplog.messages
+    # the stopped fold's state commit was read into the history before the rewrite
+    assert metrics.DELTA_HISTORY_READ_BEFORE_REWRITES.labels("hist")._value.get() == read_before + 1
+    apply(("u", 2, "c", "n-22", 114))
+    sink.flush(spark)
+    sink.close()
+
+    def versions(frame: DataFrame) -> list[tuple[Any, ...]]:
+        return sorted((key, v, str(n), start, end) for key, v, n, start, end in _history_rows(frame, "typed"))
+
+    assert versions(history(spark, path)) == sorted([
+        (1, "a", "10", (101, 1, 0), (102, 1, 0)),
+        (1, "b", "11", (102, 1, 0), (105, 1, 0)),
+        (1, "c", "12", (105, 1, 0), (110, 1, 0)),
+        (1, "c", "12", (110, 1, 0), (112, 1, 0)),
+        (1, "d", "n-13", (112, 1, 0), None),
+        (2, "a", "20", (101, 2, 0), (105, 2, 0)),
+        (2, "b", "21", (105, 2, 0), (110, 2, 0)),
+        (2, "b", "21", (110, 2, 0), (114, 2, 0)),
+        (2, "c", "n-22", (114, 2, 0), None),
+    ])  # fmt: skip
+    table_as_of = {
+        104: [(1, "b", "11"), (2, "a", "20")],
+        105: [(1, "c", "12"), (2, "b", "21")],
+        110: [(1, "c", "12"), (2, "b", "21")],
+        112: [(1, "d", "n-13"), (2, "b", "21")],
+        114: [(1, "d", "n-13"), (2, "c", "n-22")],
+    }
+    for seq, expected in table_as_of.items():
+        got = sorted((r["id"], r["v"], str(r["n"])) for r in as_of(spark, path, gtid=f"0-1-{seq}").collect())
+        assert got == expected, seq
 
 
 def _deletion_vectors(spark: SparkSession, path: str) -> bool:

@@ -58,6 +58,12 @@ DELTA_HISTORY_REDONE_APPENDS = Counter(
     "History appends done again after a fold stopped between its append and its record (the held versions left out)",
     ["sink"],
 )
+DELTA_HISTORY_READ_BEFORE_REWRITES = Counter(
+    "cdcflow_pipeline_delta_history_read_before_rewrites_total",
+    "State commits the history had not read, read before a DDL rewrote the table (a fold had stopped before its "
+    "history append)",
+    ["sink"],
+)
 FAILING = Gauge(
     "cdcflow_pipeline_failing", "1 while the sink's query is failing (retrying), 0 once a batch applies", ["sink"]
 )

@@ -183,18 +183,7 @@ def history_step(job: FoldJob, versions: str, folded: Folded) -> Folded:
         if late_keys:
             both = f"SELECT /*+ BROADCAST(l) */ b.* FROM ({both}) b LEFT ANTI JOIN {names['late']} l ON b.key = l.key"
         closed = _closed_sql(both, truncates_literal(new_truncates))
-        stored = history_path(job.path)
-        if record.history_appending:  # an append may have committed without its record: leave out what it wrote
-            log.info("sink %s: %s: the last fold's history append may have committed without its record; versions "
-                     "the history holds are left out", job.sink, job.path)  # fmt: skip
-            metrics.DELTA_HISTORY_REDONE_APPENDS.labels(job.sink).inc()
-            closed = f"SELECT c.* FROM ({closed}) c LEFT ANTI JOIN {delta_path(stored)} h ON c.key = h.key " \
-                     "AND c.pos = h.pos"  # fmt: skip
-        write_record(spark, job.path, dataclasses.replace(record, history_appending=True))
-        (
-            spark.sql(with_seqs_sql(closed)).write.format("delta").mode("append")
-            .option("txnAppId", f"cdcflow-history:{job.path}").option("txnVersion", newest).save(stored)
-        )  # fmt: skip
+        _append(job, record, closed, newest)
         if late_keys:
             log.info("sink %s: %s: %d keys with changes late or twice: their history merged (from transaction %s)",
                      job.sink, job.path, late_keys, first_seq)  # fmt: skip
@@ -207,6 +196,78 @@ def history_step(job: FoldJob, versions: str, folded: Folded) -> Folded:
         if late is not None:
             late.unpersist()
     return dataclasses.replace(folded, history_truncates=truncates, history_state_version=newest)
+
+
+def _append(job: FoldJob, record: FoldRecord, closed: str, newest: int) -> None:
+    """Append `closed` (a query of HISTORY rows) to the history, once for state version `newest` (one of Delta's
+    idempotent writes), the record marked `history_appending` first. An append that may have committed without its
+    record leaves out the versions the history holds."""
+    spark, stored = job.spark, history_path(job.path)
+    if record.history_appending:
+        log.info("sink %s: %s: a history append may have committed without its record (a fold stopped before its "
+                 "record); versions the history holds are left out", job.sink, job.path)  # fmt: skip
+        metrics.DELTA_HISTORY_REDONE_APPENDS.labels(job.sink).inc()
+        closed = f"SELECT c.* FROM ({closed}) c LEFT ANTI JOIN {delta_path(stored)} h ON c.key = h.key " \
+                 "AND c.pos = h.pos"  # fmt: skip
+    else:
+        write_record(spark, job.path, dataclasses.replace(record, history_appending=True))
+    (
+        spark.sql(with_seqs_sql(closed)).write.format("delta").mode("append")
+        .option("txnAppId", f"cdcflow-history:{job.path}").option("txnVersion", newest).save(stored)
+    )  # fmt: skip
+
+
+@dataclasses.dataclass
+class BeforeRewrite:
+    """The history's part of a fold that rewrites the state table for a DDL (`MySqlTyped._reshape`: an overwrite
+    in the new schema), called just before the rewrite.
+
+    Delta reads a Change Data Feed in the table's newest schema and refuses commits written in another, so after
+    the rewrite the commits before it cannot be read. Commits the history has not read then (a fold stopped between
+    its state MERGE and its history append) are read now: the rows their MERGEs replaced or deleted become closed
+    versions, ended by the fold's versions (which hold the stopped fold's changes: its record was not written), are
+    appended, and the record moves past them, still marked `history_appending` so the fold's own step, which reads
+    on from it, leaves out what is appended already. `record`: that record, once written."""
+
+    job: FoldJob
+    versions: str  # the fold's changes as versions (a view of `versions_sql` rows)
+    record: FoldRecord | None = None
+
+    def __call__(self) -> None:
+        job, record = self.job, self.record or self.job.record
+        spark = job.spark
+        if not (keeps_by_appending(record) and record.history_seeded and record.history_format >= FORMAT):
+            return
+        read_up_to = record.history_state_version if record.history_state_version is not None else -1
+        newest, start = state_commits_after(spark, job.path, read_up_to)
+        if start > newest or not record.mysql_columns:
+            return
+        columns = [MySqlColumn(**c) for c in record.mysql_columns]  # the shape the table has until the rewrite
+        feed = _feed(spark, job.path, start, newest, columns).persist()
+        name = f"cdcflow_feed_{uuid.uuid4().hex}"
+        feed.createOrReplaceTempView(name)
+        try:
+            truncates = [(list(r["pos"]), r["source_ts_ms"]) for r in spark.sql(
+                f"SELECT pos, source_ts_ms FROM {self.versions} WHERE key = {_EMPTY}").collect()]  # fmt: skip
+            every_truncate = [*((list(pos), ts) for pos, ts in record.history_truncates), *truncates]
+            both = (
+                f"SELECT key, after, op, pos, source_ts_ms, 1 AS _rank FROM {name} WHERE _change_type IN "
+                f"('update_preimage', 'delete') AND key IS NOT NULL UNION ALL SELECT key, after, op, pos, "
+                f"source_ts_ms, 0 FROM {self.versions} WHERE key != {_EMPTY}"
+            )  # fmt: skip
+            one = one_per_transaction_sql(both, "_rank")
+            ended = valid_to_sql(f"SELECT *, {NO_END} FROM ({one})", following_version(),
+                                 truncates_literal(every_truncate))  # fmt: skip
+            closed = f"SELECT {_COLUMNS} FROM ({ended}) WHERE _rank = 1 AND valid_to_pos IS NOT NULL AND op != 'd'"
+            _append(job, record, closed, newest)
+            self.record = dataclasses.replace(record, history_state_version=newest, history_appending=True)
+            write_record(spark, job.path, self.record)
+            log.info("sink %s: %s: the state commits up to version %d read into the history before the table is "
+                     "rewritten", job.sink, job.path, newest)  # fmt: skip
+            metrics.DELTA_HISTORY_READ_BEFORE_REWRITES.labels(job.sink).inc()
+        finally:
+            spark.catalog.dropTempView(name)
+            feed.unpersist()
 
 
 def _late_keys_sql(job: FoldJob, fold_versions: str, replaced: str, feed: str) -> str:
@@ -362,7 +423,11 @@ def migrate(job: FoldJob) -> FoldRecord:
         record, history_format=FORMAT, history_state_version=state_version(spark, job.path), history_appending=False
     )  # fmt: skip
     write_record(spark, job.path, migrated)
-    spark.sql(f"DELETE FROM {delta_path(stored)} WHERE NOT ({CLOSED})")
+
+    def delete_open_versions() -> None:
+        spark.sql(f"DELETE FROM {delta_path(stored)} WHERE NOT ({CLOSED})")
+
+    merge_guarded(job.sink, stored, delete_open_versions)
     log.info("sink %s: %s: history migrated to format %d (the open versions are the state's rows; the history "
              "table keeps the closed ones)", job.sink, job.path, FORMAT)  # fmt: skip
     return migrated

@@ -15,7 +15,13 @@ import uuid
 from delta.tables import DeltaTable
 from pyspark.sql import Column, SparkSession
 
-from cdcflow.pipeline.sinks.delta.history.append import FORMAT, history_step, keeps_by_appending, migrate
+from cdcflow.pipeline.sinks.delta.history.append import (
+    FORMAT,
+    BeforeRewrite,
+    history_step,
+    keeps_by_appending,
+    migrate,
+)
 from cdcflow.pipeline.sinks.delta.history.versions import (
     HISTORY,
     NO_END,
@@ -58,8 +64,11 @@ def fold_with_history(job: FoldJob, layout: Layout) -> Folded:
     name = f"cdcflow_versions_{uuid.uuid4().hex}"
     versions.createOrReplaceTempView(name)
     try:
-        folded = layout.fold(dataclasses.replace(job, changes=f"SELECT * FROM {name}"))
+        before_rewrite = BeforeRewrite(job, name) if appending else None
+        folded = layout.fold(dataclasses.replace(job, changes=f"SELECT * FROM {name}", before_rewrite=before_rewrite))
         if appending:
+            if before_rewrite is not None and before_rewrite.record is not None:
+                job = dataclasses.replace(job, record=before_rewrite.record)
             if folded.changes or not record.history_seeded:
                 job.hooks.history_step(job.path)
                 if record.history_seeded:

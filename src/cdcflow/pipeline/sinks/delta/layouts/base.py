@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -51,6 +52,8 @@ class FoldJob:
     # log rows), read once for the state and the history; None: the log rows of the record's versions up to
     # `version`.
     changes: str | None = None
+    # Called before the layout rewrites the state table for a DDL (the history reads what it has not read yet)
+    before_rewrite: Callable[[], None] | None = None
 
     def started(self, changes: int) -> None:
         log.info(

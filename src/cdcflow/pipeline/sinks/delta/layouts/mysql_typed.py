@@ -143,7 +143,9 @@ class MySqlTyped(MySqlRows):
 
         A table whose history keeps its open versions in the state (format 2, `history/append.py`) keeps each
         row's image from before the rewrite (`mt.IMAGE`, until the row changes again), so the history shows the
-        version as it was."""
+        version as it was; the history reads the commits it has not read before the rewrite (`before_rewrite`)."""
+        if job.before_rewrite is not None:
+            job.before_rewrite()
         stored = job.spark.read.format("delta").load(job.path)
         have = {n.lower(): n for n in stored.columns}
         columns = [
