@@ -165,7 +165,9 @@ def test_history_and_reads_as_of_gtids_and_times_equal_the_workload_after_duplic
 
     spark = build_session("cdcflow-test")
     path = str(state / source.name / db / "items")
-    assert _history(spark, path) == workload.versions()
+    got, expected = _history(spark, path), workload.versions()
+    extra, missing = sorted(set(got) - set(expected)), sorted(set(expected) - set(got))
+    assert got == expected, f"{len(got)} versions, {len(expected)} expected; extra {extra[:8]}, missing {missing[:8]}"
     assert _table(current_view(spark, path)) == workload.after[-1][2]
     rng = random.Random(11)
     for seq, _ts, rows in rng.sample(workload.after, 25):

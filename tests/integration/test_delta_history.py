@@ -557,6 +557,39 @@ def test_a_table_rewritten_for_a_ddl_keeps_its_versions_as_they_were(
         assert got == expected, seq
 
 
+def test_a_change_older_than_a_delete_that_ended_no_stored_version_ends_at_that_delete(
+    spark: SparkSession, kafka: dict[str, Any], tmp_path: Path
+) -> None:
+    """A row inserted and deleted (103), inserted (105), deleted (107) and inserted again (110): the insert at 105
+    comes late, after the rest was folded. The delete at 107 ended no version the history stored (and the state's
+    fold recorded no delete: the key's newest change was the insert at 110), yet the late version ends there."""
+    options = DeltaStateOptions(
+        path=str(tmp_path / "delta"), history=True, fold_rows=10**9, fold_interval_s=10**6, register_in_catalog=False,
+        schema_history_topic=_schema_history(kafka["bootstrap_servers"]),
+    )  # fmt: skip
+    sink = DeltaStateSink("hist", options, Endpoints(bootstrap_servers=kafka["bootstrap_servers"]))
+    path = sink.table_path(SOURCE, DB, TABLE)
+
+    def change(op: str, n: int | None, seq: int) -> bytes:
+        row = None if n is None else {"id": 1, "v": "a", "n": n}
+        return event_bytes(Change(op, 1, row, (seq, 1, 0), BASE_TS + seq * 1000), None)
+
+    sink.apply_batch(events_frame(spark, [change("c", 10, 101)]), 0)
+    sink.flush(spark)  # the history begins
+    sink.apply_batch(events_frame(spark, [change("d", None, 103), change("d", None, 107), change("c", 30, 110)]), 1)
+    sink.flush(spark)
+    sink.apply_batch(events_frame(spark, [change("c", 20, 105)]), 2)  # late: older than the delete at 107
+    sink.flush(spark)
+    sink.close()
+    assert _history_rows(history(spark, path), "typed") == [
+        (1, "a", 10, (101, 1, 0), (103, 1, 0)),
+        (1, "a", 20, (105, 1, 0), (107, 1, 0)),
+        (1, "a", 30, (110, 1, 0), None),
+    ]
+    for seq, expected in ((104, []), (106, [(1, "a", 20)]), (108, []), (110, [(1, "a", 30)])):
+        assert _table(_rows(as_of(spark, path, gtid=f"0-1-{seq}"), "typed")) == expected, seq
+
+
 def _deletion_vectors(spark: SparkSession, path: str) -> bool:
     properties = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").first()["properties"]  # type: ignore[index]
     return properties.get("delta.enableDeletionVectors") == "true"

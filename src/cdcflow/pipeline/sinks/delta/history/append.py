@@ -17,7 +17,8 @@ table's truncate) take the MERGE of decision 0025 instead, restricted to them (`
 Kills: the record keeps the state version the step read up to, and a fold done again reads the feed from there
 (its own MERGE then changes nothing). The append is one of Delta's idempotent writes (`txnAppId`, `txnVersion` the
 state version); a fold killed after its append and before its record left `history_appending` in the record, and
-the next one leaves out the versions the history holds already.
+the next one, which reads further (the changes logged since) and may end those versions elsewhere, sends every key
+it touches through the late path's MERGE instead of appending.
 
 Format 1 (every version in the history table, decision 0025: `fold.py`) stays the JSON layout's; a typed table's
 history of format 1 is migrated by its next fold (`migrate`).
@@ -49,7 +50,7 @@ from cdcflow.pipeline.sinks.delta.history.versions import (
 )
 from cdcflow.pipeline.sinks.delta.layouts import mysql_types as mt
 from cdcflow.pipeline.sinks.delta.layouts.base import Folded, FoldJob
-from cdcflow.pipeline.sinks.delta.layouts.mysql import position_sql
+from cdcflow.pipeline.sinks.delta.layouts.mysql import DELETED_KEYS, position_sql
 from cdcflow.pipeline.sinks.delta.log import WHOLE_TABLE
 from cdcflow.pipeline.sinks.delta.records import FoldRecord, deletes_path, history_path, write_record
 from cdcflow.pipeline.sinks.delta.sql import delta_path, pending_sql, quoted, sql_string, steps
@@ -153,6 +154,7 @@ def history_step(job: FoldJob, versions: str, folded: Folded) -> Folded:
     ]
     if not record.history_seeded:
         return _seed(job, versions, columns, new_truncates, folded)
+    _record_deletes(job, versions)
     known = {tuple(pos) for pos, _ts in record.history_truncates}
     truncates: list[Truncate] = [
         *((list(pos), ts) for pos, ts in record.history_truncates),
@@ -175,15 +177,26 @@ def history_step(job: FoldJob, versions: str, folded: Folded) -> Folded:
                         "the history", job.sink, job.path, unkeyed["n"], mt.KEY_TEXT)  # fmt: skip
         replaced = f"SELECT * FROM ({replaced}) WHERE key IS NOT NULL"
         fold_versions = f"SELECT key, after, op, pos, source_ts_ms FROM {versions} WHERE key != {_EMPTY}"
-        late = spark.sql(_late_keys_sql(job, fold_versions, replaced, names["feed"])).persist()
+        # An append that may have committed without its record (a fold stopped after it) wrote versions whose ends
+        # this fold, which reads further, may move: every key of the fold then takes the late path, whose MERGE
+        # gives stored versions their new end (an append would only add).
+        redo = record.history_appending
+        late_sql = f"SELECT key, min(pos)[0] AS seq FROM ({fold_versions}) GROUP BY key" if redo else \
+            _late_keys_sql(job, fold_versions, replaced, names["feed"])  # fmt: skip
+        late = spark.sql(late_sql).persist()
         late.createOrReplaceTempView(names["late"])
         found = late.agg(F.count("key"), F.min("seq")).first()
         late_keys, first_seq = (int(found[0]), found[1]) if found else (0, None)
-        both = f"SELECT *, 1 AS _rank FROM ({replaced}) UNION ALL SELECT *, 0 AS _rank FROM ({fold_versions})"
-        if late_keys:
-            both = f"SELECT /*+ BROADCAST(l) */ b.* FROM ({both}) b LEFT ANTI JOIN {names['late']} l ON b.key = l.key"
-        closed = _closed_sql(both, truncates_literal(new_truncates))
-        _append(job, record, closed, newest)
+        if redo:
+            log.info("sink %s: %s: a history append may have committed without its record (a fold stopped after "
+                     "it); the fold's %d keys are merged into the history", job.sink, job.path, late_keys)  # fmt: skip
+            metrics.DELTA_HISTORY_REDONE_APPENDS.labels(job.sink).inc()
+        else:
+            both = f"SELECT *, 1 AS _rank FROM ({replaced}) UNION ALL SELECT *, 0 AS _rank FROM ({fold_versions})"
+            if late_keys:
+                both = f"SELECT /*+ BROADCAST(l) */ b.* FROM ({both}) b LEFT ANTI JOIN {names['late']} l " \
+                       "ON b.key = l.key"  # fmt: skip
+            _append(job, record, _closed_sql(both, truncates_literal(new_truncates)), newest)
         if late_keys:
             log.info("sink %s: %s: %d keys with changes late or twice: their history merged (from transaction %s)",
                      job.sink, job.path, late_keys, first_seq)  # fmt: skip
@@ -198,15 +211,25 @@ def history_step(job: FoldJob, versions: str, folded: Folded) -> Folded:
     return dataclasses.replace(folded, history_truncates=truncates, history_state_version=newest)
 
 
+def _record_deletes(job: FoldJob, versions: str) -> None:
+    """Every delete among `versions` (a view of `versions_sql` rows) in the table's deletes. The state's fold records
+    only a key's newest change when it is a delete newer than the table's truncate; the history needs the others
+    too, as ends of versions that come later (a change older than a delete, delivered after it: its version ends at
+    the delete, which no stored version ends). Blind appends: a delete recorded twice changes nothing, and the
+    state's rule (a change older than a delete of its key is gone) holds for every delete."""
+    spark, path = job.spark, deletes_path(job.path)
+    deletes = spark.sql(f"SELECT key, pos, source_ts_ms FROM {versions} WHERE op = 'd' AND key != {_EMPTY}")
+    ensure_table(spark, path, DELETED_KEYS)
+    deletes.write.format("delta").mode("append").save(path)
+
+
 def _append(job: FoldJob, record: FoldRecord, closed: str, newest: int) -> None:
     """Append `closed` (a query of HISTORY rows) to the history, once for state version `newest` (one of Delta's
     idempotent writes), the record marked `history_appending` first. An append that may have committed without its
-    record leaves out the versions the history holds."""
+    record leaves out the versions the history holds (their ends are set right by the fold's late path, which every
+    key of a fold after such an append takes)."""
     spark, stored = job.spark, history_path(job.path)
     if record.history_appending:
-        log.info("sink %s: %s: a history append may have committed without its record (a fold stopped before its "
-                 "record); versions the history holds are left out", job.sink, job.path)  # fmt: skip
-        metrics.DELTA_HISTORY_REDONE_APPENDS.labels(job.sink).inc()
         closed = f"SELECT c.* FROM ({closed}) c LEFT ANTI JOIN {delta_path(stored)} h ON c.key = h.key " \
                  "AND c.pos = h.pos"  # fmt: skip
     else:
@@ -377,6 +400,7 @@ def _seed(job: FoldJob, versions: str, columns: list[MySqlColumn], truncates: li
     name = f"cdcflow_seed_{uuid.uuid4().hex}"
     every.createOrReplaceTempView(name)
     try:
+        _record_deletes(job, name)
         truncates = [(list(r["pos"]), r["source_ts_ms"]) for r in every.where(f"key = {_EMPTY}").collect()]
         ended = valid_to_sql(
             f"SELECT *, {NO_END} FROM {name} WHERE key != {_EMPTY}", following_version(), truncates_literal(truncates)
