@@ -249,8 +249,9 @@ class BeforeRewrite:
     the rewrite the commits before it cannot be read. Commits the history has not read then (a fold stopped between
     its state MERGE and its history append) are read now: the rows their MERGEs replaced or deleted become closed
     versions, ended by the fold's versions (which hold the stopped fold's changes: its record was not written), are
-    appended, and the record moves past them, still marked `history_appending` so the fold's own step, which reads
-    on from it, leaves out what is appended already. `record`: that record, once written."""
+    appended, and the record moves past them, still marked `history_appending`: the fold's own step, which reads on
+    from it, then merges its keys (the late path) instead of appending them again. `record`: that record, once
+    written."""
 
     job: FoldJob
     versions: str  # the fold's changes as versions (a view of `versions_sql` rows)
