@@ -558,11 +558,12 @@ def test_a_table_rewritten_for_a_ddl_keeps_its_versions_as_they_were(
 
 
 def test_a_change_older_than_a_delete_that_ended_no_stored_version_ends_at_that_delete(
-    spark: SparkSession, kafka: dict[str, Any], tmp_path: Path
+    spark: SparkSession, kafka: dict[str, Any], tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A row inserted and deleted (103), inserted (105), deleted (107) and inserted again (110): the insert at 105
-    comes late, after the rest was folded. The delete at 107 ended no version the history stored (and the state's
-    fold recorded no delete: the key's newest change was the insert at 110), yet the late version ends there."""
+    comes late, after the rest was folded. The delete at 107 ended no version the history stored (the state's MERGE
+    saw only the key's newest change, the insert at 110), yet the late version ends there. The second fold's changes
+    all come after the first's (no late keys looked for); the third's do not (the late path merges them)."""
     options = DeltaStateOptions(
         path=str(tmp_path / "delta"), history=True, fold_rows=10**9, fold_interval_s=10**6, register_in_catalog=False,
         schema_history_topic=_schema_history(kafka["bootstrap_servers"]),
@@ -577,9 +578,17 @@ def test_a_change_older_than_a_delete_that_ended_no_stored_version_ends_at_that_
     sink.apply_batch(events_frame(spark, [change("c", 10, 101)]), 0)
     sink.flush(spark)  # the history begins
     sink.apply_batch(events_frame(spark, [change("d", None, 103), change("d", None, 107), change("c", 30, 110)]), 1)
-    sink.flush(spark)
+    in_order = "the fold's changes all come after transaction 101, the newest folded before: no late keys"
+    with caplog.at_level(logging.DEBUG, logger="cdcflow.pipeline.sinks.delta.history.append"):
+        sink.flush(spark)
+    assert in_order in caplog.text
+    late = metrics.DELTA_HISTORY_LATE_KEYS.labels("hist")._value.get()
     sink.apply_batch(events_frame(spark, [change("c", 20, 105)]), 2)  # late: older than the delete at 107
-    sink.flush(spark)
+    caplog.clear()
+    with caplog.at_level(logging.DEBUG, logger="cdcflow.pipeline.sinks.delta.history.append"):
+        sink.flush(spark)
+    assert "no late keys" not in caplog.text
+    assert metrics.DELTA_HISTORY_LATE_KEYS.labels("hist")._value.get() == late + 1
     sink.close()
     assert _history_rows(history(spark, path), "typed") == [
         (1, "a", 10, (101, 1, 0), (103, 1, 0)),

@@ -183,6 +183,7 @@ class FoldService:
             done = dataclasses.replace(
                 done, history_format=HISTORY_FORMAT if appended else 1, history_appending=False,
                 history_state_version=folded.history_state_version if appended else None,
+                history_folded_seq=folded.history_folded_seq if appended else None,
             )  # fmt: skip
         truncate = folded.truncated_at
         if record.layout == "typed":

@@ -55,6 +55,9 @@ class FoldRecord:
     # Format 2: the state table's version after the last fold with history (its Change Data Feed is read from
     # the next one; the reads take the state's rows as of it)
     history_state_version: int | None = None
+    # Format 2: the newest transaction (a position's first element) folded into the table so far, or None when not
+    # known; a fold whose changes all come after it has no late changes to look for
+    history_folded_seq: int | None = None
     # Format 2: a fold's append to the history may have committed without its record (set before the append)
     history_appending: bool = False
     folded_at_ms: int | None = None

@@ -90,10 +90,24 @@ def state_version(spark: SparkSession, path: str) -> int:
     return int(spark.sql(f"DESCRIBE HISTORY {delta_path(path)} LIMIT 1").first()["version"])  # type: ignore[index]
 
 
-def state_commits_after(spark: SparkSession, path: str, version: int) -> tuple[int, int]:
-    """(the state table's newest version, the first version after `version` whose Change Data Feed the history
-    reads): after a rewrite of the table for a DDL (an overwrite: its feed deletes and inserts every row, and
-    closes nothing), the commit after it."""
+@dataclasses.dataclass(frozen=True)
+class StateCommits:
+    """The state table's commits after the version the history read up to."""
+
+    newest: int  # the table's newest version
+    start: int  # the first version whose Change Data Feed the history reads (after a rewrite: the one after it)
+    changing: int  # how many of them may change rows (all but compactions and property or column changes)
+
+
+# Commits that change no row (their Change Data Feed is empty)
+_KEEPING_ROWS = frozenset({"OPTIMIZE", "SET TBLPROPERTIES", "ADD COLUMNS", "UPGRADE PROTOCOL", "VACUUM START",
+                           "VACUUM END"})  # fmt: skip
+
+
+def state_commits_after(spark: SparkSession, path: str, version: int) -> StateCommits:
+    """The state table's commits after `version`. The history reads the Change Data Feed from the first of them,
+    or after a rewrite of the table for a DDL (an overwrite: its feed deletes and inserts every row, and closes
+    nothing), from the commit after it."""
     limit = 8
     while True:
         commits = spark.sql(f"DESCRIBE HISTORY {delta_path(path)} LIMIT {limit}").select(
@@ -103,11 +117,14 @@ def state_commits_after(spark: SparkSession, path: str, version: int) -> tuple[i
         if len(commits) < limit or int(commits[-1]["version"]) <= version + 1:
             break
         limit = newest - version + 1
-    start = version + 1
+    start, changing = version + 1, 0
     for commit in commits:
-        if int(commit["version"]) > version and _rewrites(commit["operation"], commit["operationParameters"] or {}):
+        if int(commit["version"]) <= version:
+            continue
+        changing += commit["operation"] not in _KEEPING_ROWS
+        if _rewrites(commit["operation"], commit["operationParameters"] or {}):
             start = max(start, int(commit["version"]) + 1)
-    return newest, start
+    return StateCommits(newest, start, changing)
 
 
 def _rewrites(operation: str, parameters: dict[str, str]) -> bool:
@@ -148,13 +165,16 @@ def history_step(job: FoldJob, versions: str, folded: Folded) -> Folded:
     fold's changes. Returns `folded` with the table's truncates and the state version read up to."""
     spark, record = job.spark, job.record
     columns = job.shapes.mysql_columns(record.source, record.db, record.table, refresh=False)
-    new_truncates = [
-        (list(r["pos"]), r["source_ts_ms"])
-        for r in spark.sql(f"SELECT pos, source_ts_ms FROM {versions} WHERE key = {_EMPTY}").collect()
-    ]
+    # One job over the fold's kept versions: its truncates, and the transactions it spans
+    seen = spark.sql(
+        f"SELECT min(pos[0]) AS first_seq, max(pos[0]) AS last_seq, collect_list(CASE WHEN key = {_EMPTY} THEN "
+        f"named_struct('pos', pos, 'ts', source_ts_ms) END) AS truncates FROM {versions}"
+    ).first()  # fmt: skip
+    assert seen is not None
+    new_truncates: list[Truncate] = [(list(t["pos"]), t["ts"]) for t in seen["truncates"]]
     if not record.history_seeded:
         return _seed(job, versions, columns, new_truncates, folded)
-    _record_deletes(job, versions)
+    # (every delete of the fold was recorded by the state's fold: `MySqlRows._fold_state`)
     known = {tuple(pos) for pos, _ts in record.history_truncates}
     truncates: list[Truncate] = [
         *((list(pos), ts) for pos, ts in record.history_truncates),
@@ -163,30 +183,44 @@ def history_step(job: FoldJob, versions: str, folded: Folded) -> Folded:
     if not DeltaTable.isDeltaTable(spark, job.path):  # only truncates so far: nothing to close
         return dataclasses.replace(folded, history_truncates=truncates)
     read_up_to = record.history_state_version if record.history_state_version is not None else -1
-    newest, start = state_commits_after(spark, job.path, read_up_to)
-    feed = _feed(spark, job.path, start, newest, columns).persist()
+    commits = state_commits_after(spark, job.path, read_up_to)
+    newest, start = commits.newest, commits.start
+    # An append that may have committed without its record (a fold stopped after it) wrote versions whose ends
+    # this fold, which reads further, may move: every key of the fold then takes the late path, whose MERGE gives
+    # stored versions their new end (an append would only add).
+    redo = record.history_appending
+    # A fold whose every change is of a transaction after every one folded before (the common case: changes in
+    # order, none twice) has no late keys: nothing stored, recorded or truncated can sort after its changes, and
+    # the MERGE applied each key's newest. Such a fold skips the check's joins, when the feed holds its own MERGE
+    # alone (after a fold stopped between its MERGE and its history step, the feed holds that MERGE too, and the
+    # next one's replaces rows of the changes it folds again).
+    in_order = (
+        not redo and commits.changing <= 1 and record.history_folded_seq is not None
+        and seen["first_seq"] > record.history_folded_seq
+    )  # fmt: skip
+    if in_order:
+        log.debug("sink %s: %s: the fold's changes all come after transaction %d, the newest folded before: no late "
+                  "keys to look for", job.sink, job.path, record.history_folded_seq)  # fmt: skip
+    feed = _feed(spark, job.path, start, newest, columns)
+    if not in_order:  # (read by the check and by the append)
+        feed = feed.persist()
     names = {n: f"cdcflow_{n}_{uuid.uuid4().hex}" for n in ("feed", "late")}
     feed.createOrReplaceTempView(names["feed"])
     late: DataFrame | None = None
     try:
+        # Replaced state rows without key text (rows the history's seed could not give it, and said so:
+        # `_fill_keys`) have no versions in the history.
         replaced = f"SELECT key, after, op, pos, source_ts_ms FROM {names['feed']} WHERE _change_type IN " \
-                   "('update_preimage', 'delete')"  # fmt: skip
-        unkeyed = spark.sql(f"SELECT count(*) AS n FROM ({replaced}) WHERE key IS NULL").first()
-        if unkeyed and unkeyed["n"]:
-            log.warning("sink %s: %s: %d replaced state rows carry no key text (%s); their versions are not kept in "
-                        "the history", job.sink, job.path, unkeyed["n"], mt.KEY_TEXT)  # fmt: skip
-        replaced = f"SELECT * FROM ({replaced}) WHERE key IS NOT NULL"
+                   "('update_preimage', 'delete') AND key IS NOT NULL"  # fmt: skip
         fold_versions = f"SELECT key, after, op, pos, source_ts_ms FROM {versions} WHERE key != {_EMPTY}"
-        # An append that may have committed without its record (a fold stopped after it) wrote versions whose ends
-        # this fold, which reads further, may move: every key of the fold then takes the late path, whose MERGE
-        # gives stored versions their new end (an append would only add).
-        redo = record.history_appending
-        late_sql = f"SELECT key, min(pos)[0] AS seq FROM ({fold_versions}) GROUP BY key" if redo else \
-            _late_keys_sql(job, fold_versions, replaced, names["feed"])  # fmt: skip
-        late = spark.sql(late_sql).persist()
-        late.createOrReplaceTempView(names["late"])
-        found = late.agg(F.count("key"), F.min("seq")).first()
-        late_keys, first_seq = (int(found[0]), found[1]) if found else (0, None)
+        late_keys, first_seq = 0, None
+        if not in_order:
+            late_sql = f"SELECT key, min(pos)[0] AS seq FROM ({fold_versions}) GROUP BY key" if redo else \
+                _late_keys_sql(job, fold_versions, replaced, names["feed"])  # fmt: skip
+            late = spark.sql(late_sql).persist()
+            late.createOrReplaceTempView(names["late"])
+            found = late.agg(F.count("key"), F.min("seq")).first()
+            late_keys, first_seq = (int(found[0]), found[1]) if found else (0, None)
         if redo:
             log.info("sink %s: %s: a history append may have committed without its record (a fold stopped after "
                      "it); the fold's %d keys are merged into the history", job.sink, job.path, late_keys)  # fmt: skip
@@ -196,7 +230,10 @@ def history_step(job: FoldJob, versions: str, folded: Folded) -> Folded:
             if late_keys:
                 both = f"SELECT /*+ BROADCAST(l) */ b.* FROM ({both}) b LEFT ANTI JOIN {names['late']} l " \
                        "ON b.key = l.key"  # fmt: skip
-            _append(job, record, _closed_sql(both, truncates_literal(new_truncates)), newest)
+            # (in order, a replaced row's transaction is older than every one of the fold, whose versions are one
+            # per key and transaction already)
+            closed = _closed_sql(both, truncates_literal(new_truncates), one_per_transaction=not in_order)
+            _append(job, record, closed, newest)
         if late_keys:
             log.info("sink %s: %s: %d keys with changes late or twice: their history merged (from transaction %s)",
                      job.sink, job.path, late_keys, first_seq)  # fmt: skip
@@ -205,18 +242,39 @@ def history_step(job: FoldJob, versions: str, folded: Folded) -> Folded:
     finally:
         for view in names.values():
             spark.catalog.dropTempView(view)
-        feed.unpersist()
+        if not in_order:
+            feed.unpersist()
         if late is not None:
             late.unpersist()
-    return dataclasses.replace(folded, history_truncates=truncates, history_state_version=newest)
+    folded_seq = _folded_seq(job, record.history_folded_seq, seen["last_seq"])
+    return dataclasses.replace(folded, history_truncates=truncates, history_state_version=newest,
+                               history_folded_seq=folded_seq)  # fmt: skip
+
+
+def _folded_seq(job: FoldJob, before: int | None, last_seq: int | None) -> int | None:
+    """The newest transaction folded into the table so far, after a fold whose newest is `last_seq`: from the
+    record (`before`), or, for a record written before it was kept, from what the state, the deletes and the
+    truncate hold now (one job, once)."""
+    if before is not None:
+        return max(before, last_seq) if last_seq is not None else before
+    spark, record = job.spark, job.record
+    parts = [f"SELECT max({mt.POS}[0]) AS seq FROM {delta_path(job.path)}"]
+    deletes = deletes_path(job.path)
+    if DeltaTable.isDeltaTable(spark, deletes):
+        parts.append(f"SELECT max(pos[0]) FROM {delta_path(deletes)}")
+    found = spark.sql(f"SELECT max(seq) AS seq FROM ({' UNION ALL '.join(parts)})").first()
+    truncated = record.truncated_at[0] if record.truncated_at else None
+    seqs = [s for s in (found["seq"] if found else None, last_seq, truncated) if s is not None]
+    return max(seqs) if seqs else None
 
 
 def _record_deletes(job: FoldJob, versions: str) -> None:
-    """Every delete among `versions` (a view of `versions_sql` rows) in the table's deletes. The state's fold records
-    only a key's newest change when it is a delete newer than the table's truncate; the history needs the others
-    too, as ends of versions that come later (a change older than a delete, delivered after it: its version ends at
-    the delete, which no stored version ends). Blind appends: a delete recorded twice changes nothing, and the
-    state's rule (a change older than a delete of its key is gone) holds for every delete."""
+    """Every delete among `versions` (a view of `versions_sql` rows) in the table's deletes: the history needs each
+    as the end of versions that come later (a change older than a delete, delivered after it: its version ends at
+    the delete, which no stored version ends). A fold's own are recorded by the state's fold, which records every
+    delete when history is kept; the seed records those of the whole log. Blind appends: a delete recorded twice
+    changes nothing, and the state's rule (a change older than a delete of its key is gone) holds for every
+    delete."""
     spark, path = job.spark, deletes_path(job.path)
     deletes = spark.sql(f"SELECT key, pos, source_ts_ms FROM {versions} WHERE op = 'd' AND key != {_EMPTY}")
     ensure_table(spark, path, DELETED_KEYS)
@@ -263,7 +321,8 @@ class BeforeRewrite:
         if not (keeps_by_appending(record) and record.history_seeded and record.history_format >= FORMAT):
             return
         read_up_to = record.history_state_version if record.history_state_version is not None else -1
-        newest, start = state_commits_after(spark, job.path, read_up_to)
+        commits = state_commits_after(spark, job.path, read_up_to)
+        newest, start = commits.newest, commits.start
         if start > newest or not record.mysql_columns:
             return
         columns = [MySqlColumn(**c) for c in record.mysql_columns]  # the shape the table has until the rewrite
@@ -320,10 +379,11 @@ def _late_keys_sql(job: FoldJob, fold_versions: str, replaced: str, feed: str) -
     return f"SELECT key, min(min_pos)[0] AS seq FROM ({union}) GROUP BY key"
 
 
-def _closed_sql(versions: str, truncates: str) -> str:
+def _closed_sql(versions: str, truncates: str, one_per_transaction: bool = True) -> str:
     """The versions (a query with VERSION columns and `_rank`: which to keep of one transaction's, the highest)
-    that a later one of their key, or a truncate of `truncates`, ends; deletes left out."""
-    one = one_per_transaction_sql(versions, "_rank")
+    that a later one of their key, or a truncate of `truncates`, ends; deletes left out. Without
+    `one_per_transaction` the versions are known to be one per key and transaction already (no window for it)."""
+    one = one_per_transaction_sql(versions, "_rank") if one_per_transaction else versions
     ended = valid_to_sql(f"SELECT *, {NO_END} FROM ({one})", following_version(), truncates)
     return f"SELECT {_COLUMNS} FROM ({ended}) WHERE valid_to_pos IS NOT NULL AND op != 'd'"
 
@@ -402,7 +462,12 @@ def _seed(job: FoldJob, versions: str, columns: list[MySqlColumn], truncates: li
     every.createOrReplaceTempView(name)
     try:
         _record_deletes(job, name)
-        truncates = [(list(r["pos"]), r["source_ts_ms"]) for r in every.where(f"key = {_EMPTY}").collect()]
+        seen = spark.sql(
+            f"SELECT max(pos[0]) AS last_seq, collect_list(CASE WHEN key = {_EMPTY} THEN named_struct('pos', pos, "
+            f"'ts', source_ts_ms) END) AS truncates FROM {name}"
+        ).first()  # fmt: skip
+        assert seen is not None
+        truncates = [(list(t["pos"]), t["ts"]) for t in seen["truncates"]]
         ended = valid_to_sql(
             f"SELECT *, {NO_END} FROM {name} WHERE key != {_EMPTY}", following_version(), truncates_literal(truncates)
         )  # fmt: skip
@@ -420,7 +485,9 @@ def _seed(job: FoldJob, versions: str, columns: list[MySqlColumn], truncates: li
             newest = state_version(spark, job.path)
         log.info("sink %s: %s: history begun from the change log (closed versions in %s, open ones the state's rows)",
                  job.sink, job.path, stored)  # fmt: skip
-        return dataclasses.replace(folded, history_truncates=truncates, history_state_version=newest)
+        # (the log holds every change folded: its newest transaction is the newest folded)
+        return dataclasses.replace(folded, history_truncates=truncates, history_state_version=newest,
+                                   history_folded_seq=seen["last_seq"])  # fmt: skip
     finally:
         spark.catalog.dropTempView(name)
         every.unpersist()

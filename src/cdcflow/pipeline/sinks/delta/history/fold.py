@@ -75,7 +75,8 @@ def fold_with_history(job: FoldJob, layout: Layout) -> Folded:
                     _add_seq_columns(spark, history_path(job.path))
                 return history_step(job, name, folded)
             return dataclasses.replace(folded, history_truncates=record.history_truncates,
-                                       history_state_version=record.history_state_version)  # fmt: skip
+                                       history_state_version=record.history_state_version,
+                                       history_folded_seq=record.history_folded_seq)  # fmt: skip
         if folded.changes or not record.history_seeded:
             truncates = fold_history(job, f"SELECT * FROM {name}")
             return dataclasses.replace(folded, history_truncates=truncates)

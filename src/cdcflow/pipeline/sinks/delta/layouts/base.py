@@ -77,6 +77,8 @@ class Folded:
     history_truncates: list[Any] | None = None
     # History of format 2 kept: the state table's version the history step read up to (the record's)
     history_state_version: int | None = None
+    # History of format 2 kept: the newest transaction (position's first element) folded so far (the record's)
+    history_folded_seq: int | None = None
 
 
 class Layout(Protocol):

@@ -42,14 +42,14 @@ ROW_CHANGE = ("key", "after", "deleted", "op", "pos", "source_ts_ms")
 
 def newest_per_key_sql(changes: str, counted: str = "count(*)") -> str:
     """Log rows (a query) reduced to one row per key, the newest by position, with `_changes` the number of
-    changes of the key (`counted`: how to count them, from rows that stand for several): key, after, deleted, op,
-    pos, source_ts_ms, _changes. Truncates (op t) are under the key WHOLE_TABLE (no row's key is empty), the newest
-    of them kept."""
+    changes of the key (`counted`: how to count them, from rows that stand for several) and `_deletes` the number
+    of its rows that are deletes: key, after, deleted, op, pos, source_ts_ms, _changes, _deletes. Truncates (op t)
+    are under the key WHOLE_TABLE (no row's key is empty), the newest of them kept."""
     newest = "named_struct('after', after, 'deleted', op = 'd', 'op', op, 'pos', pos, 'source_ts_ms', source_ts_ms)"
     return (
-        "SELECT key, _newest.*, _changes FROM (SELECT "
+        "SELECT key, _newest.*, _changes, _deletes FROM (SELECT "
         f"CASE WHEN op = 't' THEN {sql_string(WHOLE_TABLE)} ELSE key END AS key, max_by({newest}, pos) AS _newest, "
-        f"{counted} AS _changes FROM ({changes}) GROUP BY 1)"
+        f"{counted} AS _changes, count_if(op = 'd') AS _deletes FROM ({changes}) GROUP BY 1)"
     )
 
 
@@ -116,7 +116,7 @@ class MySqlRows(ABC):
         counted = newest.agg(
             F.sum("_changes").alias("n"), F.count_if(F.col("op") == "d").alias("d"),
             F.max(F.when(F.col("op") == "t", F.col("pos"))).alias("t"),
-            F.count_if(F.col("op") != "t").alias("rows"),
+            F.count_if(F.col("op") != "t").alias("rows"), F.sum("_deletes").alias("every_d"),
         ).first()  # fmt: skip
         changes = int(counted["n"] or 0) if counted else 0
         if not changes or counted is None:
@@ -133,7 +133,14 @@ class MySqlRows(ABC):
         deletes = delta_path(deleted_keys) if DeltaTable.isDeltaTable(spark, deleted_keys) else None
         latest = spark.sql(surviving_sql(f"SELECT * FROM {kept}", deletes, position_sql(cut)))
         self._merge(job, latest)
-        if counted["d"]:
+        if job.changes is not None:
+            # History kept: every delete, not only a key's newest change (a version delivered late, older than a
+            # delete that ends no stored version, still ends there; `history/append.py`)
+            if counted["every_d"]:
+                every = spark.sql(f"SELECT key, op = 'd' AS deleted, pos, source_ts_ms FROM ({job.changes}) "
+                                  f"WHERE op = 'd' AND key != {sql_string(WHOLE_TABLE)}")  # fmt: skip
+                self._record_deletes(spark, deleted_keys, every)
+        elif counted["d"]:
             self._record_deletes(spark, deleted_keys, latest)
         return Folded(changes, truncated_at)
 
@@ -161,7 +168,9 @@ class MySqlRows(ABC):
     def _record_deletes(self, spark: SparkSession, path: str, latest: DataFrame) -> None:
         """Append the fold's deletes (blind: no conflict with anyone, no read). A key deleted twice, or a fold
         redone after a kill, leaves several rows per key: readers ask whether *any* delete of the key is newer
-        than a change, so the extra rows change nothing."""
+        than a change, so the extra rows change nothing (and so do deletes older than the key's newest change,
+        recorded when history is kept: the state's rule, a change older than a delete of its key is gone, holds
+        for every delete)."""
         ensure_table(spark, path, DELETED_KEYS)
         latest.where("deleted").select("key", "pos", "source_ts_ms").write.format("delta").mode("append").save(path)
 
