@@ -12,7 +12,8 @@ and reads nothing of the history:
 
 One window by key over both gives every end (`versions.valid_to_sql`). Keys whose changes came late or twice (the
 MERGE left them alone, or a change sorts before the row it replaced, before a delete recorded earlier or before the
-table's truncate) take the MERGE of decision 0025 instead, restricted to them (`_merge_late`).
+table's truncate) take the MERGE of decision 0025 instead, restricted to them (`_merge_late`). A fold whose changes
+all come after every transaction folded before (the record's `history_folded_seq`) has none, and skips the check.
 
 Kills: the record keeps the state version the step read up to, and a fold done again reads the feed from there
 (its own MERGE then changes nothing). The append is one of Delta's idempotent writes (`txnAppId`, `txnVersion` the
