@@ -104,9 +104,13 @@ class HBaseClusterService(Service):
             self._java(conf, 128, "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(conf / "zoo.cfg")),
             self._java(conf, 256, "org.apache.hadoop.hdfs.server.namenode.NameNode"),
             self._java(conf, 256, "org.apache.hadoop.hdfs.server.datanode.DataNode"),
-            self._java(conf, 512, "org.apache.hadoop.hbase.master.HMaster", "start"),
         ]
         lines = [f"{cmd} &" for cmd in once]
+        # The master aborts when the NameNode refuses its first calls (seen on a loaded machine, where the NameNode's
+        # JVM took longer to start than the master's retries): it starts once the NameNode's port answers.
+        namenode_up = f"(exec 3<>/dev/tcp/127.0.0.1/{ports['namenode']}) 2>/dev/null"
+        master = self._java(conf, 512, "org.apache.hadoop.hbase.master.HMaster", "start")
+        lines.append(f"(until {namenode_up}; do sleep 0.5; done; exec {master}) &")
         servers = {}
         for i in range(1, self.region_servers + 1):
             port = ports[f"regionserver{i}"]
