@@ -32,7 +32,7 @@ import logging
 import uuid
 
 from delta.tables import DeltaTable
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
 from cdcflow.pipeline import metrics
@@ -166,12 +166,7 @@ def history_step(job: FoldJob, versions: str, folded: Folded) -> Folded:
     fold's changes. Returns `folded` with the table's truncates and the state version read up to."""
     spark, record = job.spark, job.record
     columns = job.shapes.mysql_columns(record.source, record.db, record.table, refresh=False)
-    # One job over the fold's kept versions: its truncates, and the transactions it spans
-    seen = spark.sql(
-        f"SELECT min(pos[0]) AS first_seq, max(pos[0]) AS last_seq, collect_list(CASE WHEN key = {_EMPTY} THEN "
-        f"named_struct('pos', pos, 'ts', source_ts_ms) END) AS truncates FROM {versions}"
-    ).first()  # fmt: skip
-    assert seen is not None
+    seen = _seen(spark, versions)
     new_truncates: list[Truncate] = [(list(t["pos"]), t["ts"]) for t in seen["truncates"]]
     if not record.history_seeded:
         return _seed(job, versions, columns, new_truncates, folded)
@@ -250,6 +245,17 @@ def history_step(job: FoldJob, versions: str, folded: Folded) -> Folded:
     folded_seq = _folded_seq(job, record.history_folded_seq, seen["last_seq"])
     return dataclasses.replace(folded, history_truncates=truncates, history_state_version=newest,
                                history_folded_seq=folded_seq)  # fmt: skip
+
+
+def _seen(spark: SparkSession, versions: str) -> Row:
+    """One job over `versions` (a view of `versions_sql` rows): first_seq and last_seq, the transactions they span,
+    and truncates, theirs (structs of pos and ts)."""
+    seen = spark.sql(
+        f"SELECT min(pos[0]) AS first_seq, max(pos[0]) AS last_seq, collect_list(CASE WHEN key = {_EMPTY} THEN "
+        f"named_struct('pos', pos, 'ts', source_ts_ms) END) AS truncates FROM {versions}"
+    ).first()  # fmt: skip
+    assert seen is not None
+    return seen
 
 
 def _folded_seq(job: FoldJob, before: int | None, last_seq: int | None) -> int | None:
@@ -463,11 +469,7 @@ def _seed(job: FoldJob, versions: str, columns: list[MySqlColumn], truncates: li
     every.createOrReplaceTempView(name)
     try:
         _record_deletes(job, name)
-        seen = spark.sql(
-            f"SELECT max(pos[0]) AS last_seq, collect_list(CASE WHEN key = {_EMPTY} THEN named_struct('pos', pos, "
-            f"'ts', source_ts_ms) END) AS truncates FROM {name}"
-        ).first()  # fmt: skip
-        assert seen is not None
+        seen = _seen(spark, name)
         truncates = [(list(t["pos"]), t["ts"]) for t in seen["truncates"]]
         ended = valid_to_sql(
             f"SELECT *, {NO_END} FROM {name} WHERE key != {_EMPTY}", following_version(), truncates_literal(truncates)
