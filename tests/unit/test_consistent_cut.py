@@ -4,12 +4,15 @@
 from __future__ import annotations
 
 import random
+import threading
 
 import orjson
 import pytest
 
+from cdcflow.clients.kafka import KafkaEndpoint, KafkaRecord
 from cdcflow.events.json_codec import MalformedEvent
 from cdcflow.events.transactions import TransactionEnd, read_transaction_record, transaction_record
+from cdcflow.pipeline.sinks.delta.cut import tracker
 from cdcflow.pipeline.sinks.delta.cut.tally import Pending, add_records, advance
 
 TABLES = ["shop.accounts", "shop.lines", "shop.audit"]
@@ -78,3 +81,38 @@ def test_transaction_records_read_back_and_refuse_anything_else() -> None:
     for value in bad:
         with pytest.raises(MalformedEvent):
             read_transaction_record(value)
+
+
+def test_rounds_from_two_threads_read_each_record_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fold thread's upkeep and an --available-now run's last step (or a job's own call) may both move the
+    cut: their rounds take turns, so no record is read twice (the unreadable one below is counted once)."""
+    end = TransactionEnd("src", "0-1-7", 7, 7000, {"shop.accounts": 1})
+    records = [KafkaRecord("txn", 0, 0, b"src", transaction_record(end)[1]),
+               KafkaRecord("txn", 0, 1, b"src", b"{not a transaction record")]  # fmt: skip
+    inside, reads = threading.Event(), []
+
+    def read_from(_bootstrap: object, _topic: str, _partition: int, offset: int, _most: int) -> list[KafkaRecord]:
+        reads.append(offset)
+        if len(reads) == 1:
+            inside.wait(1.0)  # the first round waits for a second one to come in beside it, if one can
+        else:
+            inside.set()
+        return [r for r in records if r.offset >= offset]
+
+    class NoChanges:
+        def collect(self) -> list[object]:
+            return []
+
+    monkeypatch.setattr(tracker, "read_from", read_from)
+    monkeypatch.setattr(tracker, "read_cuts", lambda _spark, _path: {})
+    monkeypatch.setattr(tracker, "write_cuts", lambda _spark, _path, _cuts: None)
+    monkeypatch.setattr(tracker, "past_the_cut", lambda *_args: NoChanges())
+    cuts = tracker.CutTracker("s", "/log", [tracker.TransactionSource("src", "txn", "cdcflow.src")],
+                              KafkaEndpoint.of("localhost:1"), None, every_s=60.0)  # fmt: skip
+    rounds = [threading.Thread(target=cuts.step, args=(None, 5, True)) for _ in range(2)]
+    for t in rounds:
+        t.start()
+    for t in rounds:
+        t.join(10.0)
+    assert reads == [0, 2] and cuts.malformed == 1 and cuts.steps == 2
+    assert list(cuts._pending["src"]) == [7]  # the readable record kept once

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -75,6 +76,9 @@ class CutTracker:
         self._last_step = 0.0
         self.malformed = 0  # transaction records that were not readable (skipped, logged)
         self.steps = 0
+        # Rounds take turns: the fold thread's upkeep and a flush (an --available-now run's end, a job's own call)
+        # may both move the cut, and each round reads on from where the last one stopped.
+        self._round = threading.Lock()
 
     # --- what the sink takes -------------------------------------------------------------------------------
     def _takes(self, source: TransactionSource) -> Callable[[str], bool]:
@@ -89,6 +93,10 @@ class CutTracker:
     # --- a round -------------------------------------------------------------------------------------------
     def step(self, spark: SparkSession, log_version: int, force: bool = False) -> None:
         """Read what is new and move the cut, if `every_s` passed since the last round (or `force`)."""
+        with self._round:
+            self._step(spark, log_version, force)
+
+    def _step(self, spark: SparkSession, log_version: int, force: bool) -> None:
         now = time.monotonic()
         if not self.sources or (not force and now - self._last_step < self.every_s):
             return
