@@ -114,7 +114,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 # Java's C1 compiler only, whose code is ready sooner and cheaper than C2's. test_pipeline_chain.py alone (one
 # test, four pipeline processes): 281 CPU-s, 176 s; with C1 and the class archive (pytest_configure) 166 CPU-s,
 # 117 s. The test process's own driver lives for the whole lane and keeps C2 (`_launch_own_driver`): with C1
-# only (and C1's default code cache of 48 MB) test_pipeline_delta.py took 352 s in a whole run instead of 164.
+# only (and C1's default code cache of 48 MB) test_pipeline_delta.py took 352 s in a whole run instead of 164;
+# with C1 and a 240 MB code cache, test_delta_history.py and test_pipeline_delta.py took 598 s and 695 busy CPU-s of
+# the machine against 469 s and 681 with C2 (one run each, on the same stack).
 # `make soak` keeps Spark's and Java's defaults, so its full-size runs go through the generated code and the
 # optimizing compiler as production does.
 os.environ.setdefault("SPARK_DRIVER_MEMORY", "3g")
