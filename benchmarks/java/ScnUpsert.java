@@ -1,4 +1,4 @@
-// Benchmark only (benchmarks/phoenix_guards.py, issue #34's second way): every row written through
+// Benchmark only (benchmarks/phoenix_guards.py, the second way of guarding): every row written through
 // a Phoenix connection whose CurrentSCN is the row's own timestamp, so HBase's newest-timestamp-wins
 // rule is the guard and nothing is read. Each row has its own SCN, hence its own connection.
 package io.cdcflow.bench;

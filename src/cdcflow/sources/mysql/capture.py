@@ -1,17 +1,15 @@
 """`cdcflow mysql run`: read the binlog as a replica, publish change events, checkpoint at acknowledged commits.
 
-This is the I/O loop. One thread does everything in order: read an event, decode it, feed it to the
-capture's core (core.py), which decides what the event means, and carry out the actions it returns:
-publish or hold rows (publisher.py), release or discard a group's held rows, keep a prepared XA
-transaction's rows (xa.py), follow a DDL (ddl_follow.py), hand a group's checkpoint to the
-acknowledgement frontier. The producer's delivery callbacks run on this same thread (inside poll), so
-the bookkeeping needs no locks. Memory stays bounded in large transactions because records stream out
-as they are decoded; the producer's queue limit (max_inflight_mb) makes the reader wait for Kafka.
+This is the I/O loop. One thread does everything in order: read an event, decode it, feed it to the capture's core
+(core.py), which decides what the event means, and carry out the actions it returns: publish or hold rows
+(publisher.py), release or discard a group's held rows, keep a prepared XA transaction's rows (xa.py), follow a DDL
+(ddl_follow.py), hand a group's checkpoint to the acknowledgement frontier. The producer's delivery callbacks run on
+this same thread (inside poll), so the bookkeeping needs no locks. Memory stays bounded in large transactions:
+records stream out as they are decoded, and the producer's queue limit (max_inflight_mb) holds the reader back.
 
-Failures: a dropped connection, a Kafka outage longer than the delivery timeout, or a failed
-acknowledgement all end the current stream; the loop then resumes from the last checkpoint whose
-transactions were completely acknowledged. What was sent after it is sent again (duplicates with
-the same `pos`, harmless downstream); nothing is skipped.
+Failures: a dropped connection, a Kafka outage longer than the delivery timeout, or a failed acknowledgement all end
+the current stream; the loop then resumes from the last checkpoint whose transactions were completely acknowledged.
+What was sent after it is sent again (duplicates with the same `pos`, harmless downstream); nothing is skipped.
 """
 
 from __future__ import annotations
