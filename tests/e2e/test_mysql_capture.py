@@ -192,13 +192,20 @@ def test_randomized_workload_survives_sigkills_and_kafka_outage(
             time.sleep(rng.uniform(0, 2))
             capture.start()
         time.sleep(3)
+        logged = len(capture.log.read_bytes())
         kafka.down(["kafka"])
         try:
             # A table first seen while Kafka is down: its schema-history record is among the records that time
             # out and are purged; the resumed stream must send it again (it once counted it as sent).
             execute(admin, f"CREATE TABLE {db}.late (id INT PRIMARY KEY, v VARCHAR(10))",
                     f"INSERT INTO {db}.late VALUES (1, 'during'), (2, 'outage')")  # fmt: skip
-            time.sleep(14)  # > 2x delivery.timeout.ms: queued records fail; the capture resumes from its checkpoint
+            # Queued records fail after delivery.timeout.ms; the stream ends once every record queued before is
+            # resolved (the `late` table's schema among them), and the capture says it resumes from its checkpoint.
+            deadline = time.monotonic() + 60
+            while b"resuming from the last acknowledged checkpoint" not in capture.log.read_bytes()[logged:]:
+                assert time.monotonic() < deadline, capture.log.read_text()[-3000:]
+                time.sleep(0.5)
+            time.sleep(2)  # a resumed stream's records time out too
         finally:
             kafka.up(["kafka"])
         assert kafka.endpoints("kafka")["bootstrap_servers"] == bootstrap
