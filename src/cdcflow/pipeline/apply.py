@@ -23,6 +23,7 @@ from cdcflow.pipeline.context import Endpoints
 from cdcflow.pipeline.dead_letters import write_dead_letters
 from cdcflow.pipeline.debezium_input import transcoded
 from cdcflow.pipeline.envelope import OVERSIZE, dedupe, events_of, heartbeat_ts, is_malformed, malformed_of, parse
+from cdcflow.pipeline.kafka_source import in_few_tasks
 from cdcflow.pipeline.progress import write_progress
 from cdcflow.pipeline.queries import QuerySink
 
@@ -79,6 +80,7 @@ class SinkBatches:
             write_progress(self.checkpoint_root / m.name, m.doc)
 
     def prepared(self, raw: DataFrame, dedupe_it: bool) -> DataFrame:
+        raw = in_few_tasks(raw)
         debezium_topics = self.context.debezium_topics
         if debezium_topics:  # debezium-format topics become cdcflow events first
             raw = transcoded(raw, debezium_topics, self.context.schema_registry_url,

@@ -16,20 +16,34 @@ from pyspark.sql import SparkSession
 _BATCH_JOB = re.compile(r"\nid = (?P<id>[0-9a-f-]+)\nrunId = [0-9a-f-]+\nbatch = (?P<batch>\d+)(?::\s*(?P<step>.*))?")
 
 
-def jobs_per_batch(spark: SparkSession, query_id: str) -> dict[int, list[str]]:
-    """Batch id -> the descriptions of the jobs that batch ran (in the order they started), for the
-    streaming query `query_id` (the id kept in its checkpoint)."""
+def _batch_jobs(spark: SparkSession, query_id: str) -> list[tuple[int, int, str, int]]:
+    """(batch, job id, description, tasks run) of every job of the streaming query `query_id` the store holds."""
     sc = spark.sparkContext
     assert sc._jsc is not None
     listed = sc._jsc.sc().statusStore().jobsList(None)  # a Scala Seq of v1.JobData, newest first
-    jobs: list[tuple[int, int, str]] = []
+    jobs: list[tuple[int, int, str, int]] = []
     for i in range(listed.size()):
         job = listed.apply(i)
         description = job.description()
         found = _BATCH_JOB.search(str(description.get())) if description.isDefined() else None
         if found and found["id"] == query_id:
-            jobs.append((int(found["batch"]), int(job.jobId()), found["step"] or str(job.name())))
+            ran = int(job.numTasks()) - int(job.numSkippedTasks())
+            jobs.append((int(found["batch"]), int(job.jobId()), found["step"] or str(job.name()), ran))
+    return sorted(jobs)
+
+
+def jobs_per_batch(spark: SparkSession, query_id: str) -> dict[int, list[str]]:
+    """Batch id -> the descriptions of the jobs that batch ran (in the order they started), for the
+    streaming query `query_id` (the id kept in its checkpoint)."""
     out: dict[int, list[str]] = defaultdict(list)
-    for batch, _job, step in sorted(jobs):
+    for batch, _job, step, _tasks in _batch_jobs(spark, query_id):
         out[batch].append(step)
+    return dict(out)
+
+
+def tasks_per_batch(spark: SparkSession, query_id: str) -> dict[int, int]:
+    """Batch id -> the Spark tasks its jobs ran (stages skipped because their output was there not counted)."""
+    out: dict[int, int] = defaultdict(int)
+    for batch, _job, _step, tasks in _batch_jobs(spark, query_id):
+        out[batch] += tasks
     return dict(out)
