@@ -7,11 +7,13 @@ known to exist and report what they saw. A sink whose count grows fails here."""
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from pyspark.sql import SparkSession
 
 from cdcflow.clients import kafka as k
 from cdcflow.clients.hbase import HBaseClient
@@ -31,6 +33,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.spark]
 
 SOURCE, DB, TABLE = "jobs", "shop", "items"
 BATCH, BATCHES = 40, 6
+PARTITIONS = 24
 # Jobs of one steady-state batch (after the first, which creates the tables), per sink.
 STEADY_JOBS = {"delta": 1, "log": 1, "files": 1}
 
@@ -69,17 +72,34 @@ def _batch_jobs(pipeline: Pipeline, checkpoints: Path, sink: str, ceiling: int) 
     return batches
 
 
+def _executor_consumers(spark: SparkSession) -> dict[str, int]:
+    """The Kafka consumers open in the driver's JVM that read for tasks (client id -> the JVM's sequence number of
+    the consumer, in the order they were made), from the metrics each registers while it is open."""
+    jvm, gateway = spark.sparkContext._jvm, spark.sparkContext._gateway
+    assert jvm is not None and gateway is not None
+    # (called through the interface: Py4J cannot reach the methods of the JVM's own, unexported server class)
+    types = gateway.new_array(jvm.java.lang.Class, 2)
+    types[0], types[1] = (jvm.java.lang.Class.forName(f"javax.management.{t}") for t in ("ObjectName", "QueryExp"))
+    query = jvm.java.lang.Class.forName("javax.management.MBeanServer").getMethod("queryNames", types)
+    args = gateway.new_array(jvm.java.lang.Object, 2)
+    args[0] = jvm.javax.management.ObjectName("kafka.consumer:type=consumer-metrics,*")
+    names = query.invoke(jvm.java.lang.management.ManagementFactory.getPlatformMBeanServer(), args)
+    ids = [str(name.getKeyProperty("client-id")) for name in names]
+    return {i: int(i.rsplit("-", 1)[1]) for i in ids if re.fullmatch(r"consumer-spark-kafka-source-.*-executor-\d+", i)}
+
+
 def test_a_steady_state_batch_of_the_delta_and_parquet_sinks_runs_one_spark_job_of_few_tasks(
     kafka: dict[str, Any], tmp_path: Path
 ) -> None:
     """And its records, from more topic partitions than the session has cores, are read in at most
-    `READ_TASKS_PER_CORE` tasks per core (Spark's Kafka source plans a task per partition)."""
+    `READ_TASKS_PER_CORE` tasks per core (Spark's Kafka source plans a task per partition), by Kafka consumers
+    kept from batch to batch: three queries over 24 partitions need 72, more than Spark keeps by default (64)."""
     bootstrap = kafka["bootstrap_servers"]
     prefix = unique_name("jobs")
     k.create_topic(bootstrap, f"{prefix}-history", partitions=1)
     k.produce_sync(bootstrap, f"{prefix}-history", [(SOURCE.encode(), _history())])
     topic = f"{prefix}.{DB}.{TABLE}"
-    k.create_topic(bootstrap, topic, partitions=8)  # (keyed: each key's changes in one partition, in order)
+    k.create_topic(bootstrap, topic, partitions=PARTITIONS)  # (keyed: each key's changes in one partition, in order)
     records, expected = [], {}
     for seq in range(BATCH * BATCHES):
         key = seq % 70  # inserts, then updates of the same keys, every ninth change a delete
@@ -101,9 +121,17 @@ def test_a_steady_state_batch_of_the_delta_and_parquet_sinks_runs_one_spark_job_
         ),
     )  # fmt: skip
     pipeline = Pipeline(cfg, {"bootstrap_servers": bootstrap}, tmp_path / "checkpoints")
+    running = SparkSession.getActiveSession()  # (the lane's session, when an earlier test started it)
+    consumers_before = _executor_consumers(running) if running is not None else {}
     assert pipeline.run(available_now=True) == dict.fromkeys(STEADY_JOBS, "done")
     spark = pipeline.spark
     assert spark is not None
+    # one consumer per query and partition, made once: none closed and made again (Spark's pool, past its capacity,
+    # closes the oldest idle ones on every borrow, and the next batch connects again)
+    made = sorted(n for i, n in _executor_consumers(spark).items() if i not in consumers_before)
+    read = changes(spark, str(tmp_path / "log")).select("kafka_partition").distinct().count()  # (keys may miss one)
+    assert read > 64 // len(STEADY_JOBS), read
+    assert len(made) == len(STEADY_JOBS) * read and made[-1] - made[0] + 1 == len(made), made
     # the batch's records read by at most READ_TASKS_PER_CORE tasks per core (local[2]), then the sinks' shuffle
     shuffled = int(spark.conf.get("spark.sql.shuffle.partitions") or 0)
     tasks_ceiling = READ_TASKS_PER_CORE * spark.sparkContext.defaultParallelism + shuffled

@@ -70,6 +70,13 @@ SESSION_CONF = {
     # tasks each; at Spark's default of 10,000 a VACUUM of a small log ran 70,000 tasks and took 24 s on two local
     # cores, with 32 about 2 s. Only listings of more than 32 paths use it otherwise.
     "spark.sql.sources.parallelPartitionDiscovery.parallelism": "32",
+    # Each executor keeps a Kafka consumer per query and topic partition it reads, at most this many (a soft limit:
+    # past it, every borrow closes the oldest idle ones, and the next batch connects them again). A pipeline reads
+    # one topic per source table, two partitions each by default, per query: at Spark's default of 64, 100 tables
+    # made consumers anew in every batch (a Delta sink's batch over 100 tables read in 18 instead of 29 executor
+    # CPU-s per 15 batches with 1,024; benchmarks/README.md). An idle consumer is closed after 5 minutes
+    # (spark.kafka.consumer.cache.timeout).
+    "spark.kafka.consumer.cache.capacity": "1024",
 }
 # On a local master (a few cores, spark.sql.shuffle.partitions = the cores) adaptive execution has nothing to
 # coalesce, and its re-planning after every shuffle stage is driver work on the same cores (and a Spark job per
