@@ -121,6 +121,7 @@ class BatchLog:
         self.sink = sink
         self.version = -1  # the newest log version this writer knows of
         self._last: dict[tuple[str, bool], int] = {}  # (query id, reassembled) -> last batch committed
+        self.tables_before = 0  # source tables in the last batch this writer committed
 
     def open(self, spark: SparkSession) -> None:
         self.version = latest_version(spark, self.path)
@@ -139,7 +140,7 @@ class BatchLog:
             return None
         mark = {MARK: {"sink": self.sink, "query": query, "reassembled": reassembled, "batch": batch_id}}
         (
-            rows.write.format("delta").mode("append")
+            by_table(rows, self.tables_before).write.format("delta").mode("append")
             .option("userMetadata", json.dumps(mark, separators=(",", ":")))
             .option("mergeSchema", "true")
             .save(self.path)
@@ -147,6 +148,7 @@ class BatchLog:
         commit = self._find(spark, Mark(self.sink, query, reassembled, batch_id))
         self._last[stream] = batch_id
         self.version = commit.version
+        self.tables_before = len(commit.tables)
         return commit
 
     def _find(self, spark: SparkSession, mark: Mark) -> Commit:
@@ -181,6 +183,19 @@ class BatchLog:
             if mark.reassembled == reassembled:
                 return mark.batch
         return -1
+
+
+def by_table(rows: DataFrame, tables_before: int) -> DataFrame:
+    """The batch's rows, each source table's in one task, when the batch before held more tables than the session
+    has cores; else as they are.
+
+    The log is partitioned by table, so each task writes a file per table it holds: rows of 100 tables read by four
+    tasks were 180-190 files per batch (about 20 ms of executor time each on the local file system, more on object
+    stores), one table two. Moved to one task per table by a shuffle, they are 100. A batch of few tables keeps
+    its tasks, and a table with all the batch's changes its two-core write. The batch before stands for this one
+    since counting the tables of this batch would cost a job."""
+    tasks = rows.sparkSession.sparkContext.defaultParallelism
+    return rows.repartition(tasks, *PARTITIONS) if tables_before > tasks else rows
 
 
 def _commit_actions(spark: SparkSession, path: str, version: int) -> list[dict[str, Any]] | None:
