@@ -34,6 +34,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.spark]
 SOURCE, DB, TABLE = "jobs", "shop", "items"
 BATCH, BATCHES = 40, 6
 PARTITIONS = 24
+SPARK_DEFAULT_CONSUMERS = 64  # spark.kafka.consumer.cache.capacity when a session does not set it
 # Jobs of one steady-state batch (after the first, which creates the tables), per sink.
 STEADY_JOBS = {"delta": 1, "log": 1, "files": 1}
 
@@ -93,7 +94,7 @@ def test_a_steady_state_batch_of_the_delta_and_parquet_sinks_runs_one_spark_job_
 ) -> None:
     """And its records, from more topic partitions than the session has cores, are read in at most
     `READ_TASKS_PER_CORE` tasks per core (Spark's Kafka source plans a task per partition), by Kafka consumers
-    kept from batch to batch: three queries over 24 partitions need 72, more than Spark keeps by default (64)."""
+    kept from batch to batch: three queries over 24 partitions need 72, more than Spark keeps by default."""
     bootstrap = kafka["bootstrap_servers"]
     prefix = unique_name("jobs")
     k.create_topic(bootstrap, f"{prefix}-history", partitions=1)
@@ -130,7 +131,7 @@ def test_a_steady_state_batch_of_the_delta_and_parquet_sinks_runs_one_spark_job_
     # closes the oldest idle ones on every borrow, and the next batch connects again)
     made = sorted(n for i, n in _executor_consumers(spark).items() if i not in consumers_before)
     read = changes(spark, str(tmp_path / "log")).select("kafka_partition").distinct().count()  # (keys may miss one)
-    assert read > 64 // len(STEADY_JOBS), read
+    assert read * len(STEADY_JOBS) > SPARK_DEFAULT_CONSUMERS, read
     assert len(made) == len(STEADY_JOBS) * read and made[-1] - made[0] + 1 == len(made), made
     # the batch's records read by at most READ_TASKS_PER_CORE tasks per core (local[2]), then the sinks' shuffle
     shuffled = int(spark.conf.get("spark.sql.shuffle.partitions") or 0)

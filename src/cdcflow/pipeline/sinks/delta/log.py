@@ -190,7 +190,7 @@ def by_table(rows: DataFrame, tables_before: int) -> DataFrame:
     has cores; else as they are.
 
     The log is partitioned by table, so each task writes a file per table it holds: rows of 100 tables read by four
-    tasks were 180-190 files per batch (about 20 ms of executor time each on the local file system, more on object
+    tasks were 180-186 files per batch (about 20 ms of executor time each on the local file system, more on object
     stores), one table two. Moved to one task per table by a shuffle, they are 100. A batch of few tables keeps
     its tasks, and a table with all the batch's changes its two-core write. The batch before stands for this one
     since counting the tables of this batch would cost a job."""
