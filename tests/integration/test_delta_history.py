@@ -31,7 +31,7 @@ from cdcflow.pipeline.library import as_of, history
 from cdcflow.pipeline.session import build_session
 from cdcflow.pipeline.sinks.delta import fold_service
 from cdcflow.pipeline.sinks.delta.layouts.base import FoldHooks
-from cdcflow.pipeline.sinks.delta.records import history_path, read_record
+from cdcflow.pipeline.sinks.delta.records import deletes_path, history_path, read_record
 from cdcflow.pipeline.sinks.delta.sink import DeltaStateSink
 from cdcflow.pipeline.sinks.delta.views import current_view
 
@@ -590,6 +590,8 @@ def test_a_change_older_than_a_delete_that_ended_no_stored_version_ends_at_that_
     assert "no late keys" not in caplog.text
     assert metrics.DELTA_HISTORY_LATE_KEYS.labels("hist")._value.get() == late + 1
     sink.close()
+    # the deletes table was made by its first deletes' append: one commit (an empty table's creation was another)
+    assert len(spark.sql(f"DESCRIBE HISTORY delta.`{deletes_path(path)}`").collect()) == 1
     assert _history_rows(history(spark, path), "typed") == [
         (1, "a", 10, (101, 1, 0), (103, 1, 0)),
         (1, "a", 20, (105, 1, 0), (107, 1, 0)),

@@ -177,6 +177,32 @@ def test_a_table_whose_creation_was_killed_is_created_on_the_next_try(spark: Spa
     assert ensure_table(spark, str(path), schema).toDF().count() == 1
 
 
+def test_rows_appended_where_no_table_is_yet_create_it_in_one_commit_in_the_schemas_types(
+    spark: SparkSession, tmp_path: Any
+) -> None:
+    """`append_creating`: the first rows make the table (one commit, not an empty table's and then theirs), in the
+    schema's types whatever the rows' (an INT position is stored as BIGINT, as later appends write it); later rows
+    append; a log a killed creation left without a commit is replaced."""
+    from cdcflow.pipeline.sinks.delta.layouts.mysql import DELETED_KEYS
+    from cdcflow.pipeline.sinks.delta.tables import append_creating
+
+    def rows(key: str, pos: int) -> Any:
+        return spark.createDataFrame([(key, [pos, 1], 7)], "key string, pos array<int>, source_ts_ms int")
+
+    for name, killed in (("fresh", False), ("killed", True)):
+        path = tmp_path / name
+        if killed:
+            (path / "_delta_log" / "_staged_commits").mkdir(parents=True)
+        append_creating(spark, str(path), rows("a", 5), DELETED_KEYS)
+        history = spark.sql(f"DESCRIBE HISTORY delta.`{path}`").collect()
+        assert [(r["version"], r["operation"]) for r in history] == [(0, "WRITE")], name
+        table = spark.read.format("delta").load(str(path))
+        assert [(f.name, f.dataType) for f in table.schema] == [(f.name, f.dataType) for f in DELETED_KEYS]
+        append_creating(spark, str(path), rows("b", 6), DELETED_KEYS)
+        got = sorted((r["key"], list(r["pos"]), r["source_ts_ms"]) for r in table.collect())
+        assert got == [("a", [5, 1], 7), ("b", [6, 1], 7)], name
+
+
 def test_a_tables_size_is_known_with_and_without_delta_checksums(spark: SparkSession, tmp_path: Any) -> None:
     """The fold thread sizes its tables (deletion vectors past `deletion_vectors_from_bytes`) from the checksum Delta
     writes with each commit; a session that writes none (`writeChecksumFile.enabled` false) still gets the size."""

@@ -55,7 +55,7 @@ from cdcflow.pipeline.sinks.delta.layouts.mysql import DELETED_KEYS, position_sq
 from cdcflow.pipeline.sinks.delta.log import WHOLE_TABLE
 from cdcflow.pipeline.sinks.delta.records import FoldRecord, deletes_path, history_path, write_record
 from cdcflow.pipeline.sinks.delta.sql import delta_path, pending_sql, quoted, sql_string, steps
-from cdcflow.pipeline.sinks.delta.tables import ensure_table, merge_guarded
+from cdcflow.pipeline.sinks.delta.tables import append_creating, ensure_table, merge_guarded
 from cdcflow.pipeline.sinks.mysql_history import MySqlColumn
 
 log = logging.getLogger(__name__)
@@ -284,8 +284,8 @@ def _record_deletes(job: FoldJob, versions: str) -> None:
     delete."""
     spark, path = job.spark, deletes_path(job.path)
     deletes = spark.sql(f"SELECT key, pos, source_ts_ms FROM {versions} WHERE op = 'd' AND key != {_EMPTY}")
-    ensure_table(spark, path, DELETED_KEYS)
-    deletes.write.format("delta").mode("append").save(path)
+    if not deletes.isEmpty():  # (`versions` is kept in memory: a look, where an empty append was a commit)
+        append_creating(spark, path, deletes, DELETED_KEYS)
 
 
 def _append(job: FoldJob, record: FoldRecord, closed: str, newest: int) -> None:

@@ -29,7 +29,7 @@ from cdcflow.pipeline.sinks.delta.layouts.base import Folded, FoldJob
 from cdcflow.pipeline.sinks.delta.log import WHOLE_TABLE
 from cdcflow.pipeline.sinks.delta.records import FoldRecord, deletes_path
 from cdcflow.pipeline.sinks.delta.sql import delta_path, pending_sql, quoted, sql_string, without_deleted
-from cdcflow.pipeline.sinks.delta.tables import ensure_table, merge_guarded
+from cdcflow.pipeline.sinks.delta.tables import append_creating, merge_guarded
 
 log = logging.getLogger(__name__)
 
@@ -148,13 +148,11 @@ class MySqlRows(ABC):
         """A TRUNCATE in the fold's changes: recorded in the table's deletes (key WHOLE_TABLE), then every
         stored row older than it deleted (Change Data Feed reports the deletes)."""
         spark, path, record = job.spark, job.path, job.record
-        ensure_table(spark, deleted_keys, DELETED_KEYS)
         position = F.array(*(F.lit(p).cast("bigint") for p in truncated_at))
-        spark.range(1).select(
-            F.lit(WHOLE_TABLE).alias("key"),
-            position.alias("pos"),
-            F.lit(None).cast("bigint").alias("source_ts_ms"),
-        ).write.format("delta").mode("append").save(deleted_keys)
+        whole_table = spark.range(1).select(
+            F.lit(WHOLE_TABLE).alias("key"), position.alias("pos"), F.lit(None).cast("bigint").alias("source_ts_ms")
+        )
+        append_creating(spark, deleted_keys, whole_table, DELETED_KEYS)
         if DeltaTable.isDeltaTable(spark, path):
             pos = self._position_column()
             merge_guarded(job.sink, path, lambda: DeltaTable.forPath(spark, path).delete(F.col(pos) < position))
@@ -171,8 +169,7 @@ class MySqlRows(ABC):
         than a change, so the extra rows change nothing (and so do deletes older than the key's newest change,
         recorded when history is kept: the state's rule, a change older than a delete of its key is gone, holds
         for every delete)."""
-        ensure_table(spark, path, DELETED_KEYS)
-        latest.where("deleted").select("key", "pos", "source_ts_ms").write.format("delta").mode("append").save(path)
+        append_creating(spark, path, latest.where("deleted"), DELETED_KEYS)
 
     # --- the view ------------------------------------------------------------------------------
     def view_sql(self, spark: SparkSession, state_path: str, state: StructType | None, record: FoldRecord,
