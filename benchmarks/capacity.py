@@ -192,6 +192,8 @@ def main() -> None:
                     help="a Spark setting added to the bundled config's pipeline.spark_conf")  # fmt: skip
     ap.add_argument("--sink-option", action="append", default=[], metavar="SINK.KEY=VALUE",
                     help="a sink option of the bundled config set to VALUE (YAML), to compare settings")  # fmt: skip
+    ap.add_argument("--pipeline-option", action="append", default=[], metavar="KEY=VALUE",
+                    help="a pipeline setting of the bundled config (trigger_seconds=10) set to VALUE (YAML)")  # fmt: skip
     args = ap.parse_args()
     base = yaml.safe_load(DEFAULT_CONFIG.read_text())
     extra = dict(kv.split("=", 1) for kv in args.spark_conf)
@@ -204,6 +206,10 @@ def main() -> None:
         sink = next(s for s in base["pipeline"]["sinks"] if s["name"] == name)
         sink.setdefault("options", {})[key] = yaml.safe_load(value)
         print(f"sink {name}: {key} = {value}")
+    for setting in args.pipeline_option:
+        key, value = setting.split("=", 1)
+        base["pipeline"][key] = yaml.safe_load(value)
+        print(f"pipeline: {key} = {value}")
     demo = base["demo"]
     print(f"machine: {machine_summary()}; Spark {versions.SPARK_VERSION} (local[2]), Delta {versions.DELTA_VERSION}; "
           f"Kafka {versions.KAFKA_VERSION}; HBase {versions.HBASE_VERSION}")  # fmt: skip
