@@ -69,6 +69,8 @@ from cdcflow.pipeline.writer_lease import WriterLeases
 
 log = logging.getLogger(__name__)
 _ZERO_DATE = ZERO_DATE_PATTERN
+# `_prepared` column sets a sink keeps at most (a set per table and its index in a batch)
+_KEPT_COLUMN_SETS = 256
 _CATALOG = (
     "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_SIZE, DECIMAL_DIGITS, NULLABLE, KEY_SEQ, ORDINAL_POSITION "
     "FROM SYSTEM.CATALOG WHERE {schema} AND TABLE_NAME = '{name}' AND COLUMN_NAME IS NOT NULL"
@@ -132,6 +134,8 @@ class PhoenixSink(Sink):
         self.on_drop = options.on_drop
         self._conn: PhoenixConnection | None = None
         self._targets: dict[tuple[str, str, str], ps.PhoenixTable] = {}  # → the guarded table written
+        # (a table's index in the batch, its guarded table) → its `_prepared` columns
+        self._columns: dict[tuple[int, ps.PhoenixTable], list[Column]] = {}
         self._sources: dict[str, str] = {}  # Phoenix table → the source that writes it
         self._leases: WriterLeases | None = None
         # The executors keep a Phoenix driver per sink while its epoch stays (GuardedUpsert.driver): the epoch
@@ -409,12 +413,15 @@ class PhoenixSink(Sink):
                     self._truncate(spark, targets[key], key, truncates[key], batch_id)
             # ... then every value of every table checked against its column type (one job) ...
             keys = [key for key, _ in wanted]
-            unfit = self._unfit(latest, keys, targets, truncates)
+            frames = [self._prepared(latest, i, targets[k], k, truncates.get(k)) for i, k in enumerate(keys)]
+            unfit = self._unfit(frames, keys)
             if unfit:  # the tables as the schema history has them now (a MODIFY), then checked once more
                 for key in unfit:
                     self._targets.pop(key, None)
                     targets[key] = self._target(spark, *key, tables[key])
-                unfit = self._unfit(latest, list(unfit), targets, truncates)
+                    i = keys.index(key)
+                    frames[i] = self._prepared(latest, i, targets[key], key, truncates.get(key))
+                unfit = self._unfit([frames[keys.index(k)] for k in unfit], keys)
                 if unfit:
                     raise UnfitValuesError(
                         "values that do not fit the Phoenix column types (nothing of this batch was applied; the "
@@ -426,7 +433,7 @@ class PhoenixSink(Sink):
             # ... and the rows of every table written in one job: a job's fixed cost (planning, scheduling,
             # connections) is paid once per batch, not once per table.
             if keys:
-                self._write_tables(spark, latest, keys, targets, truncates, batch_id)
+                self._write_tables(spark, frames, keys, targets, batch_id)
         except (PhoenixError, PhoenixUnavailable):
             self._reset()  # reconnect and re-check the tables on the retry
             raise
@@ -454,7 +461,6 @@ class PhoenixSink(Sink):
         rows = latest.where(
             (F.col("source") == source) & (F.col("db") == db) & (F.col("table") == table) & (F.col("op") != "t")
         )
-        deleted = F.col("op") == "d"
         if truncated_at is not None:
             # A row's newest change older than the batch's truncate: the row is gone, and stays a tombstone at
             # the truncate's position (so a later duplicate of that change stays out too).
@@ -465,6 +471,16 @@ class PhoenixSink(Sink):
                     "pos": F.when(older, F.lit(truncated_at)).otherwise(F.col("pos")),
                 }
             )
+        return rows.select(*self._prepared_columns(index, target))
+
+    def _prepared_columns(self, index: int, target: ps.PhoenixTable) -> list[Column]:
+        """`_prepared`'s columns, made once per (index, table) and kept: they depend on nothing else, and making
+        them (a call into the JVM per function) was about a third of a batch's driver time over a few wide
+        tables."""
+        cached = self._columns.get((index, target))
+        if cached is not None:
+            return cached
+        deleted = F.col("op") == "d"
         converted, problems = [], []
         for n, c in enumerate(guarded.data_columns(target)):
             raw = F.col("values")[c.name]
@@ -475,28 +491,29 @@ class PhoenixSink(Sink):
             if c.name not in target.primary_key:
                 value = F.when(~deleted, value)  # a tombstone holds its key and position only
             converted.append(_bindable(value, c.type).alias(f"_{index}_{n}"))
-        return rows.select(
+        columns = [
             F.lit(index).alias("_t"), *converted, F.col("pos").alias("_pos"), deleted.alias("_deleted"),
             F.concat_ws(", ", *problems).alias("_problem"), F.col("key").alias("_key"),
-        )  # fmt: skip
+        ]  # fmt: skip
+        if len(self._columns) >= _KEPT_COLUMN_SETS:
+            self._columns.clear()  # tables retyped again and again: start over rather than grow
+        self._columns[(index, target)] = columns
+        return columns
 
-    def _unfit(
-        self, latest: DataFrame, keys: list[tuple[str, str, str]], targets: dict[tuple[str, str, str], ps.PhoenixTable],
-        truncates: dict[tuple[str, str, str], str],
-    ) -> dict[tuple[str, str, str], str]:  # fmt: skip
+    def _unfit(self, frames: list[DataFrame], keys: list[tuple[str, str, str]]) -> dict[tuple[str, str, str], str]:
         """The tables with values their Phoenix column types cannot hold, with examples; one job for them all.
-        Every value is checked before any row is written: the executors commit as they go."""
-        if not keys:
+        `frames`: `_prepared` frames of some of the batch's tables, `keys`: all of them (a frame's `_t` is its
+        table's index there). Every value is checked before any row is written: the executors commit as they go."""
+        if not frames:
             return {}
         bad = None
-        for i, key in enumerate(keys):
-            frame = self._prepared(latest, i, targets[key], key, truncates.get(key))
-            text = F.concat(F.lit("key "), F.col("_key"), F.lit(" at "), F.col("_pos"), F.lit(": "), F.col("_problem"))
+        text = F.concat(F.lit("key "), F.col("_key"), F.lit(" at "), F.col("_pos"), F.lit(": "), F.col("_problem"))
+        for frame in frames:
             part = frame.where(F.col("_problem") != "").select("_t", text.alias("_text"))
             bad = part if bad is None else bad.unionByName(part)
         assert bad is not None
         found = (
-            bad.coalesce(_tasks(latest.sparkSession))
+            bad.coalesce(_tasks(bad.sparkSession))
             .groupBy("_t")
             .agg(F.count("*").alias("n"), F.min("_text").alias("a"), F.max("_text").alias("b"))
         )
@@ -507,17 +524,15 @@ class PhoenixSink(Sink):
         return unfit
 
     def _write_tables(
-        self, spark: SparkSession, latest: DataFrame, keys: list[tuple[str, str, str]],
-        targets: dict[tuple[str, str, str], ps.PhoenixTable], truncates: dict[tuple[str, str, str], str],
-        batch_id: int,
+        self, spark: SparkSession, frames: list[DataFrame], keys: list[tuple[str, str, str]],
+        targets: dict[tuple[str, str, str], ps.PhoenixTable], batch_id: int,
     ) -> None:  # fmt: skip
-        """Every table's rows through GuardedUpsert.java, in the executors, in one Spark job."""
+        """Every table's rows (`keys`, each with its `_prepared` frame) through GuardedUpsert.java, in the executors,
+        in one Spark job."""
         started = time.perf_counter()
-        frames = [self._prepared(latest, i, targets[k], k, truncates.get(k)).drop("_problem", "_key")
-                  for i, k in enumerate(keys)]  # fmt: skip
-        rows = frames[0]
+        rows = frames[0].drop("_problem", "_key")
         for frame in frames[1:]:
-            rows = rows.unionByName(frame, allowMissingColumns=True)
+            rows = rows.unionByName(frame.drop("_problem", "_key"), allowMissingColumns=True)
         # A union has each table's partitions; coalesced, a task (a Phoenix connection, a statement per table)
         # writes a share of every table.
         rows = rows.coalesce(_tasks(spark))
