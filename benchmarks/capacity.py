@@ -192,8 +192,13 @@ def main() -> None:
                     help="a Spark setting added to the bundled config's pipeline.spark_conf")  # fmt: skip
     ap.add_argument("--sink-option", action="append", default=[], metavar="SINK.KEY=VALUE",
                     help="a sink option of the bundled config set to VALUE (YAML), to compare settings")  # fmt: skip
-    ap.add_argument("--pipeline-option", action="append", default=[], metavar="KEY=VALUE",
-                    help="a pipeline setting of the bundled config (trigger_seconds=10) set to VALUE (YAML)")  # fmt: skip
+    ap.add_argument(
+        "--pipeline-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a pipeline setting of the bundled config set to VALUE (YAML), e.g. trigger_seconds=10",
+    )
     args = ap.parse_args()
     base = yaml.safe_load(DEFAULT_CONFIG.read_text())
     extra = dict(kv.split("=", 1) for kv in args.spark_conf)

@@ -65,6 +65,11 @@ SESSION_CONF = {
     # cache holds the plans of several queries and the folds' MERGEs. Measured together with adaptive execution
     # off (local masters, below): 1.82 instead of 2.12 CPU-s per 1,000 applied changes (benchmarks/capacity.py).
     "spark.sql.codegen.maxFields": "2000",
+    # PySpark records the Python call site of every DataFrame and Column call for error messages: about five more
+    # round trips to the JVM per call. The sinks build each batch's plans anew; with it on, building one batch's
+    # conversions of four 12-column Phoenix tables took 2.4-3.6 s on an idle machine, with it off 0.8-1.0 s.
+    # (Read once per Python process, at its first DataFrame call.)
+    "spark.python.sql.dataFrameDebugging.enabled": "false",
     "spark.sql.codegen.cache.maxEntries": "2000",
     # Delta's VACUUM (the change log's, in the fold thread) lists the table's files in seven jobs of this many
     # tasks each; at Spark's default of 10,000 a VACUUM of a small log ran 70,000 tasks and took 24 s on two local
