@@ -15,7 +15,13 @@ from cdcflow.config.sinks import DeltaStateOptions, HBaseSinkOptions
 from cdcflow.errors import ConfigError
 from cdcflow.pipeline.context import Endpoints
 from cdcflow.pipeline.runner import TOPICS_FILE, _first_line, check_topic_patterns
-from cdcflow.pipeline.session import DELTA_CATALOG, DELTA_EXTENSION, session_conf, spark_submit_command
+from cdcflow.pipeline.session import (
+    DELTA_CATALOG,
+    DELTA_EXTENSION,
+    local_driver_conf,
+    session_conf,
+    spark_submit_command,
+)
 from cdcflow.pipeline.sinks.delta.fold_service import vacuum_is_safe
 from cdcflow.pipeline.sinks.delta.sink import DeltaStateSink
 from cdcflow.pipeline.sinks.registry import make_sink
@@ -376,6 +382,33 @@ def test_spark_submit_keeps_a_session_catalog_given_after_the_double_dash() -> N
     theirs = spark_submit_command(cfg, {}, "local[2]", given, "app.py")
     assert not any(a.startswith("spark.sql.catalog.spark_catalog=org.apache") for a in theirs)
     assert theirs[-3:] == [*given, "app.py"]
+
+
+def test_a_local_driver_gets_a_larger_heap_and_the_throughput_collector_unless_the_user_chose(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for variable in ("JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS", "SPARK_SUBMIT_OPTS"):
+        monkeypatch.delenv(variable, raising=False)
+    ours = local_driver_conf({})
+    assert ours["spark.driver.memory"] == "3g"
+    assert ours["spark.driver.extraJavaOptions"].split() == ["-Duser.timezone=UTC", "-XX:+UseParallelGC"]
+    # the user's heap and Java options win (theirs are used whole, as session_conf does)
+    theirs = local_driver_conf({"spark.driver.memory": "8g", "spark.driver.extraJavaOptions": "-Dx=1"})
+    assert theirs == {}
+    assert local_driver_conf({}, {"spark.driver.memory"}).keys() == {"spark.driver.extraJavaOptions"}
+    # a collector named in the JVM's option variables: a second one would stop the JVM from starting
+    monkeypatch.setenv("SPARK_SUBMIT_OPTS", "-Xss4m -XX:+UseG1GC")
+    assert "spark.driver.extraJavaOptions" not in local_driver_conf({})
+    # spark-submit: on a local master only
+    monkeypatch.delenv("SPARK_SUBMIT_OPTS")
+    local = spark_submit_command(PipelineConfig(), {}, "local[2]", (), "app.py")
+    assert (
+        "spark.driver.memory=3g" in local
+        and "spark.driver.extraJavaOptions=-Duser.timezone=UTC -XX:+UseParallelGC" in local
+    )
+    cluster = spark_submit_command(PipelineConfig(), {}, "spark://h:7077", (), "app.py")
+    assert not any(a.startswith("spark.driver.memory") for a in cluster)
+    assert "spark.driver.extraJavaOptions=-Duser.timezone=UTC" in cluster
 
 
 def test_a_pipeline_of_delta_sinks_does_not_need_the_local_hbase(tmp_path: Path) -> None:

@@ -38,7 +38,7 @@ from cdcflow.pipeline.kafka_source import read_records
 from cdcflow.pipeline.progress import PROGRESS_FILE
 from cdcflow.pipeline.queries import QuerySink
 from cdcflow.pipeline.runner import Pipeline
-from cdcflow.pipeline.session import LOCAL_CONF, check_session, extra_jars, session_conf
+from cdcflow.pipeline.session import LOCAL_CONF, check_session, extra_jars, local_driver_conf, session_conf
 from cdcflow.pipeline.sinks.base import Sink
 from cdcflow.pipeline.sinks.delta import catalog as delta_catalog
 from cdcflow.pipeline.sinks.delta import log as delta_log
@@ -74,6 +74,8 @@ def spark_conf(
             conf |= {"spark.sql.shuffle.partitions": cores, "spark.databricks.delta.snapshotPartitions": cores,
                      **LOCAL_CONF}  # fmt: skip
     conf |= session_conf(dict(extra or {}))
+    if master and master.startswith("local"):
+        conf |= local_driver_conf(dict(extra or {}))
     given_jars = conf.get("spark.jars")
     conf["spark.jars"] = ",".join([*jars, *([given_jars] if given_jars else [])])
     return conf

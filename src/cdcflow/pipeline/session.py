@@ -87,6 +87,27 @@ SESSION_CONF = {
 # coalesce, and its re-planning after every shuffle stage is driver work on the same cores (and a Spark job per
 # stage).
 LOCAL_CONF = {"spark.sql.adaptive.enabled": "false"}
+# A local master's driver JVM is the whole application (planning, Delta's snapshots and commits, the executors'
+# tasks). With Spark's 1 GB and Java's default collector (G1) the `make run` pipeline's heap stayed near full, G1
+# marking concurrently all the time: 725 collections and 0.12 of a core of GC threads in a 5-minute window. With
+# 3 GB and the throughput collector, 195 collections and the pipeline at 0.72 instead of 0.95 cores for the same
+# load (benchmarks/capacity.py; benchmarks/README.md). The heap is a limit: the JVM commits what it uses.
+LOCAL_DRIVER_CONF = {"spark.driver.memory": "3g"}
+LOCAL_DRIVER_GC = "-XX:+UseParallelGC"
+_JAVA_OPTION_VARIABLES = ("JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS", "SPARK_SUBMIT_OPTS")
+_GC_CHOICE = re.compile(r"-XX:\+Use\w+GC\b")
+
+
+def local_driver_conf(user_conf: Mapping[str, str], user_set: Collection[str] = ()) -> dict[str, str]:
+    """What a driver cdcflow starts on a local master gets on top of `session_conf`: the heap and collector above,
+    each unless the user set it (in `user_conf`, `user_set`, or a collector in the JVM's option variables, which
+    Java would refuse beside a second one)."""
+    given = {*user_conf, *user_set}
+    conf = {key: value for key, value in LOCAL_DRIVER_CONF.items() if key not in given}
+    java_options = "spark.driver.extraJavaOptions"
+    if java_options not in given and not any(_GC_CHOICE.search(os.environ.get(v, "")) for v in _JAVA_OPTION_VARIABLES):
+        conf[java_options] = f"{SESSION_CONF[java_options]} {LOCAL_DRIVER_GC}"
+    return conf
 
 
 def session_conf(user_conf: Mapping[str, str], user_set: Collection[str] = ()) -> dict[str, str]:
@@ -131,7 +152,10 @@ def build_session(
     if not master:  # spark-submit's --conf settings: in the JVM's configuration once the gateway is up
         SparkContext._ensure_initialized()
         given = {key for key, _ in pyspark.SparkConf().getAll()}
-    for key, value in session_conf(conf or {}, given).items():
+    settings = session_conf(conf or {}, given)
+    if master and master.startswith("local"):
+        settings |= local_driver_conf(conf or {}, given)
+    for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.config("spark.ui.showConsoleProgress", "false").getOrCreate()
     add_missing_jars(spark, sink_jars)
@@ -209,7 +233,10 @@ def spark_submit_command(
     cmd += ["--master", master or cfg.master or "local[2]", "--jars", jars]
     given = {arg.split("=", 1)[0] for arg in spark_args if "=" in arg}  # --conf k=v (or --conf=k=v)
     given |= {arg.split("=", 2)[1] for arg in spark_args if arg.startswith("--conf=")}
-    for key, value in session_conf(cfg.spark_conf, given).items():
+    settings = session_conf(cfg.spark_conf, given)
+    if (master or cfg.master or "local[2]").startswith("local"):
+        settings |= local_driver_conf(cfg.spark_conf, given)
+    for key, value in settings.items():
         if key not in given:
             cmd += ["--conf", f"{key}={value}"]
     cmd += ["--conf", f"spark.pyspark.python={sys.executable}", *spark_args, app]
