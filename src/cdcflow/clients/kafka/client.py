@@ -13,7 +13,7 @@ from confluent_kafka.admin._config import ConfigResource
 from confluent_kafka.admin._listoffsets import OffsetSpec
 from confluent_kafka.cimpl import NewTopic
 
-from cdcflow.errors import RetryableError, ServiceUnavailable, TerminalError
+from cdcflow.errors import CdcflowError, RetryableError, ServiceUnavailable, TerminalError
 
 
 @dataclass(frozen=True)
@@ -86,6 +86,23 @@ def list_topics(bootstrap: KafkaTarget, timeout_s: float = 10.0) -> list[str]:
         raise ServiceUnavailable(f"Kafka at {bootstrap}: {exc}") from exc
 
 
+_ANSWER_MARGIN_S = 5.0
+
+# Answers of a Kafka that is away or busy. librdkafka flags none of its local ones retriable, and an admin
+# request that found no controller ends in _TIMED_OUT ("Failed while waiting for controller"): a capture that
+# meets a new table during an outage must wait for Kafka, not stop.
+_AWAY = frozenset({KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN,
+                   KafkaError._RESOLVE, KafkaError.REQUEST_TIMED_OUT, KafkaError.NOT_CONTROLLER,
+                   KafkaError.BROKER_NOT_AVAILABLE, KafkaError.LEADER_NOT_AVAILABLE})  # fmt: skip
+
+
+def admin_error(what: str, err: KafkaError) -> CdcflowError:
+    """An admin request's failure as retryable (Kafka away or busy) or terminal (refused: authorization,
+    invalid settings)."""
+    cls = RetryableError if err.retriable() or err.code() in _AWAY else TerminalError
+    return cls(f"{what}: {err.str()}")
+
+
 def create_topic(
     bootstrap: KafkaTarget, name: str, partitions: int = 1, replication: int = -1, timeout_s: float = 30.0,
     config: dict[str, str] | None = None,
@@ -98,14 +115,14 @@ def create_topic(
     topic = NewTopic(name, num_partitions=partitions, replication_factor=replication, config=config or {})
     futures = admin.create_topics([topic], request_timeout=timeout_s)
     try:
-        futures[name].result(timeout=timeout_s)
+        # (a margin over the request's own timeout: librdkafka's answer says more than ours)
+        futures[name].result(timeout=timeout_s + _ANSWER_MARGIN_S)
     except concurrent.futures.TimeoutError as exc:  # Kafka unreachable: the caller retries later
         raise ServiceUnavailable(f"create topic {name}: no answer from Kafka in {timeout_s:.0f} s") from exc
     except KafkaException as exc:
         err: KafkaError = exc.args[0]
         if err.code() != KafkaError.TOPIC_ALREADY_EXISTS:
-            cls = RetryableError if err.retriable() else TerminalError
-            raise cls(f"create topic {name}: {err.str()}") from exc
+            raise admin_error(f"create topic {name}", err) from exc
     wait_until_served(admin, name, timeout_s)
 
 
@@ -492,7 +509,7 @@ def topic_config(bootstrap: KafkaTarget, topic: str, name: str, timeout_s: float
     while True:
         try:
             future = admin.describe_configs([resource], request_timeout=timeout_s)[resource]
-            configs = future.result(timeout=timeout_s)
+            configs = future.result(timeout=timeout_s + _ANSWER_MARGIN_S)
         except concurrent.futures.TimeoutError as exc:
             raise ServiceUnavailable(f"describe topic {topic}: no answer from Kafka in {timeout_s:.0f} s") from exc
         except KafkaException as exc:
@@ -502,7 +519,6 @@ def topic_config(bootstrap: KafkaTarget, topic: str, name: str, timeout_s: float
                     time.sleep(0.2)
                     continue
                 raise ServiceUnavailable(f"describe topic {topic}: {err.str()}") from exc
-            cls = RetryableError if err.retriable() else TerminalError
-            raise cls(f"describe topic {topic}: {err.str()}") from exc
+            raise admin_error(f"describe topic {topic}", err) from exc
         entry = configs.get(name)
         return None if entry is None else entry.value
