@@ -11,8 +11,9 @@ goal: every lag under 15 s, no table STALE, the pipeline process within 0.7 of a
 Per level it also reports, over the window: the changes each sink applied, the CPU of each part of the chain
 (the pipeline process with its Spark JVM and Python workers, the captures, the services) from /proc, and the
 pipeline's executor CPU per sink from Spark's event log (tasks of each sink's streaming batches, and the Delta
-sink's folds), as CPU-seconds per 1,000 applied changes; after the window, the raw copy (Kafka → Parquet, no
-parsing) of every record the level produced, on the same stack, as the anchor.
+sink's folds), as CPU-seconds per 1,000 applied changes; the pipeline's Spark JVM by kind of thread (Java's
+compilers, the collector, executor tasks, the streaming queries' threads, calls from Python); after the window,
+the raw copy (Kafka → Parquet, no parsing) of every record the level produced, on the same stack, as the anchor.
 
 Usage: .venv/bin/python benchmarks/capacity.py [--levels 1,2,3,5] [--warmup 120] [--minutes 10]
 """
@@ -107,6 +108,62 @@ def executor_cpu(event_logs: Path, queries: dict[str, str], since_ms: int, until
     return dict(out)
 
 
+# JVM threads by what they do (/proc/<pid>/task/<tid>/comm, cut to 15 characters by Linux)
+THREAD_KINDS = (
+    ("CompilerThre", "Java's compilers (JIT)"), ("GC Thread", "garbage collector"), ("G1 ", "garbage collector"),
+    ("VM Thread", "garbage collector and VM operations"),
+    ("Executor task l", "executor tasks"), ("stream executio", "streaming query threads (plans, commits)"),
+    ("Thread-", "calls from Python (batch code, folds)"),
+)  # fmt: skip
+
+
+def thread_kind(name: str) -> str:
+    return next((kind for marker, kind in THREAD_KINDS if marker in name), "other threads")
+
+
+def thread_cpu(pid: int) -> dict[tuple[int, str], float]:
+    """(thread id, kind) → CPU seconds so far of each thread of process `pid` (empty when it is gone)."""
+    out: dict[tuple[int, str], float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            stat = (task / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        name = stat[stat.index("(") + 1 : stat.rindex(")")]
+        out[(int(task.name), thread_kind(name))] = (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
+def jvm_counters(pid: int) -> dict[str, float]:
+    """Classes loaded and methods compiled so far by JVM `pid` (jstat; empty when it cannot answer): a steady stream
+    of either in a long-running pipeline means code is generated anew (a plan's generated code that differs from
+    batch to batch misses Spark's code cache)."""
+    out: dict[str, float] = {}
+    for option, column, name in (("-class", "Loaded", "classes loaded"), ("-compiler", "Compiled", "methods compiled"),
+                                 ("-compiler", "Time", "compiling (s)"), ("-gcutil", "GCT", "in GC (s)")):  # fmt: skip
+        try:
+            lines = subprocess.run(["jstat", option, str(pid)], capture_output=True, text=True, timeout=30).stdout
+            header, values = (line.split() for line in lines.strip().splitlines()[:2])
+            out[name] = float(values[header.index(column)])
+        except (OSError, ValueError, subprocess.SubprocessError):
+            continue
+    return out
+
+
+def spark_jvm_pid(processes: dict[int, tuple[float, str]]) -> int | None:
+    return next((pid for pid, (_, cmd) in processes.items() if part_of(cmd) == "pipeline (Spark JVM)"), None)
+
+
+def cpu_by_thread_kind(before: dict[tuple[int, str], float], after: dict[tuple[int, str], float]) -> dict[str, float]:
+    """CPU seconds per kind of thread between two readings; threads that ended in between are not counted."""
+    kinds: dict[str, float] = defaultdict(float)
+    for key, cpu in after.items():
+        kinds[key[1]] += cpu - before.get(key, 0.0)
+    return dict(kinds)
+
+
 def level_config(work: Path, level: float, base: dict[str, Any]) -> Path:
     cfg = json.loads(json.dumps(base))
     cfg["stack"]["home"] = str(work / "stack")
@@ -138,6 +195,9 @@ def run_level(level: float, base: dict[str, Any], warmup_s: float, window_s: flo
             time.sleep(5)
         time.sleep(warmup_s)
         cpu_before, busy_before = process_cpu(), busy_seconds()
+        jvm = spark_jvm_pid(cpu_before)
+        threads_before = thread_cpu(jvm) if jvm else {}
+        counters_before = jvm_counters(jvm) if jvm else {}
         rows_before = {s: int(d.get("total_rows", 0)) for s, d in read_progress(checkpoints).items()}
         started_ms, started = int(time.time() * 1000), time.monotonic()
         lags: dict[str, list[float]] = defaultdict(list)
@@ -154,7 +214,12 @@ def run_level(level: float, base: dict[str, Any], warmup_s: float, window_s: flo
                     stale[f"{sink} {table}"] += bool(state.get("stale"))
             assert proc.poll() is None, f"cdcflow run ended during the window; see {work / 'run.log'}"
         ended_ms, window = int(time.time() * 1000), time.monotonic() - started
-        cpu = cpu_by_part(cpu_before, process_cpu())
+        cpu_after = process_cpu()
+        cpu = cpu_by_part(cpu_before, cpu_after)
+        threads = cpu_by_thread_kind(threads_before, thread_cpu(jvm)) if jvm else {}
+        counters_after = jvm_counters(jvm) if jvm else {}
+        counters = {k: v - counters_before[k] for k, v in counters_after.items() if k in counters_before}
+        jvm_cpu = cpu_after[jvm][0] - cpu_before[jvm][0] if jvm in cpu_after else 0.0
         busy = busy_seconds() - busy_before
         progress = read_progress(checkpoints)
         applied = {s: int(d.get("total_rows", 0)) - rows_before.get(s, 0) for s, d in progress.items()}
@@ -166,8 +231,8 @@ def run_level(level: float, base: dict[str, Any], warmup_s: float, window_s: flo
         stop(proc)
         Stack(work / "stack").down()
     return {"level": level, "work": work, "window_s": window, "lags": dict(lags), "applied": applied, "cpu": cpu,
-            "busy": busy, "executors": executors, "raw": (records, raw), "stale": dict(stale),
-            "samples": samples}  # fmt: skip
+            "busy": busy, "executors": executors, "threads": threads, "jvm_cpu": jvm_cpu,
+            "counters": counters, "raw": (records, raw), "stale": dict(stale), "samples": samples}  # fmt: skip
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:
@@ -260,6 +325,15 @@ def main() -> None:
               "(all sinks)")  # fmt: skip
         for part, cpu in sorted(r["cpu"].items(), key=lambda kv: -kv[1]):
             print(f"    {part:28} {cpu / r['window_s']:.2f} cores")
+        if r["threads"]:
+            print("  the pipeline's Spark JVM by thread:")
+            ended = r["jvm_cpu"] - sum(r["threads"].values())
+            for kind, cpu in sorted({**r["threads"], "threads that ended in the window": ended}.items(),
+                                    key=lambda kv: -kv[1]):  # fmt: skip
+                print(f"    {kind:42} {cpu / r['window_s']:.2f} cores")
+            minutes = r["window_s"] / 60
+            rates = ", ".join(f"{name} {value / minutes:,.1f}" for name, value in r["counters"].items())
+            print(f"    per minute: {rates}")
         records, raw = r["raw"]
         print(f"  raw copy anchor (same stack): {records} records, {raw:.3f} machine CPU-s per 1,000")
         flagged = {t: n for t, n in r["stale"].items() if n}
