@@ -112,7 +112,7 @@ def executor_cpu(event_logs: Path, queries: dict[str, str], since_ms: int, until
 THREAD_KINDS = (
     ("CompilerThre", "Java's compilers (JIT)"), ("GC Thread", "garbage collector"), ("G1 ", "garbage collector"),
     ("VM Thread", "garbage collector and VM operations"),
-    ("Executor task l", "executor tasks"), ("stream executio", "streaming query threads (plans, commits)"),
+    ("Executor task", "executor tasks"), ("stream executio", "streaming query threads (plans, commits)"),
     ("Thread-", "calls from Python (batch code, folds)"),
 )  # fmt: skip
 
@@ -121,9 +121,10 @@ def thread_kind(name: str) -> str:
     return next((kind for marker, kind in THREAD_KINDS if marker in name), "other threads")
 
 
-def thread_cpu(pid: int) -> dict[tuple[int, str], float]:
-    """(thread id, kind) → CPU seconds so far of each thread of process `pid` (empty when it is gone)."""
-    out: dict[tuple[int, str], float] = {}
+def thread_cpu(pid: int) -> dict[int, tuple[float, str]]:
+    """Thread id → (CPU seconds so far, kind) of each thread of process `pid` (empty when it is gone). Spark renames
+    an executor thread for each task it runs, so a thread is known by its id, its kind read each time."""
+    out: dict[int, tuple[float, str]] = {}
     tick = os.sysconf("SC_CLK_TCK")
     for task in Path(f"/proc/{pid}/task").glob("*"):
         try:
@@ -132,7 +133,7 @@ def thread_cpu(pid: int) -> dict[tuple[int, str], float]:
             continue
         fields = stat[stat.rindex(")") + 2 :].split()
         name = stat[stat.index("(") + 1 : stat.rindex(")")]
-        out[(int(task.name), thread_kind(name))] = (int(fields[11]) + int(fields[12])) / tick
+        out[int(task.name)] = ((int(fields[11]) + int(fields[12])) / tick, thread_kind(name))
     return out
 
 
@@ -156,11 +157,11 @@ def spark_jvm_pid(processes: dict[int, tuple[float, str]]) -> int | None:
     return next((pid for pid, (_, cmd) in processes.items() if part_of(cmd) == "pipeline (Spark JVM)"), None)
 
 
-def cpu_by_thread_kind(before: dict[tuple[int, str], float], after: dict[tuple[int, str], float]) -> dict[str, float]:
+def cpu_by_thread_kind(before: dict[int, tuple[float, str]], after: dict[int, tuple[float, str]]) -> dict[str, float]:
     """CPU seconds per kind of thread between two readings; threads that ended in between are not counted."""
     kinds: dict[str, float] = defaultdict(float)
-    for key, cpu in after.items():
-        kinds[key[1]] += cpu - before.get(key, 0.0)
+    for tid, (cpu, kind) in after.items():
+        kinds[kind] += cpu - before.get(tid, (0.0, kind))[0]
     return dict(kinds)
 
 
