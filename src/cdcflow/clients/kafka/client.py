@@ -6,6 +6,7 @@ import concurrent.futures
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 from confluent_kafka import Consumer, ElectionType, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -54,6 +55,7 @@ KafkaTarget = str | KafkaEndpoint
 
 
 ClientSettings = dict[str, str | int | float | bool]
+T = TypeVar("T")
 
 
 def client_config(target: KafkaTarget, settings: ClientSettings | None = None) -> ClientSettings:
@@ -271,17 +273,40 @@ def partition_count(bootstrap: KafkaTarget, topic: str, timeout_s: float = 30.0)
 
 
 def end_offsets(bootstrap: KafkaTarget, topic: str, timeout_s: float = 10.0) -> dict[int, int]:
-    """Partition → high watermark (the offset the next record will get); {} if the topic is absent."""
+    """Partition → high watermark (the offset the next record will get); {} if the topic is absent. A
+    partition whose leader is still opening it (a topic created a moment ago) is asked again until
+    `timeout_s` passed (then ServiceUnavailable)."""
     consumer = Consumer(client_config(bootstrap, {"group.id": f"cdcflow-offsets-{time.time_ns()}"}))
     try:
         meta = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
         if meta is None or meta.error is not None:
             return {}
-        return {
-            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s)[1] for p in meta.partitions
-        }
+        deadline = time.monotonic() + timeout_s
+
+        def high_watermark(partition: int) -> int:
+            tp = TopicPartition(topic, partition)
+            return retry_while_opening(lambda: consumer.get_watermark_offsets(tp, timeout=timeout_s)[1],
+                                       f"{topic}[{partition}]", deadline)  # fmt: skip
+
+        return {p: high_watermark(p) for p in meta.partitions}
     finally:
         consumer.close()
+
+
+def retry_while_opening(call: Callable[[], T], what: str, deadline: float, pause_s: float = 0.05) -> T:
+    """`call()`, asked again while Kafka answers that the partition is not served yet (NOT_LEADER_OR_FOLLOWER
+    from a broker that lists a new topic before it opens its partitions, or any other answer but a refusal),
+    until `deadline` (time.monotonic()): then ServiceUnavailable. A refusal (authorization) is terminal."""
+    while True:
+        try:
+            return call()
+        except KafkaException as exc:
+            err = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+            if err is not None and err.code() in _REFUSED:
+                raise TerminalError(f"{what}: {err.str()}") from exc
+            if time.monotonic() >= deadline:
+                raise ServiceUnavailable(f"{what}: not served ({err.str() if err is not None else exc})") from exc
+        time.sleep(pause_s)
 
 
 def partition_offsets(bootstrap: KafkaTarget, topic: str, partitions: list[int], edge: str | None,
