@@ -42,6 +42,7 @@ from cdcflow.clients import kafka as k
 from cdcflow.dev.stack import Stack
 from cdcflow.dev.testing.suite_time import busy_seconds, read_processes
 from cdcflow.jars import versions
+from cdcflow.pipeline import groups
 from cdcflow.pipeline.apply import checkpoint_query_id
 from cdcflow.pipeline.progress import read_progress
 from cdcflow.pipeline.session import build_session
@@ -225,6 +226,9 @@ def run_level(level: float, base: dict[str, Any], warmup_s: float, window_s: flo
         progress = read_progress(checkpoints)
         applied = {s: int(d.get("total_rows", 0)) - rows_before.get(s, 0) for s, d in progress.items()}
         queries = {checkpoint_query_id(checkpoints / s) or "": s for s in progress}
+        # a sink group's query applies every sink of the group: its tasks are the group's, not one sink's
+        for group in {s["group"] for s in base["pipeline"]["sinks"] if s.get("group")}:
+            queries[checkpoint_query_id(groups.group_folder(checkpoints, group)) or ""] = f"group {group}"
         stop(proc)
         executors = executor_cpu(work / "events", queries, started_ms, ended_ms)
         records, raw = raw_copy_per_1k(work)
@@ -271,6 +275,8 @@ def main() -> None:
                     help="a Spark setting added to the bundled config's pipeline.spark_conf")  # fmt: skip
     ap.add_argument("--sink-option", action="append", default=[], metavar="SINK.KEY=VALUE",
                     help="a sink option of the bundled config set to VALUE (YAML), to compare settings")  # fmt: skip
+    ap.add_argument("--sink-group", action="append", default=[], metavar="SINK=GROUP",
+                    help="put a sink of the bundled config in a sink group (one query per group)")  # fmt: skip
     ap.add_argument(
         "--pipeline-option",
         action="append",
@@ -290,6 +296,10 @@ def main() -> None:
         sink = next(s for s in base["pipeline"]["sinks"] if s["name"] == name)
         sink.setdefault("options", {})[key] = yaml.safe_load(value)
         print(f"sink {name}: {key} = {value}")
+    for setting in args.sink_group:
+        name, group = setting.split("=", 1)
+        next(s for s in base["pipeline"]["sinks"] if s["name"] == name)["group"] = group
+        print(f"sink {name}: group {group}")
     for setting in args.pipeline_option:
         key, value = setting.split("=", 1)
         base["pipeline"][key] = yaml.safe_load(value)
@@ -319,6 +329,9 @@ def main() -> None:
                   "per 1,000")  # fmt: skip
         folds = r["executors"].get("folds", 0.0)
         print(f"  delta folds: executor CPU {folds:.1f} s; other jobs {r['executors'].get('other jobs', 0.0):.1f} s")
+        for owner, seconds in sorted(r["executors"].items()):
+            if owner.startswith("group "):
+                print(f"  sink {owner}: executor CPU {seconds:.1f} s (its sinks' tasks, not split by sink)")
         pipeline_cpu = sum(v for p, v in r["cpu"].items() if p.startswith("pipeline"))
         applied_all = sum(r["applied"].values())
         print(f"  pipeline process (JVM, driver, Python workers): {pipeline_cpu / r['window_s']:.2f} cores, "

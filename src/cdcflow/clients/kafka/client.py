@@ -312,10 +312,18 @@ def retry_while_opening(call: Callable[[], T], what: str, deadline: float, pause
 def partition_offsets(bootstrap: KafkaTarget, topic: str, partitions: list[int], edge: str | None,
                       timestamp_ms: int | None = None, timeout_s: float = 10.0) -> dict[int, int]:  # fmt: skip
     """Per partition: its first offset (`edge` "earliest"), its high watermark ("latest"), or the first
-    offset whose record is at or after `timestamp_ms` (the high watermark if none is)."""
+    offset whose record is at or after `timestamp_ms` (the high watermark if none is). A partition still opening
+    is asked again until `timeout_s` passed (`retry_while_opening`)."""
     consumer = Consumer(client_config(bootstrap, {"group.id": f"cdcflow-offsets-{time.time_ns()}"}))
     try:
-        marks = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s) for p in partitions}
+        deadline = time.monotonic() + timeout_s
+
+        def watermarks(partition: int) -> tuple[int, int]:
+            tp = TopicPartition(topic, partition)
+            return retry_while_opening(lambda: consumer.get_watermark_offsets(tp, timeout=timeout_s),
+                                       f"{topic}[{partition}]", deadline)  # fmt: skip
+
+        marks = {p: watermarks(p) for p in partitions}
         if timestamp_ms is None:
             return {p: low if edge == "earliest" else high for p, (low, high) in marks.items()}
         found = consumer.offsets_for_times([TopicPartition(topic, p, timestamp_ms) for p in partitions],
